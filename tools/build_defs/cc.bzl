@@ -1,0 +1,28 @@
+"""C++ build settings and macros for ddplab's own code."""
+
+# Warnings for ddplab's own code. Dependencies come in through -isystem and are exempt.
+DDPLAB_COPTS = [
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+]
+
+# For binaries that load plugins: plugins resolve the host's symbols (the plugin API,
+# the experiment schema) from the executable, as LLVM's pass plugins do.
+HOST_LINKOPTS = ["-rdynamic", "-ldl"]
+
+def ddplab_plugin(name, srcs, deps = [], **kwargs):
+    """A plugin: a shared library lib<name>.so exporting only ddplabGetPluginInfo.
+
+    The plugin links against LibTorch like the host, and against nothing of the host's:
+    the plugin API and the experiment schema are headers here and are resolved from the
+    host binary when the plugin is loaded.
+    """
+    native.cc_binary(
+        name = "lib" + name + ".so",
+        srcs = srcs,
+        linkshared = True,
+        copts = DDPLAB_COPTS + ["-fvisibility=hidden", "-fvisibility-inlines-hidden"],
+        deps = ["//core:plugin_api"] + deps,
+        **kwargs
+    )

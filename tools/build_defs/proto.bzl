@@ -1,0 +1,43 @@
+"""C++ code generated from .proto files by the protoc found on this machine.
+
+Bazel 4's native cc_proto_library wants a protobuf source repository to build protoc from;
+ddplab builds offline against the system's protoc and libprotobuf instead.
+"""
+
+def ddplab_cc_proto(name, srcs, visibility = None):
+    """Generates <name> (the messages, for binaries) and <name>_headers (headers only).
+
+    srcs are .proto files below this package; the import path is relative to it, so
+    proto/ddplab/v1/x.proto is imported as "ddplab/v1/x.proto" and its header included
+    as "ddplab/v1/x.pb.h". Plugins use <name>_headers: the host binary holds the code.
+    """
+    outs = []
+    for s in srcs:
+        base = s[:-len(".proto")]
+        outs += [base + ".pb.h", base + ".pb.cc"]
+    native.genrule(
+        name = name + "_generate",
+        srcs = srcs,
+        outs = outs,
+        tools = ["@protobuf//:protoc"],
+        cmd = "$(location @protobuf//:protoc) --proto_path=" + native.package_name() +
+              " --cpp_out=$(RULEDIR) " +
+              " ".join(["$(location {})".format(s) for s in srcs]),
+    )
+    hdrs = [o for o in outs if o.endswith(".h")]
+    native.cc_library(
+        name = name,
+        srcs = [o for o in outs if o.endswith(".cc")],
+        hdrs = hdrs,
+        includes = ["."],
+        deps = ["@protobuf"],
+        alwayslink = True,
+        visibility = visibility,
+    )
+    native.cc_library(
+        name = name + "_headers",
+        hdrs = hdrs,
+        includes = ["."],
+        deps = ["@protobuf"],
+        visibility = visibility,
+    )
