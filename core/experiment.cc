@@ -1,0 +1,525 @@
+#include "core/experiment.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace ddplab {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::TextFormat;
+
+constexpr char kExperimentType[] = "ddplab.v1.Experiment";
+constexpr char kSuiteType[] = "ddplab.v1.Suite";
+
+// Keeps the first error the text-format parser reports.
+class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (has_error_) return;
+    has_error_ = true;
+    line_ = line;
+    column_ = column;
+    message_ = message;
+  }
+  void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+
+  bool has_error() const { return has_error_; }
+  int line() const { return line_; }
+  int column() const { return column_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  bool has_error_ = false;
+  int line_ = -1;
+  int column_ = -1;
+  std::string message_;
+};
+
+std::string FormatLocation(absl::string_view file, int line, int column) {
+  // The parser counts from 0; editors and compilers count from 1.
+  return absl::StrCat(file, ":", line + 1, ":", column + 1);
+}
+
+// One step of a field path: a field and, for repeated fields, an element.
+struct PathStep {
+  const FieldDescriptor* field;
+  int index;  // -1 for singular fields
+};
+
+// Resolves "data.batch_size" or "plugin[1].bucket_sizing.sweep_cap_mb[0]" against
+// `root`. The paths are written in this file, so a bad one is a programming error.
+std::vector<PathStep> ResolvePath(const Descriptor* root, absl::string_view path) {
+  std::vector<PathStep> steps;
+  const Descriptor* message = root;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    int index = -1;
+    size_t bracket = part.find('[');
+    if (bracket != absl::string_view::npos) {
+      absl::string_view number = part.substr(bracket + 1, part.size() - bracket - 2);
+      if (!absl::SimpleAtoi(number, &index)) index = 0;
+      part = part.substr(0, bracket);
+    }
+    const FieldDescriptor* field = message ? message->FindFieldByName(std::string(part)) : nullptr;
+    if (field == nullptr) break;
+    steps.push_back({field, index});
+    message = field->message_type();
+  }
+  return steps;
+}
+
+// Finds where fields stand in the parsed text, for error messages.
+class Locator {
+ public:
+  // `roots` are searched in order (an experiment's own block, then the suite's
+  // defaults); `fallback` is where the experiment's block starts (line -1 if unknown).
+  Locator(std::string file, std::vector<const TextFormat::ParseInfoTree*> roots,
+          TextFormat::ParseLocation fallback, std::string experiment)
+      : file_(std::move(file)),
+        roots_(std::move(roots)),
+        fallback_(fallback),
+        experiment_(std::move(experiment)) {}
+
+  const std::string& file() const { return file_; }
+
+  // An error about the field at `path` (relative to `root`): "file:line:col: path: what".
+  absl::Status Error(const Descriptor* root, absl::string_view path,
+                     absl::string_view what) const {
+    std::vector<PathStep> steps = ResolvePath(root, path);
+    TextFormat::ParseLocation best;
+    size_t best_depth = 0;
+    for (const TextFormat::ParseInfoTree* tree : roots_) {
+      size_t depth = 0;
+      TextFormat::ParseLocation found;
+      for (const PathStep& step : steps) {
+        if (tree == nullptr) break;
+        if (step.field->is_repeated() && step.index < 0) {
+          // The field as a whole: its first element's location.
+          found = tree->GetLocation(step.field, 0);
+          if (found.line >= 0) depth++;
+          break;
+        }
+        TextFormat::ParseLocation loc = tree->GetLocation(step.field, step.index);
+        if (loc.line < 0) break;
+        found = loc;
+        depth++;
+        tree = step.field->message_type() ? tree->GetTreeForNested(step.field, step.index)
+                                          : nullptr;
+      }
+      if (depth > best_depth) {
+        best_depth = depth;
+        best = found;
+      }
+    }
+    if (best_depth > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(FormatLocation(file_, best.line, best.column), ": ", path, ": ", what));
+    }
+    if (fallback_.line >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          FormatLocation(file_, fallback_.line, fallback_.column), ": experiment \"",
+          experiment_, "\": ", path, ": ", what));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(file_, ": ", path, ": ", what));
+  }
+
+ private:
+  std::string file_;
+  std::vector<const TextFormat::ParseInfoTree*> roots_;
+  TextFormat::ParseLocation fallback_;
+  std::string experiment_;
+};
+
+// Reads the "# proto-message: NAME" header line, if any, before the first field.
+absl::StatusOr<std::string> MessageType(absl::string_view text, absl::string_view file) {
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    absl::string_view stripped = absl::StripAsciiWhitespace(line);
+    if (!stripped.empty() && stripped[0] != '#') break;
+    absl::string_view comment = absl::StripAsciiWhitespace(absl::StripPrefix(stripped, "#"));
+    if (absl::ConsumePrefix(&comment, "proto-message:")) {
+      std::string type(absl::StripAsciiWhitespace(comment));
+      if (type != kExperimentType && type != kSuiteType) {
+        size_t column = line.find("proto-message:");
+        return absl::InvalidArgumentError(absl::StrCat(
+            FormatLocation(file, line_number, static_cast<int>(column)),
+            ": proto-message: expected ", kExperimentType, " or ", kSuiteType, ", got \"",
+            type, "\""));
+      }
+      return type;
+    }
+    line_number++;
+  }
+  return std::string(kExperimentType);
+}
+
+bool ValidName(absl::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+std::string FormatNumber(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// Fills in the defaults that the schema documents for fields left out.
+void ApplyDefaults(v1::Experiment& e) {
+  v1::Data& data = *e.mutable_data();
+  if (data.image_size() == 0) data.set_image_size(kDefaultImageSize);
+  if (data.prefetch() == 0) data.set_prefetch(kDefaultPrefetch);
+  if (data.task() == v1::Data::TASK_UNSPECIFIED) data.set_task(v1::Data::RANDOM);
+  v1::Distributed& dist = *e.mutable_distributed();
+  if (dist.gpus_per_node() == 0) dist.set_gpus_per_node(1);
+  if (dist.nodes() == 0) dist.set_nodes(1);
+  if (dist.timeout_seconds() == 0) dist.set_timeout_seconds(kDefaultTimeoutSeconds);
+  if (e.profiling().profiler() == v1::Profiling::PROFILER_UNSPECIFIED) {
+    e.mutable_profiling()->set_profiler(v1::Profiling::NONE);
+  }
+  if (e.output().directory().empty()) e.mutable_output()->set_directory(kDefaultOutputDirectory);
+  for (v1::Plugin& plugin : *e.mutable_plugin()) {
+    if (plugin.has_powersgd()) {
+      v1::PowerSgdConfig& p = *plugin.mutable_powersgd();
+      if (p.rank() == 0) p.set_rank(1);
+      if (p.min_compression_rate() == 0) p.set_min_compression_rate(2);
+    }
+  }
+}
+
+// The patch size an experiment's model uses, 0 if the model is not set.
+uint32_t PatchSize(const v1::Model& model) {
+  switch (model.architecture_case()) {
+    case v1::Model::kPreset:
+      switch (model.preset()) {
+        case v1::Model::VIT_L_32:
+        case v1::Model::VIT_B_32:
+          return 32;
+        case v1::Model::VIT_L_16:
+        case v1::Model::VIT_B_16:
+          return 16;
+        case v1::Model::VIT_TINY_TEST:
+          return 8;
+        default:
+          return 0;
+      }
+    case v1::Model::kVit:
+      return model.vit().patch_size();
+    default:
+      return 0;
+  }
+}
+
+absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at) {
+  const Descriptor* root = v1::Experiment::descriptor();
+  std::map<std::string, int> seen;
+  for (int i = 0; i < e.plugin_size(); ++i) {
+    const v1::Plugin& plugin = e.plugin(i);
+    std::string here = absl::StrCat("plugin[", i, "]");
+    std::string name = PluginName(plugin);
+    if (name.empty()) {
+      std::vector<std::string> names;
+      const google::protobuf::OneofDescriptor* oneof =
+          v1::Plugin::descriptor()->FindOneofByName("config");
+      for (int f = 0; f < oneof->field_count(); ++f) names.push_back(oneof->field(f)->name());
+      return at.Error(root, here,
+                      absl::StrCat("names no plugin: set one of ", absl::StrJoin(names, ", ")));
+    }
+    auto [first, inserted] = seen.emplace(name, i);
+    if (!inserted) {
+      return at.Error(root, absl::StrCat(here, ".", name),
+                      absl::StrCat("plugin \"", name, "\" is listed twice (first as plugin[",
+                                   first->second, "])"));
+    }
+    if (plugin.has_bucket_sizing()) {
+      const v1::BucketSizingConfig& b = plugin.bucket_sizing();
+      std::string path = absl::StrCat(here, ".bucket_sizing");
+      if (b.bucket_cap_mb() < 0 || !std::isfinite(b.bucket_cap_mb())) {
+        return at.Error(root, path + ".bucket_cap_mb",
+                        absl::StrCat("must be > 0, got ", FormatNumber(b.bucket_cap_mb())));
+      }
+      if (b.first_bucket_cap_mb() < 0 || !std::isfinite(b.first_bucket_cap_mb())) {
+        return at.Error(root, path + ".first_bucket_cap_mb",
+                        absl::StrCat("must be > 0, got ", FormatNumber(b.first_bucket_cap_mb())));
+      }
+      if (b.bucket_cap_mb() > 0 && b.first_bucket_cap_mb() > b.bucket_cap_mb()) {
+        return at.Error(root, path + ".first_bucket_cap_mb",
+                        absl::StrCat("must be at most bucket_cap_mb (",
+                                     FormatNumber(b.bucket_cap_mb()), "), got ",
+                                     FormatNumber(b.first_bucket_cap_mb())));
+      }
+      if (b.sweep_cap_mb_size() > 0 && b.bucket_cap_mb() != 0) {
+        return at.Error(root, path + ".bucket_cap_mb",
+                        "contradicts sweep_cap_mb: a sweep sets the cap of each run; leave "
+                        "bucket_cap_mb out");
+      }
+      for (int s = 0; s < b.sweep_cap_mb_size(); ++s) {
+        double cap = b.sweep_cap_mb(s);
+        std::string sweep_path = absl::StrCat(path, ".sweep_cap_mb[", s, "]");
+        if (!(cap > 0) || !std::isfinite(cap)) {
+          return at.Error(root, sweep_path, absl::StrCat("must be > 0, got ", FormatNumber(cap)));
+        }
+        for (int t = 0; t < s; ++t) {
+          if (b.sweep_cap_mb(t) == cap) {
+            return at.Error(root, sweep_path,
+                            absl::StrCat("repeats ", FormatNumber(cap), " (sweep_cap_mb[", t, "])"));
+          }
+        }
+      }
+    }
+    if (plugin.has_powersgd()) {
+      const v1::PowerSgdConfig& p = plugin.powersgd();
+      std::string path = absl::StrCat(here, ".powersgd");
+      if (p.min_compression_rate() < 1 || !std::isfinite(p.min_compression_rate())) {
+        return at.Error(root, path + ".min_compression_rate",
+                        absl::StrCat("must be >= 1, got ", FormatNumber(p.min_compression_rate())));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Checks a resolved experiment (defaults applied). Returns the first problem found.
+absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
+  const Descriptor* root = v1::Experiment::descriptor();
+  if (e.name().empty()) return at.Error(root, "name", "is required");
+  if (!ValidName(e.name())) {
+    return at.Error(root, "name",
+                    absl::StrCat("must be letters, digits, '_' and '-', got \"", e.name(), "\""));
+  }
+
+  // Model.
+  const v1::Model& model = e.model();
+  switch (model.architecture_case()) {
+    case v1::Model::ARCHITECTURE_NOT_SET:
+      return at.Error(root, "model", "is required: set model.preset or model.vit");
+    case v1::Model::kPreset:
+      if (model.preset() == v1::Model::PRESET_UNSPECIFIED) {
+        return at.Error(root, "model.preset", "must name a preset, e.g. VIT_L_32");
+      }
+      break;
+    case v1::Model::kVit: {
+      const v1::VitSizes& v = model.vit();
+      const std::pair<const char*, uint32_t> sizes[] = {
+          {"patch_size", v.patch_size()}, {"hidden_dim", v.hidden_dim()},
+          {"num_layers", v.num_layers()}, {"num_heads", v.num_heads()},
+          {"mlp_dim", v.mlp_dim()},       {"num_classes", v.num_classes()},
+      };
+      for (const auto& [field, value] : sizes) {
+        if (value == 0) return at.Error(root, absl::StrCat("model.vit.", field), "is required (> 0)");
+      }
+      if (v.hidden_dim() % v.num_heads() != 0) {
+        return at.Error(root, "model.vit.hidden_dim",
+                        absl::StrCat("must be a multiple of num_heads (", v.num_heads(), "), got ",
+                                     v.hidden_dim()));
+      }
+      break;
+    }
+  }
+
+  // Data.
+  const v1::Data& data = e.data();
+  if (data.batch_size() == 0) {
+    return at.Error(root, "data.batch_size", "is required: samples per GPU per step, > 0");
+  }
+  uint32_t patch = PatchSize(model);
+  if (patch > 0 && data.image_size() % patch != 0) {
+    return at.Error(root, "data.image_size",
+                    absl::StrCat("must be a multiple of the patch size (", patch, "), got ",
+                                 data.image_size()));
+  }
+  if (data.num_workers() > 256) {
+    return at.Error(root, "data.num_workers",
+                    absl::StrCat("must be at most 256, got ", data.num_workers()));
+  }
+  if (data.prefetch() > 64) {
+    return at.Error(root, "data.prefetch", absl::StrCat("must be at most 64, got ", data.prefetch()));
+  }
+
+  // Steps.
+  if (e.steps().measured() == 0) {
+    return at.Error(root, "steps.measured", "is required: steps to time, > 0");
+  }
+
+  // Optimizer.
+  if (!e.optimizer().has_sgd()) return at.Error(root, "optimizer", "is required: set optimizer.sgd");
+  const v1::Sgd& sgd = e.optimizer().sgd();
+  if (!(sgd.learning_rate() > 0) || !std::isfinite(sgd.learning_rate())) {
+    return at.Error(root, "optimizer.sgd.learning_rate",
+                    absl::StrCat("must be > 0, got ", FormatNumber(sgd.learning_rate())));
+  }
+  if (sgd.momentum() < 0 || !(sgd.momentum() < 1)) {
+    return at.Error(root, "optimizer.sgd.momentum",
+                    absl::StrCat("must be in [0, 1), got ", FormatNumber(sgd.momentum())));
+  }
+  if (sgd.weight_decay() < 0 || !std::isfinite(sgd.weight_decay())) {
+    return at.Error(root, "optimizer.sgd.weight_decay",
+                    absl::StrCat("must be >= 0, got ", FormatNumber(sgd.weight_decay())));
+  }
+
+  // Distributed.
+  const v1::Distributed& dist = e.distributed();
+  if (dist.gpus_per_node() > 1024) {
+    return at.Error(root, "distributed.gpus_per_node",
+                    absl::StrCat("must be at most 1024, got ", dist.gpus_per_node()));
+  }
+  if (dist.nodes() > 65536) {
+    return at.Error(root, "distributed.nodes", absl::StrCat("must be at most 65536, got ", dist.nodes()));
+  }
+  bool cpu = dist.device() == v1::Distributed::CPU;
+  if (cpu && dist.backend() == v1::Distributed::NCCL) {
+    return at.Error(root, "distributed.backend",
+                    "NCCL runs on GPUs only, but distributed.device is CPU: use GLOO or leave "
+                    "backend out");
+  }
+  if (dist.transport() != v1::Distributed::TRANSPORT_UNSPECIFIED &&
+      (cpu || dist.backend() == v1::Distributed::GLOO)) {
+    return at.Error(root, "distributed.transport",
+                    "selects NCCL's transport, but this experiment uses Gloo: leave transport "
+                    "out or use the NCCL backend on GPUs");
+  }
+  if (cpu && data.pin_memory()) {
+    return at.Error(root, "data.pin_memory",
+                    "pins host memory for copies to a GPU, but distributed.device is CPU");
+  }
+
+  // Plugins.
+  if (absl::Status s = ValidatePlugins(e, at); !s.ok()) return s;
+  if (e.plugin_size() > 0 && WorldSize(e) == 1 && !dist.force_engine()) {
+    return at.Error(root, "plugin",
+                    "plugins configure the data-parallel engine, which a run of one process "
+                    "skips: set distributed.force_engine: true or run more processes");
+  }
+
+  // Output.
+  if (e.output().directory().find('\0') != std::string::npos) {
+    return at.Error(root, "output.directory", "must not contain NUL");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int WorldSize(const v1::Experiment& experiment) {
+  int per_node = experiment.distributed().gpus_per_node();
+  int nodes = experiment.distributed().nodes();
+  return (per_node > 0 ? per_node : 1) * (nodes > 0 ? nodes : 1);
+}
+
+std::string PluginName(const v1::Plugin& plugin) {
+  const google::protobuf::OneofDescriptor* oneof = v1::Plugin::descriptor()->FindOneofByName("config");
+  const FieldDescriptor* field =
+      plugin.GetReflection()->GetOneofFieldDescriptor(plugin, oneof);
+  return field ? field->name() : "";
+}
+
+absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename) {
+  std::string file(filename);
+  absl::StatusOr<std::string> type = MessageType(text, file);
+  if (!type.ok()) return type.status();
+  bool is_suite = *type == kSuiteType;
+
+  TextFormat::Parser parser;
+  FirstErrorCollector errors;
+  TextFormat::ParseInfoTree tree;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+
+  v1::Suite suite;
+  v1::Experiment single;
+  google::protobuf::Message* target = is_suite ? static_cast<google::protobuf::Message*>(&suite)
+                                               : static_cast<google::protobuf::Message*>(&single);
+  std::string owned(text);
+  if (!parser.ParseFromString(owned, target)) {
+    if (errors.has_error() && errors.line() >= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(FormatLocation(file, errors.line(), errors.column()), ": ", errors.message()));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": ", errors.has_error() ? errors.message() : "not a valid text-format " + *type));
+  }
+
+  const Descriptor* suite_descriptor = v1::Suite::descriptor();
+  if (!is_suite) {
+    ApplyDefaults(single);
+    Locator at(file, {&tree}, TextFormat::ParseLocation(), single.name());
+    if (absl::Status s = ValidateExperiment(single, at); !s.ok()) return s;
+    suite.set_name(single.name());
+    suite.set_description(single.description());
+    *suite.add_experiment() = std::move(single);
+    return suite;
+  }
+
+  Locator suite_at(file, {&tree}, TextFormat::ParseLocation(), "");
+  if (suite.name().empty()) return suite_at.Error(suite_descriptor, "name", "is required");
+  if (!ValidName(suite.name())) {
+    return suite_at.Error(
+        suite_descriptor, "name",
+        absl::StrCat("must be letters, digits, '_' and '-', got \"", suite.name(), "\""));
+  }
+  if (suite.experiment_size() == 0) {
+    return suite_at.Error(suite_descriptor, "experiment", "is required: a suite runs at least one");
+  }
+  const FieldDescriptor* experiment_field = suite_descriptor->FindFieldByName("experiment");
+  const FieldDescriptor* defaults_field = suite_descriptor->FindFieldByName("defaults");
+  const TextFormat::ParseInfoTree* defaults_tree = tree.GetTreeForNested(defaults_field, -1);
+  std::map<std::string, int> names;
+  for (int i = 0; i < suite.experiment_size(); ++i) {
+    v1::Experiment resolved = suite.defaults();
+    const v1::Experiment& own = suite.experiment(i);
+    if (own.plugin_size() > 0) resolved.clear_plugin();
+    resolved.MergeFrom(own);
+    ApplyDefaults(resolved);
+    Locator at(file, {tree.GetTreeForNested(experiment_field, i), defaults_tree},
+               tree.GetLocation(experiment_field, i), resolved.name());
+    if (absl::Status s = ValidateExperiment(resolved, at); !s.ok()) return s;
+    auto [first, inserted] = names.emplace(resolved.name(), i);
+    if (!inserted) {
+      return at.Error(v1::Experiment::descriptor(), "name",
+                      absl::StrCat("\"", resolved.name(), "\" is used twice (first by experiment[",
+                                   first->second, "])"));
+    }
+    *suite.mutable_experiment(i) = std::move(resolved);
+  }
+  suite.clear_defaults();
+  return suite;
+}
+
+absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open experiment file: ",
+                                            std::strerror(errno)));
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) {
+    return absl::DataLossError(absl::StrCat(path, ": cannot read experiment file"));
+  }
+  return ParseExperimentText(buffer.str(), path);
+}
+
+}  // namespace ddplab

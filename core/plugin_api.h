@@ -1,0 +1,183 @@
+// The plugin API: what a ddplab plugin implements and what the engine calls.
+//
+// A plugin is a shared library in its own package under plugins/, built with
+// ddplab_plugin() (tools/build_defs/cc.bzl), that exports one symbol,
+// ddplabGetPluginInfo(), returning a DdplabPluginInfo. The host loads the library,
+// checks the API version and the build identity (LibTorch version, C++ ABI, protobuf
+// version, CUDA or CPU build) against its own and refuses any mismatch, because plugin
+// and host share C++ types (torch::Tensor, protobuf messages). Then it calls
+// `register_callbacks` once with a PluginRegistrar holding the plugin's configuration.
+// Plugins are never unloaded.
+//
+//   // plugins/bucket_view/bucket_view.cc
+//   namespace {
+//   void Register(ddplab::PluginRegistrar& registrar) {
+//     registrar.AddEngineOptions([](ddplab::EngineOptions& options) {
+//       options.gradient_as_bucket_view = true;
+//     });
+//   }
+//   }  // namespace
+//   DDPLAB_PLUGIN("bucket_view", "1.0.0", "ddplab.v1.BucketViewConfig", Register)
+//
+// The extension points, in the order the engine uses them:
+//   1. engine options (AddEngineOptions): bucket caps, static graph, gradient views;
+//      called once before the engine is built, in the order plugins are listed.
+//   2. a communication hook (SetCommHook): takes a bucket of gradients and returns a
+//      future of the reduced bucket, as c10d's comm hooks; at most one plugin sets it.
+//   3. step callbacks (AddStepCallbacks): called at the start and end of every step.
+
+#ifndef DDPLAB_CORE_PLUGIN_API_H_
+#define DDPLAB_CORE_PLUGIN_API_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <ATen/core/Tensor.h>
+#include <torch/version.h>
+
+#include "google/protobuf/stubs/common.h"
+
+// Plugins are compiled with hidden visibility; the host's types they use must stay
+// visible so that the dynamic linker resolves them against the host binary.
+#pragma GCC visibility push(default)
+#include "google/protobuf/message.h"
+#pragma GCC visibility pop
+
+// Bumped whenever DdplabPluginInfo or an interface below changes incompatibly.
+#define DDPLAB_PLUGIN_API_VERSION 1
+
+#if defined(DDPLAB_CUDA)
+#define DDPLAB_CUDA_BUILD 1
+#else
+#define DDPLAB_CUDA_BUILD 0
+#endif
+
+namespace c10d {
+class ProcessGroup;
+}  // namespace c10d
+
+namespace ddplab {
+
+// The data-parallel engine's settings. The engine starts from these defaults (PyTorch
+// DDP's) and lets each plugin change them in turn.
+struct EngineOptions {
+  // Bytes per gradient bucket (DDP's bucket_cap_mb, in bytes: MB are 10^6 bytes).
+  int64_t bucket_cap_bytes = 25 * 1000 * 1000;
+  // Bytes of the first bucket, the last gradients that backward produces.
+  int64_t first_bucket_cap_bytes = 1000 * 1000;
+  // Bucket caps to sweep, one run each; empty for a single run.
+  std::vector<int64_t> sweep_bucket_cap_bytes;
+  // The graph is the same every step (DDP's static_graph).
+  bool static_graph = false;
+  // Gradients are views into bucket buffers (DDP's gradient_as_bucket_view).
+  bool gradient_as_bucket_view = false;
+};
+
+// A bucket of gradients ready for reduction (c10d's GradBucket).
+struct GradBucket {
+  // Position in the engine's bucket order; bucket 0 is reduced last.
+  size_t index = 0;
+  // The flattened gradients, contiguous. A hook may reduce it in place.
+  at::Tensor buffer;
+  // Where each parameter's gradient starts in `buffer`, and its shape.
+  std::vector<int64_t> offsets;
+  std::vector<std::vector<int64_t>> sizes;
+  // The last bucket of the step.
+  bool is_last = false;
+};
+
+// What a communication hook works with.
+struct CommContext {
+  c10d::ProcessGroup* process_group = nullptr;
+  int rank = 0;
+  int world_size = 1;
+};
+
+// Reduces buckets across ranks (c10d's comm hook). The engine calls Run for each bucket
+// as soon as its gradients are ready and waits on the future before the optimizer step.
+class CommHook {
+ public:
+  virtual ~CommHook() = default;
+  // Starts reducing `bucket` and returns a future that completes with the averaged
+  // buffer (a Tensor of the bucket's shape and dtype).
+  virtual c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) = 0;
+};
+
+// Called around every training step (warm-up, measured and cool-down).
+class StepCallbacks {
+ public:
+  virtual ~StepCallbacks() = default;
+  // `step` counts from 0 over the whole run.
+  virtual void OnStepBegin(int64_t step) { (void)step; }
+  virtual void OnStepEnd(int64_t step) { (void)step; }
+};
+
+// What a plugin's register_callbacks receives: its configuration and the extension
+// points it may register with. Only virtual functions, so that plugins need no symbols
+// from the host to call them.
+class PluginRegistrar {
+ public:
+  virtual ~PluginRegistrar() = default;
+
+  // The plugin's configuration: the message whose type DdplabPluginInfo::config_type
+  // names, e.g. static_cast<const ddplab::v1::BucketSizingConfig&>(registrar.config()).
+  virtual const google::protobuf::Message& config() const = 0;
+
+  // Refuses the configuration; the host reports `message` with the plugin's name and
+  // does not run the experiment.
+  virtual void Reject(const std::string& message) = 0;
+
+  virtual void AddEngineOptions(std::function<void(EngineOptions&)> callback) = 0;
+  virtual void SetCommHook(std::function<std::unique_ptr<CommHook>(const CommContext&)> factory) = 0;
+  virtual void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) = 0;
+};
+
+}  // namespace ddplab
+
+extern "C" {
+
+// What ddplabGetPluginInfo returns. Strings are static and live as long as the plugin.
+struct DdplabPluginInfo {
+  // DDPLAB_PLUGIN_API_VERSION the plugin was built with.
+  uint32_t api_version;
+  // The plugin's name: the field of ddplab.v1.Plugin that configures it.
+  const char* name;
+  // The plugin's own version.
+  const char* plugin_version;
+  // Build identity: what the plugin was compiled against.
+  const char* torch_version;  // TORCH_VERSION
+  int32_t cxx11_abi;          // _GLIBCXX_USE_CXX11_ABI
+  int32_t protobuf_version;   // GOOGLE_PROTOBUF_VERSION
+  int32_t cuda_build;         // DDPLAB_CUDA_BUILD
+  // Full name of the configuration message, e.g. "ddplab.v1.BucketSizingConfig".
+  const char* config_type;
+  // Registers the plugin's callbacks; may Reject() the configuration.
+  void (*register_callbacks)(ddplab::PluginRegistrar& registrar);
+};
+
+// The one symbol a plugin exports.
+typedef DdplabPluginInfo (*DdplabGetPluginInfoFn)();
+
+}  // extern "C"
+
+#define DDPLAB_PLUGIN_ENTRY_SYMBOL "ddplabGetPluginInfo"
+
+// Defines a plugin's entry point with this build's identity.
+#define DDPLAB_PLUGIN(NAME, VERSION, CONFIG_TYPE, REGISTER)                               \
+  extern "C" __attribute__((visibility("default"))) DdplabPluginInfo ddplabGetPluginInfo() { \
+    return DdplabPluginInfo{DDPLAB_PLUGIN_API_VERSION,                                   \
+                            NAME,                                                        \
+                            VERSION,                                                     \
+                            TORCH_VERSION,                                               \
+                            _GLIBCXX_USE_CXX11_ABI,                                      \
+                            GOOGLE_PROTOBUF_VERSION,                                     \
+                            DDPLAB_CUDA_BUILD,                                           \
+                            CONFIG_TYPE,                                                 \
+                            REGISTER};                                                   \
+  }
+
+#endif  // DDPLAB_CORE_PLUGIN_API_H_

@@ -1,0 +1,255 @@
+#include "core/plugin_host.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/experiment.h"
+#include "google/protobuf/descriptor.h"
+#include "tools/cpp/runfiles/runfiles.h"
+
+namespace ddplab {
+namespace {
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string LibraryPath(const std::string& dir, absl::string_view name) {
+  return absl::StrCat(dir, "/", name, "/lib", name, ".so");
+}
+
+std::string Describe(const BuildIdentity& id) {
+  return absl::StrCat("LibTorch ", id.torch_version, ", _GLIBCXX_USE_CXX11_ABI=", id.cxx11_abi,
+                      ", protobuf ", id.protobuf_version, ", ", id.cuda_build ? "CUDA" : "CPU",
+                      " build");
+}
+
+// Compares the plugin's build identity with the host's; names every difference.
+absl::Status CheckIdentity(const std::string& path, const DdplabPluginInfo& info) {
+  BuildIdentity host = HostBuildIdentity();
+  BuildIdentity plugin{info.torch_version ? info.torch_version : "(null)", info.cxx11_abi,
+                       info.protobuf_version, info.cuda_build};
+  std::vector<std::string> diffs;
+  if (plugin.torch_version != host.torch_version) {
+    diffs.push_back(absl::StrCat("LibTorch ", plugin.torch_version, " (host: ",
+                                 host.torch_version, ")"));
+  }
+  if (plugin.cxx11_abi != host.cxx11_abi) {
+    diffs.push_back(absl::StrCat("_GLIBCXX_USE_CXX11_ABI=", plugin.cxx11_abi, " (host: ",
+                                 host.cxx11_abi, ")"));
+  }
+  if (plugin.protobuf_version != host.protobuf_version) {
+    diffs.push_back(absl::StrCat("protobuf ", plugin.protobuf_version, " (host: ",
+                                 host.protobuf_version, ")"));
+  }
+  if (plugin.cuda_build != host.cuda_build) {
+    diffs.push_back(absl::StrCat(plugin.cuda_build ? "CUDA" : "CPU", " build (host: ",
+                                 host.cuda_build ? "CUDA" : "CPU", ")"));
+  }
+  if (diffs.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "plugin ", path, " was built against ", absl::StrJoin(diffs, ", "),
+      "; this binary is ", Describe(host), ". Rebuild the plugin with this binary's build."));
+}
+
+}  // namespace
+
+namespace internal_plugin_host {
+
+// The registrar handed to one plugin's register_callbacks: it records into `set`.
+class Registrar : public PluginRegistrar {
+ public:
+  Registrar(const google::protobuf::Message& config, std::string plugin, PluginSet& set)
+      : config_(config), plugin_(std::move(plugin)), set_(set) {}
+
+  const google::protobuf::Message& config() const override { return config_; }
+  void Reject(const std::string& message) override {
+    if (error_.empty()) error_ = message;
+  }
+  void AddEngineOptions(std::function<void(EngineOptions&)> callback) override {
+    if (callback) set_.engine_options_.push_back(std::move(callback));
+  }
+  void SetCommHook(std::function<std::unique_ptr<CommHook>(const CommContext&)> factory) override {
+    if (!set_.comm_hook_owner_.empty()) {
+      Reject(absl::StrCat("sets the communication hook, which plugin \"", set_.comm_hook_owner_,
+                          "\" already set; list only one of them"));
+      return;
+    }
+    set_.comm_hook_factory_ = std::move(factory);
+    set_.comm_hook_owner_ = plugin_;
+  }
+  void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) override {
+    if (callbacks) set_.step_callbacks_.push_back(std::move(callbacks));
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  const google::protobuf::Message& config_;
+  std::string plugin_;
+  PluginSet& set_;
+  std::string error_;
+};
+
+}  // namespace internal_plugin_host
+
+BuildIdentity HostBuildIdentity() {
+  return BuildIdentity{TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI, GOOGLE_PROTOBUF_VERSION,
+                       DDPLAB_CUDA_BUILD};
+}
+
+EngineOptions PluginSet::ResolveEngineOptions() const {
+  EngineOptions options;
+  for (const auto& apply : engine_options_) apply(options);
+  return options;
+}
+
+PluginHost::PluginHost(std::vector<std::string> search_dirs)
+    : search_dirs_(std::move(search_dirs)) {}
+
+std::vector<std::string> PluginHost::Available() const {
+  std::set<std::string> names;
+  for (const std::string& dir : search_dirs_) {
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) continue;
+    while (struct dirent* entry = readdir(d)) {
+      std::string name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      if (IsFile(LibraryPath(dir, name))) names.insert(name);
+    }
+    closedir(d);
+  }
+  return {names.begin(), names.end()};
+}
+
+absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
+                                                     absl::string_view explicit_path) {
+  std::string path;
+  if (!explicit_path.empty()) {
+    path = std::string(explicit_path);
+    if (!IsFile(path)) {
+      return absl::NotFoundError(
+          absl::StrCat("plugin \"", name, "\": no file at the path given: ", path));
+    }
+  } else {
+    for (const std::string& dir : search_dirs_) {
+      std::string candidate = LibraryPath(dir, name);
+      if (IsFile(candidate)) {
+        path = candidate;
+        break;
+      }
+    }
+    if (path.empty()) {
+      std::vector<std::string> available = Available();
+      return absl::NotFoundError(absl::StrCat(
+          "unknown plugin \"", name, "\": no lib", name, ".so in ",
+          search_dirs_.empty() ? "(no plugin directory)" : absl::StrJoin(search_dirs_, ", "),
+          ". Available: ", available.empty() ? "none" : absl::StrJoin(available, ", ")));
+    }
+  }
+  if (auto it = loaded_.find(path); it != loaded_.end()) return it->second.get();
+
+  // RTLD_LOCAL keeps one plugin's symbols from another's; the plugin resolves the host's
+  // symbols from the executable, which exports them (-rdynamic).
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    return absl::FailedPreconditionError(
+        absl::StrCat("plugin \"", name, "\": cannot load ", path, ": ", err ? err : "unknown error"));
+  }
+  dlerror();
+  void* symbol = dlsym(handle, DDPLAB_PLUGIN_ENTRY_SYMBOL);
+  if (symbol == nullptr) {
+    // Never unloaded: a library's static destructors may have registered with the host.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path, " exports no ", DDPLAB_PLUGIN_ENTRY_SYMBOL,
+        "(): not a ddplab plugin (define its entry with DDPLAB_PLUGIN)"));
+  }
+  auto get_info = reinterpret_cast<DdplabGetPluginInfoFn>(symbol);
+  DdplabPluginInfo info = get_info();
+  if (info.api_version != DDPLAB_PLUGIN_API_VERSION) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path, " uses plugin API version ", info.api_version,
+        ", this binary uses version ", DDPLAB_PLUGIN_API_VERSION,
+        ". Rebuild the plugin against this binary's core/plugin_api.h."));
+  }
+  if (absl::Status s = CheckIdentity(path, info); !s.ok()) return s;
+  if (info.name == nullptr || name != info.name) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path, " calls itself \"", info.name ? info.name : "(null)",
+        "\"; a plugin's library must be named after it"));
+  }
+  if (info.register_callbacks == nullptr || info.config_type == nullptr ||
+      info.plugin_version == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path,
+        " returned an incomplete DdplabPluginInfo (null register_callbacks, config_type or "
+        "plugin_version)"));
+  }
+  auto plugin = std::make_unique<LoadedPlugin>(LoadedPlugin{std::string(name), path, info});
+  const LoadedPlugin* result = plugin.get();
+  loaded_.emplace(path, std::move(plugin));
+  return result;
+}
+
+absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment) {
+  PluginSet set;
+  for (int i = 0; i < experiment.plugin_size(); ++i) {
+    const v1::Plugin& entry = experiment.plugin(i);
+    std::string name = PluginName(entry);
+    std::string where = absl::StrCat("experiment \"", experiment.name(), "\", plugin[", i, "]");
+    if (name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": names no plugin"));
+    }
+    absl::StatusOr<const LoadedPlugin*> loaded = Load(name, entry.path());
+    if (!loaded.ok()) {
+      return absl::Status(loaded.status().code(),
+                          absl::StrCat(where, ": ", loaded.status().message()));
+    }
+    const LoadedPlugin& plugin = **loaded;
+    const google::protobuf::FieldDescriptor* field =
+        v1::Plugin::descriptor()->FindFieldByName(name);
+    const google::protobuf::Message& config = entry.GetReflection()->GetMessage(entry, field);
+    std::string expected = config.GetDescriptor()->full_name();
+    if (expected != plugin.info.config_type) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": plugin \"", name, "\" (", plugin.path, ") takes a ", plugin.info.config_type,
+          ", but the experiment's field ", name, " holds a ", expected));
+    }
+    internal_plugin_host::Registrar registrar(config, name, set);
+    plugin.info.register_callbacks(registrar);
+    if (!registrar.error().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": plugin \"", name, "\" rejected its configuration: ",
+                       registrar.error()));
+    }
+    set.plugins_.push_back(&plugin);
+  }
+  return set;
+}
+
+std::string RunfilesPluginDir(const std::string& argv0) {
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::Create(argv0, &error));
+  if (runfiles == nullptr) return "";
+  std::string dir = runfiles->Rlocation("ddplab/plugins");
+  return IsDir(dir) ? dir : "";
+}
+
+}  // namespace ddplab
