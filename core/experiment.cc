@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -55,6 +56,25 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
   int column_ = -1;
   std::string message_;
 };
+
+// The parser reports some errors at the token after the one at fault (an unknown field
+// name, an unknown enum value). When its message quotes a name that stands earlier on
+// the same line, point at that name instead.
+int BlameColumn(absl::string_view text, int line, int column, absl::string_view message) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  if (line < 0 || static_cast<size_t>(line) >= lines.size()) return column;
+  absl::string_view before =
+      lines[line].substr(0, std::min(static_cast<size_t>(std::max(column, 0)), lines[line].size()));
+  // Quoted words alternate with the text between them: "a \"x\" b \"y\"" splits into
+  // a, x, b, y, so the odd pieces are the quoted names.
+  std::vector<absl::string_view> pieces = absl::StrSplit(message, '"');
+  for (size_t i = 1; i + 1 < pieces.size(); i += 2) {
+    if (pieces[i].empty()) continue;
+    size_t found = before.rfind(pieces[i]);
+    if (found != absl::string_view::npos) return static_cast<int>(found);
+  }
+  return column;
+}
 
 std::string FormatLocation(absl::string_view file, int line, int column) {
   // The parser counts from 0; editors and compilers count from 1.
@@ -115,6 +135,13 @@ class Locator {
         if (tree == nullptr) break;
         if (step.field->is_repeated() && step.index < 0) {
           // The field as a whole: its first element's location.
+          found = tree->GetLocation(step.field, 0);
+          if (found.line >= 0) depth++;
+          break;
+        }
+        if (step.field->is_repeated() && !step.field->message_type() &&
+            tree->GetLocation(step.field, step.index).line < 0) {
+          // A list ("f: [1, 2, 3]") records one location, its field name's.
           found = tree->GetLocation(step.field, 0);
           if (found.line >= 0) depth++;
           break;
@@ -194,7 +221,6 @@ void ApplyDefaults(v1::Experiment& e) {
   if (data.prefetch() == 0) data.set_prefetch(kDefaultPrefetch);
   if (data.task() == v1::Data::TASK_UNSPECIFIED) data.set_task(v1::Data::RANDOM);
   v1::Distributed& dist = *e.mutable_distributed();
-  if (dist.gpus_per_node() == 0) dist.set_gpus_per_node(1);
   if (dist.nodes() == 0) dist.set_nodes(1);
   if (dist.timeout_seconds() == 0) dist.set_timeout_seconds(kDefaultTimeoutSeconds);
   if (e.profiling().profiler() == v1::Profiling::PROFILER_UNSPECIFIED) {
@@ -408,7 +434,8 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
 
   // Plugins.
   if (absl::Status s = ValidatePlugins(e, at); !s.ok()) return s;
-  if (e.plugin_size() > 0 && WorldSize(e) == 1 && !dist.force_engine()) {
+  if (e.plugin_size() > 0 && dist.gpus_per_node() == 1 && dist.nodes() == 1 &&
+      !dist.force_engine()) {
     return at.Error(root, "plugin",
                     "plugins configure the data-parallel engine, which a run of one process "
                     "skips: set distributed.force_engine: true or run more processes");
@@ -422,12 +449,6 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
 }
 
 }  // namespace
-
-int WorldSize(const v1::Experiment& experiment) {
-  int per_node = experiment.distributed().gpus_per_node();
-  int nodes = experiment.distributed().nodes();
-  return (per_node > 0 ? per_node : 1) * (nodes > 0 ? nodes : 1);
-}
 
 std::string PluginName(const v1::Plugin& plugin) {
   const google::protobuf::OneofDescriptor* oneof = v1::Plugin::descriptor()->FindOneofByName("config");
@@ -455,8 +476,9 @@ absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::stri
   std::string owned(text);
   if (!parser.ParseFromString(owned, target)) {
     if (errors.has_error() && errors.line() >= 0) {
+      int column = BlameColumn(text, errors.line(), errors.column(), errors.message());
       return absl::InvalidArgumentError(
-          absl::StrCat(FormatLocation(file, errors.line(), errors.column()), ": ", errors.message()));
+          absl::StrCat(FormatLocation(file, errors.line(), column), ": ", errors.message()));
     }
     return absl::InvalidArgumentError(absl::StrCat(
         file, ": ", errors.has_error() ? errors.message() : "not a valid text-format " + *type));

@@ -38,9 +38,6 @@ inline constexpr uint32_t kDefaultPrefetch = 2;
 inline constexpr uint32_t kDefaultTimeoutSeconds = 300;
 inline constexpr char kDefaultOutputDirectory[] = "ddplab_results";
 
-// The number of processes an experiment runs: gpus_per_node x nodes.
-int WorldSize(const v1::Experiment& experiment);
-
 // The name of the plugin a Plugin entry selects (the field set in its oneof), or "" when
 // none is set.
 std::string PluginName(const v1::Plugin& plugin);

@@ -1,0 +1,12 @@
+// A test plugin built against a future plugin API.
+#include "core/plugin_api.h"
+
+namespace {
+void Register(ddplab::PluginRegistrar&) {}
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) DdplabPluginInfo ddplabGetPluginInfo() {
+  return DdplabPluginInfo{DDPLAB_PLUGIN_API_VERSION + 1, "wrong_api", "1.0.0", TORCH_VERSION,
+                          _GLIBCXX_USE_CXX11_ABI, GOOGLE_PROTOBUF_VERSION, DDPLAB_CUDA_BUILD,
+                          "ddplab.v1.BucketViewConfig", Register};
+}
