@@ -44,6 +44,7 @@
 // Plugins are compiled with hidden visibility; the host's types they use must stay
 // visible so that the dynamic linker resolves them against the host binary.
 #pragma GCC visibility push(default)
+#include "ddplab/v1/plugins.pb.h"
 #include "google/protobuf/message.h"
 #pragma GCC visibility pop
 

@@ -23,6 +23,8 @@ def ddplab_plugin(name, srcs, deps = [], **kwargs):
         srcs = srcs,
         linkshared = True,
         copts = DDPLAB_COPTS + ["-fvisibility=hidden", "-fvisibility-inlines-hidden"],
+        additional_linker_inputs = ["//tools/build_defs:plugin_exports.lds"],
+        linkopts = ["-Wl,--version-script=$(location //tools/build_defs:plugin_exports.lds)"],
         deps = ["//core:plugin_api"] + deps,
         **kwargs
     )

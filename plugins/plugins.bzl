@@ -1,0 +1,15 @@
+"""The one list of ddplab's plugins: it drives the binary's data deps and the tests.
+
+A plugin named N lives in plugins/N/ and builds lib N .so with ddplab_plugin(); its
+configuration is the field N of ddplab.v1.Plugin (proto/ddplab/v1/plugins.proto).
+"""
+
+PLUGINS = [
+    "bucket_sizing",
+    "bucket_view",
+    "static_graph",
+]
+
+def plugin_libraries():
+    """Labels of every plugin's shared library."""
+    return ["//plugins/{0}:lib{0}.so".format(p) for p in PLUGINS]
