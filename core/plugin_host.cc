@@ -14,7 +14,6 @@
 #include "absl/strings/str_join.h"
 #include "core/experiment.h"
 #include "google/protobuf/descriptor.h"
-#include "tools/cpp/runfiles/runfiles.h"
 
 namespace ddplab {
 namespace {
@@ -22,11 +21,6 @@ namespace {
 bool IsFile(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-bool IsDir(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 std::string LibraryPath(const std::string& dir, absl::string_view name) {
@@ -241,15 +235,6 @@ absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment
     set.plugins_.push_back(&plugin);
   }
   return set;
-}
-
-std::string RunfilesPluginDir(const std::string& argv0) {
-  std::string error;
-  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
-      bazel::tools::cpp::runfiles::Runfiles::Create(argv0, &error));
-  if (runfiles == nullptr) return "";
-  std::string dir = runfiles->Rlocation("ddplab/plugins");
-  return IsDir(dir) ? dir : "";
 }
 
 }  // namespace ddplab

@@ -99,10 +99,6 @@ class PluginHost {
   std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // by path
 };
 
-// The directory holding plugins in the runfiles of the binary started as `argv0`, or ""
-// when there are no runfiles (the binary was copied out of bazel-bin).
-std::string RunfilesPluginDir(const std::string& argv0);
-
 }  // namespace ddplab
 
 #endif  // DDPLAB_CORE_PLUGIN_HOST_H_
