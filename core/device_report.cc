@@ -249,11 +249,11 @@ std::string FormatDeviceReport(const DeviceReport& r) {
                                           g.pci_bus_id));
   }
   if (!r.links.empty()) {
-    absl::StrAppend(&out, "  Links (", r.links_source, ")\n        ");
+    absl::StrAppend(&out, "  Links (", r.links_source, ")\n          ");
     for (size_t j = 0; j < r.links.size(); ++j) absl::StrAppend(&out, absl::StrFormat("%-6s", absl::StrCat("GPU", j)));
     absl::StrAppend(&out, "\n");
     for (size_t i = 0; i < r.links.size(); ++i) {
-      absl::StrAppend(&out, absl::StrFormat("    %-4s", absl::StrCat("GPU", i)));
+      absl::StrAppend(&out, absl::StrFormat("    %-6s", absl::StrCat("GPU", i)));
       for (const std::string& cell : r.links[i]) absl::StrAppend(&out, absl::StrFormat("%-6s", cell));
       absl::StrAppend(&out, "\n");
     }

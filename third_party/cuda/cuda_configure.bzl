@@ -12,6 +12,10 @@ load("//third_party:common.bzl", "exists", "find_lib", "getenv", "link_opts_for"
 
 def _write(rctx, root, include, lib_dir, libs, target, what, include_dest = "include"):
     rctx.symlink(include, include_dest)
+    includes = ["include"]
+    if not exists(rctx, include + "/nv/target") and exists(rctx, include + "/cccl/nv/target"):
+        # Some CUDA 13 installations keep CCCL (nv/target, cub, thrust) in include/cccl only.
+        includes.append("include/cccl")
     rctx.file("build_info.bzl", "FOUND = True\nROOT = {}\n".format(repr(root)))
     rctx.file("BUILD.bazel", """\
 # Written by ddplab's cuda_configure: {what} from {root}.
@@ -19,11 +23,12 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "{target}",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp"]),
-    includes = ["include"],
+    # All files: some headers have no extension (nv/target).
+    hdrs = glob(["include/**"]),
+    includes = {includes},
     linkopts = {linkopts},
 )
-""".format(what = what, root = root, target = target, linkopts = repr(
+""".format(what = what, root = root, target = target, includes = repr(includes), linkopts = repr(
         link_opts_for(lib_dir, libs) if libs else [],
     )))
 

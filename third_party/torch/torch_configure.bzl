@@ -57,8 +57,12 @@ def _find(rctx):
                 )
     return None
 
-def _version(rctx, api_include):
-    text = rctx.read(api_include + "/torch/version.h")
+def _version(rctx, api_include, include):
+    # LibTorch 2.9 and later define the version in torch/headeronly/version.h.
+    candidates = [api_include + "/torch/version.h"]
+    if include:
+        candidates.insert(0, include + "/torch/headeronly/version.h")
+    text = "".join([rctx.read(c) for c in candidates if exists(rctx, c)])
     parts = {}
     for line in text.splitlines():
         words = [w for w in line.replace("\t", " ").split(" ") if w]
@@ -78,7 +82,7 @@ def _torch_configure_impl(rctx):
     t = _find(rctx)
     if not t:
         fail("\n\nLibTorch not found. " + _HINT + "\n")
-    version = _version(rctx, t.api_include)
+    version = _version(rctx, t.api_include, t.include)
     has_cuda = exists(rctx, t.lib + "/libtorch_cuda.so")
     abi = _cxx11_abi(rctx, t.cmake)
 
@@ -129,7 +133,7 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "torch",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh", "api_include/**/*.h"]),
+    hdrs = glob(["include/**", "api_include/**"]),
     includes = {includes},
     defines = {defines},
     linkopts = {cpu_libs} + ["-lpthread"],

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# On the GPU machine: build ddplab against the machine's LibTorch (CUDA) and NCCL, run
+# `bazel run //experiments:vit_ddp` (which prints the device report) and `bazel test //...`,
+# and keep the outputs under $OUT (or ./gpu_build_check when OUT is unset).
+#
+#   source <bazel setup> && bench/gpu_build_check.sh
+set -uo pipefail
+OUT=${OUT:-gpu_build_check}
+mkdir -p "$OUT"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(uname -srm)"
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())), "cxx11abi", torch._C._GLIBCXX_USE_CXX11_ABI)'
+  bazel --version
+  g++ --version | head -1
+} 2>&1 | tee "$OUT/environment.txt"
+nvidia-smi topo -m > "$OUT/nvidia-smi-topo.txt" 2>&1
+
+status=0
+bazel build //... 2>&1 | tail -40 | tee "$OUT/build.log" || status=1
+bazel run //experiments:vit_ddp 2>"$OUT/vit_ddp.stderr" | tee "$OUT/vit_ddp.txt" || status=1
+bazel test //... 2>&1 | tail -30 | tee "$OUT/test.log" || status=1
+exit $status
