@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# On the GPU machine: build ddplab against the machine's LibTorch (CUDA) and NCCL, run
+# On a GPU machine: build ddplab against the machine's LibTorch (CUDA) and NCCL, run
 # `bazel run //experiments:vit_ddp` (which prints the device report) and `bazel test //...`,
-# and keep the outputs under $OUT (or ./gpu_build_check when OUT is unset).
+# and keep the outputs in DIR.
 #
-#   source <bazel setup> && bench/gpu_build_check.sh
+#   bench/gpu_build_check.sh [DIR]        # DIR defaults to ./gpu_build_check
 set -uo pipefail
-OUT=${OUT:-gpu_build_check}
+OUT=${1:-gpu_build_check}
 mkdir -p "$OUT"
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
