@@ -39,6 +39,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/version.h>
 
+#include "core/build_flags.h"
 #include "google/protobuf/stubs/common.h"
 
 // Plugins are compiled with hidden visibility; the host's types they use must stay
@@ -50,12 +51,6 @@
 
 // Bumped whenever DdplabPluginInfo or an interface below changes incompatibly.
 #define DDPLAB_PLUGIN_API_VERSION 1
-
-#if defined(DDPLAB_CUDA)
-#define DDPLAB_CUDA_BUILD 1
-#else
-#define DDPLAB_CUDA_BUILD 0
-#endif
 
 namespace c10d {
 class ProcessGroup;

@@ -6,10 +6,13 @@ out="$TEST_TMPDIR/out.txt"
 err="$TEST_TMPDIR/err.txt"
 fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; cat "$err"; exit 1; }
 
-"$bin" >"$out" 2>"$err" || fail "default suite exited $?"
+results="$TEST_TMPDIR/results"
+"$bin" --output_dir="$results" >"$out" 2>"$err" || fail "default suite exited $?"
 grep -q "^Device report" "$out" || fail "no device report"
-grep -q "^Suite \"" "$out" || fail "no suite line"
-grep -q "nothing was trained or measured" "$out" || fail "does not say that nothing was trained"
+grep -q "^Suite \"cpu_smoke\"" "$out" || fail "no suite line"
+grep -qE "^single_process: [0-9.]+ steps/s" "$out" || fail "no summary of the single-process run"
+grep -q "2 skipped" "$out" || fail "does not say which runs were skipped"
+grep -q '"steps_per_s"' "$results/cpu_smoke/single_process.json" || fail "no result record"
 
 bad="$TEST_SRCDIR/ddplab/core/testdata/bad/unknown_plugin.textproto"
 "$bin" --experiment="$bad" >"$out" 2>"$err"

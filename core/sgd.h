@@ -1,0 +1,32 @@
+// Stochastic gradient descent as torch.optim.SGD with foreach=True (PyTorch's default on
+// GPUs): each update is a few multi-tensor kernels over all parameters, not a few kernels
+// per parameter.
+#ifndef DDPLAB_CORE_SGD_H_
+#define DDPLAB_CORE_SGD_H_
+
+#include <vector>
+
+#include <ATen/ATen.h>
+
+namespace ddplab {
+
+class Sgd {
+ public:
+  Sgd(std::vector<at::Tensor> params, double learning_rate, double momentum = 0,
+      double weight_decay = 0);
+
+  // p -= lr * (momentum buffer or gradient); parameters without a gradient are skipped.
+  void Step();
+  // Drops the gradients (set_to_none=True, PyTorch's default): backward then writes
+  // fresh ones instead of adding to zeros.
+  void ZeroGrad();
+
+ private:
+  std::vector<at::Tensor> params_;
+  std::vector<at::Tensor> momentum_buffers_;  // per parameter; undefined until first used
+  double lr_, momentum_, weight_decay_;
+};
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_CORE_SGD_H_

@@ -1,0 +1,26 @@
+// The differences between the LibTorch versions ddplab builds against (1.13 on the CPU
+// machines, 2.x with CUDA), in one place.
+#ifndef DDPLAB_CORE_TORCH_COMPAT_H_
+#define DDPLAB_CORE_TORCH_COMPAT_H_
+
+#include <tuple>
+
+#include <ATen/ATen.h>
+#include <torch/version.h>
+
+namespace ddplab::compat {
+
+// softmax(q k^T / sqrt(d)) v over the last two dimensions of [batch, heads, seq, dim]
+// tensors, with LibTorch's fused kernels where it has them.
+inline at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k,
+                                            const at::Tensor& v) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(q, k, v);
+#else
+  return std::get<0>(at::_scaled_dot_product_attention(q, k, v));
+#endif
+}
+
+}  // namespace ddplab::compat
+
+#endif  // DDPLAB_CORE_TORCH_COMPAT_H_

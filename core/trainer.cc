@@ -1,0 +1,311 @@
+#include "core/trainer.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/build_flags.h"
+#include "core/device_report.h"
+#include "core/nvtx.h"
+#include "core/sgd.h"
+#include "core/synthetic_data.h"
+#include "core/vit.h"
+#include "google/protobuf/util/json_util.h"
+
+#if defined(DDPLAB_CUDA)
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_profiler_api.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ddplab {
+namespace {
+
+// The points of a step at which time is taken: start, after get batch, after forward,
+// after backward, after the optimizer step.
+enum Point { kStart, kBatch, kForward, kBackward, kOptimizer, kNumPoints };
+
+// Times the phases of measured steps: CUDA events on the compute stream on a GPU (read
+// after the run, so nothing waits), the host clock on a CPU.
+class StepTimer {
+ public:
+  StepTimer(bool cuda, int steps) : cuda_(cuda), host_(steps * kNumPoints) {
+#if defined(DDPLAB_CUDA)
+    if (cuda_) {
+      for (int i = 0; i < steps * kNumPoints; ++i) events_.emplace_back(cudaEventDefault);
+    }
+#endif
+  }
+
+  void Mark(int step, Point point) {
+    int i = step * kNumPoints + point;
+#if defined(DDPLAB_CUDA)
+    if (cuda_) {
+      events_[i].record();
+      return;
+    }
+#endif
+    host_[i] = std::chrono::steady_clock::now();
+  }
+
+  // Milliseconds from `from` to `to` of `step`; valid once the device is synchronized.
+  double Ms(int step, Point from, Point to) {
+    int a = step * kNumPoints + from, b = step * kNumPoints + to;
+#if defined(DDPLAB_CUDA)
+    if (cuda_) return events_[a].elapsed_time(events_[b]);
+#endif
+    return std::chrono::duration<double, std::milli>(host_[b] - host_[a]).count();
+  }
+
+ private:
+  bool cuda_;
+  std::vector<std::chrono::steady_clock::time_point> host_;
+#if defined(DDPLAB_CUDA)
+  std::vector<at::cuda::CUDAEvent> events_;
+#endif
+};
+
+void Synchronize(const at::Device& device) {
+#if defined(DDPLAB_CUDA)
+  if (device.is_cuda()) {
+    cudaDeviceSynchronize();
+    return;
+  }
+#endif
+  (void)device;
+}
+
+absl::StatusOr<at::Device> ChooseDevice(const v1::Experiment& e, int local_rank) {
+  v1::Distributed::Device want = e.distributed().device();
+  bool has_gpu = DDPLAB_CUDA_BUILD && torch::cuda::is_available();
+  if (want == v1::Distributed::CPU || (want == v1::Distributed::DEVICE_UNSPECIFIED && !has_gpu)) {
+    return at::Device(at::kCPU);
+  }
+  if (!DDPLAB_CUDA_BUILD) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "experiment \"", e.name(), "\" asks for distributed.device CUDA, but this is a CPU build"));
+  }
+  int count = static_cast<int>(torch::cuda::device_count());
+  if (local_rank >= count) {
+    return absl::FailedPreconditionError(absl::StrCat("experiment \"", e.name(), "\" needs GPU ",
+                                                      local_rank, " but this machine has ", count));
+  }
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+}
+
+// mkdir -p
+absl::Status MakeDirectories(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i < path.size() && path[i] != '/') continue;
+    std::string prefix = path.substr(0, i);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot create directory ", prefix, ": ", std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions& options) {
+  absl::StatusOr<at::Device> device_or = ChooseDevice(e, options.local_rank);
+  if (!device_or.ok()) return device_or.status();
+  const at::Device device = *device_or;
+  const bool cuda = device.is_cuda();
+  const bool nvtx = e.profiling().nvtx();
+#if defined(DDPLAB_CUDA)
+  std::unique_ptr<c10::cuda::CUDAGuard> guard;
+  if (cuda) guard = std::make_unique<c10::cuda::CUDAGuard>(device);
+#endif
+  absl::StatusOr<VitConfig> config = VitConfigForModel(e.model(), e.data().image_size());
+  if (!config.ok()) return config.status();
+
+  // The same weights on every run with the same seed, made on the host as PyTorch does.
+  torch::manual_seed(e.data().seed());
+  Vit model(*config);
+  model->to(device);
+  model->train();
+  int64_t parameters = 0;
+  for (const at::Tensor& p : model->parameters()) parameters += p.numel();
+  const v1::Sgd& sgd = e.optimizer().sgd();
+  Sgd optimizer(model->parameters(), sgd.learning_rate(), sgd.momentum(), sgd.weight_decay());
+
+  SyntheticData::Options data_options;
+  data_options.batch_size = e.data().batch_size();
+  data_options.image_size = e.data().image_size();
+  data_options.num_classes = config->num_classes;
+  data_options.num_workers = static_cast<int>(e.data().num_workers());
+  data_options.pin_memory = e.data().pin_memory();
+  data_options.prefetch = static_cast<int>(e.data().prefetch());
+  data_options.task = e.data().task();
+  data_options.seed = e.data().seed();
+  data_options.device = device;
+  SyntheticData data(data_options);
+
+  const int warmup = static_cast<int>(e.steps().warmup());
+  const int measured = static_cast<int>(e.steps().measured());
+  const int total = warmup + measured + static_cast<int>(e.steps().cooldown());
+  StepTimer timer(cuda, measured);
+  std::vector<at::Tensor> losses;
+  double host_wait_before = 0;
+  std::chrono::steady_clock::time_point window_start, window_end;
+
+  for (int step = 0; step < total; ++step) {
+    const int m = step - warmup;  // index among measured steps
+    const bool timed = m >= 0 && m < measured;
+    if (step == warmup) {
+      Synchronize(device);
+#if defined(DDPLAB_CUDA)
+      if (cuda) {
+        c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+        cudaProfilerStart();
+      }
+#endif
+      host_wait_before = data.host_wait_seconds();
+      window_start = std::chrono::steady_clock::now();
+    }
+    NvtxRange batch_range(nvtx, absl::StrCat("Batch ", step).c_str());
+    if (timed) timer.Mark(m, kStart);
+    Batch batch;
+    {
+      NvtxRange r(nvtx, "get batch");
+      batch = data.Next();
+    }
+    if (timed) timer.Mark(m, kBatch);
+    at::Tensor loss;
+    {
+      NvtxRange r(nvtx, "forward");
+      loss = at::cross_entropy_loss(model->forward(batch.images), batch.labels);
+    }
+    if (timed) timer.Mark(m, kForward);
+    {
+      NvtxRange r(nvtx, "backward");
+      optimizer.ZeroGrad();
+      loss.backward();
+    }
+    if (timed) timer.Mark(m, kBackward);
+    {
+      NvtxRange r(nvtx, "optimizer step");
+      optimizer.Step();
+    }
+    if (timed) timer.Mark(m, kOptimizer);
+    losses.push_back(loss.detach());
+    batch_range.End();
+    if (step == warmup + measured - 1) {
+      Synchronize(device);
+      window_end = std::chrono::steady_clock::now();
+#if defined(DDPLAB_CUDA)
+      if (cuda) cudaProfilerStop();
+#endif
+    }
+  }
+  Synchronize(device);
+
+  v1::RunResult r;
+  r.set_suite(options.suite);
+  r.set_experiment(e.name());
+  r.set_date(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
+  DeviceReport report = CollectDeviceReport();
+  r.set_device(cuda && static_cast<size_t>(device.index()) < report.gpus.size()
+                   ? report.gpus[device.index()].name
+                   : "cpu");
+  r.set_world_size(1);
+  r.set_torch_version(report.torch_version);
+  r.set_cuda_runtime(report.cuda_runtime);
+  r.set_nccl_version(report.nccl_version);
+  r.set_model(e.model().has_vit() ? "custom" : v1::Model::Preset_Name(e.model().preset()));
+  r.set_parameters(parameters);
+  r.set_batch_size(e.data().batch_size());
+  r.set_measured_steps(measured);
+  double seconds = std::chrono::duration<double>(window_end - window_start).count();
+  r.set_measured_seconds(seconds);
+  r.set_steps_per_s(measured / seconds);
+  r.set_samples_per_s(measured * e.data().batch_size() / seconds);
+  r.set_tflops_per_gpu(VitTrainingFlopsPerSample(*config) * e.data().batch_size() * measured /
+                       seconds / 1e12);
+#if defined(DDPLAB_CUDA)
+  if (cuda) {
+    r.set_peak_memory_gib(static_cast<double>(c10::cuda::CUDACachingAllocator::getDeviceStats(
+                                                  device.index())
+                                                  .allocated_bytes[0]
+                                                  .peak) /
+                          (1 << 30));
+  }
+#endif
+  double sums[kNumPoints] = {};
+  for (int m = 0; m < measured; ++m) {
+    sums[kBatch] += timer.Ms(m, kStart, kBatch);
+    sums[kForward] += timer.Ms(m, kBatch, kForward);
+    sums[kBackward] += timer.Ms(m, kForward, kBackward);
+    sums[kOptimizer] += timer.Ms(m, kBackward, kOptimizer);
+    sums[kStart] += timer.Ms(m, kStart, kOptimizer);
+  }
+  v1::PhaseTimes* phases = r.mutable_phases();
+  phases->set_get_batch_ms(sums[kBatch] / measured);
+  phases->set_forward_ms(sums[kForward] / measured);
+  phases->set_backward_ms(sums[kBackward] / measured);
+  phases->set_optimizer_ms(sums[kOptimizer] / measured);
+  // Step time from the wall clock: the events miss the gaps between steps.
+  phases->set_step_ms(seconds * 1e3 / measured);
+  r.set_data_wait_fraction(phases->get_batch_ms() / phases->step_ms());
+  r.set_host_data_wait_ms((data.host_wait_seconds() - host_wait_before) * 1e3 / measured);
+  for (const at::Tensor& loss : losses) r.add_loss(loss.item<float>());
+  return r;
+}
+
+std::string FormatRunSummary(const v1::RunResult& r) {
+  const v1::PhaseTimes& p = r.phases();
+  return absl::StrFormat(
+      "%s: %.3f steps/s, %.1f samples/s, %.1f TFLOP/s per GPU, peak %.2f GiB (%s, %d process%s)\n"
+      "  per step %.2f ms: get batch %.2f, forward %.2f, backward %.2f, optimizer %.2f\n"
+      "  waiting for data: %.2f%% of the step on the device, %.3f ms per step on the host\n"
+      "  loss %.4f -> %.4f over %d steps\n",
+      r.experiment(), r.steps_per_s(), r.samples_per_s(), r.tflops_per_gpu(), r.peak_memory_gib(),
+      r.device(), r.world_size(), r.world_size() == 1 ? "" : "es", p.step_ms(), p.get_batch_ms(),
+      p.forward_ms(), p.backward_ms(), p.optimizer_ms(), 100 * r.data_wait_fraction(),
+      r.host_data_wait_ms(), r.loss_size() ? r.loss(0) : 0.0f,
+      r.loss_size() ? r.loss(r.loss_size() - 1) : 0.0f, r.loss_size());
+}
+
+absl::StatusOr<std::string> WriteRunResult(const v1::RunResult& result, const std::string& directory) {
+  std::string dir = result.suite().empty() ? directory : absl::StrCat(directory, "/", result.suite());
+  if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.add_whitespace = true;
+  print.preserve_proto_field_names = true;
+  print.always_print_primitive_fields = true;
+  if (auto s = google::protobuf::util::MessageToJsonString(result, &json, print); !s.ok()) {
+    return absl::InternalError(absl::StrCat("cannot encode result: ", s.ToString()));
+  }
+  std::string path = absl::StrCat(dir, "/", result.experiment(), ".json");
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << json;
+    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ",
+                                               std::strerror(errno)));
+  }
+  return path;
+}
+
+}  // namespace ddplab

@@ -1,0 +1,44 @@
+// The training step and its measurement, in one process on one device.
+//
+// Each step: get batch, forward, loss, zero_grad, backward, optimizer step (SGD), inside
+// NVTX ranges named as in the seed experiment ("Batch i", "get batch", "forward",
+// "backward", "optimizer step"). Warm-up steps run first; the measured steps run between
+// cudaProfilerStart and cudaProfilerStop, so that
+//   nsys profile --capture-range=cudaProfilerApi --capture-range-end=stop ...
+// captures exactly those; cool-down steps follow.
+//
+//   absl::StatusOr<ddplab::v1::RunResult> result = ddplab::Train(experiment, {});
+//   std::cout << ddplab::FormatRunSummary(*result);
+//   ddplab::WriteRunResult(*result, experiment.output().directory());
+
+#ifndef DDPLAB_CORE_TRAINER_H_
+#define DDPLAB_CORE_TRAINER_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ddplab/v1/experiment.pb.h"
+#include "ddplab/v1/result.pb.h"
+
+namespace ddplab {
+
+struct TrainOptions {
+  std::string suite;   // for the result record
+  int local_rank = 0;  // the GPU this process uses
+};
+
+// Trains `experiment` (resolved and validated) in this process and measures it. Fails
+// with a message when the experiment asks for what this build or machine lacks.
+absl::StatusOr<v1::RunResult> Train(const v1::Experiment& experiment, const TrainOptions& options);
+
+// A few lines for a person: throughput, phases, memory, data waiting.
+std::string FormatRunSummary(const v1::RunResult& result);
+
+// Writes `result` as JSON to <directory>/<suite>/<experiment>.json (atomically: a
+// temporary file renamed into place); returns the path.
+absl::StatusOr<std::string> WriteRunResult(const v1::RunResult& result, const std::string& directory);
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_CORE_TRAINER_H_

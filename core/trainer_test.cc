@@ -1,0 +1,63 @@
+#include "core/trainer.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/experiment.h"
+#include "gtest/gtest.h"
+
+namespace ddplab {
+namespace {
+
+v1::Experiment Tiny(int steps) {
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(absl::StrCat(R"pb(
+    name: "tiny"
+    model { preset: VIT_TINY_TEST }
+    data { batch_size: 16 image_size: 32 num_workers: 2 task: LEARNABLE seed: 3 }
+    steps { warmup: 2 measured: )pb", steps, R"pb( }
+    optimizer { sgd { learning_rate: 0.01 momentum: 0.9 } }
+    distributed { gpus_per_node: 1 device: CPU }
+  )pb"), "tiny");
+  EXPECT_TRUE(suite.ok()) << suite.status();
+  return suite->experiment(0);
+}
+
+double Mean(const v1::RunResult& r, int from, int to) {
+  double sum = 0;
+  for (int i = from; i < to; ++i) sum += r.loss(i);
+  return sum / (to - from);
+}
+
+// The small preset learns the learnable task on the CPU: the loss falls.
+TEST(TrainerTest, LossFallsOnTheLearnableTask) {
+  absl::StatusOr<v1::RunResult> r = Train(Tiny(40), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->loss_size(), 42);
+  double first = Mean(*r, 0, 5), last = Mean(*r, 37, 42);
+  std::string curve;
+  for (float l : r->loss()) curve += absl::StrCat(l, " ");
+  EXPECT_LT(last, 0.5 * first) << "loss " << first << " -> " << last << ": " << curve;
+  EXPECT_EQ(r->measured_steps(), 40u);
+  EXPECT_GT(r->steps_per_s(), 0);
+  EXPECT_EQ(r->device(), "cpu");
+  EXPECT_EQ(r->model(), "VIT_TINY_TEST");
+  EXPECT_GT(r->phases().forward_ms(), 0);
+  EXPECT_GT(r->phases().backward_ms(), 0);
+}
+
+TEST(TrainerTest, WritesTheResultAsJson) {
+  absl::StatusOr<v1::RunResult> r = Train(Tiny(2), {.suite = "s"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::string dir = absl::StrCat(testing::TempDir(), "/results");
+  absl::StatusOr<std::string> path = WriteRunResult(*r, dir);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir + "/s/tiny.json");
+  std::ifstream in(*path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("\"steps_per_s\""), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("\"experiment\": \"tiny\""), std::string::npos) << text.str();
+}
+
+}  // namespace
+}  // namespace ddplab
