@@ -18,7 +18,7 @@ mkdir -p "$OUT"
 nvidia-smi topo -m > "$OUT/nvidia-smi-topo.txt" 2>&1
 
 status=0
-bazel build //... 2>&1 | tail -40 | tee "$OUT/build.log" || status=1
+bazel build --keep_going //... 2>&1 | tail -40 | tee "$OUT/build.log" || status=1
 bazel run //experiments:vit_ddp 2>"$OUT/vit_ddp.stderr" | tee "$OUT/vit_ddp.txt" || status=1
 bazel test //... 2>&1 | tail -30 | tee "$OUT/test.log" || status=1
 exit $status

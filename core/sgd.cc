@@ -13,7 +13,7 @@ Sgd::Sgd(std::vector<at::Tensor> params, double learning_rate, double momentum,
       weight_decay_(weight_decay) {}
 
 void Sgd::Step() {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   std::vector<at::Tensor> params, grads;
   std::vector<size_t> indices;
   for (size_t i = 0; i < params_.size(); ++i) {
