@@ -117,9 +117,10 @@ int Main(int argc, char** argv) {
   std::cout << "Suite \"" << suite->name() << "\" from " << (file.empty() ? DefaultExperiment() : file) << ": "
             << suite->experiment_size() << " experiment(s)\n";
   for (v1::Experiment& experiment : *suite->mutable_experiment()) {
-    if (!absl::GetFlag(FLAGS_output_dir).empty()) {
-      experiment.mutable_output()->set_directory(UserPath(absl::GetFlag(FLAGS_output_dir)));
-    }
+    // Relative output directories are taken from where the user ran the command.
+    const std::string& output_dir = absl::GetFlag(FLAGS_output_dir);
+    experiment.mutable_output()->set_directory(
+        UserPath(output_dir.empty() ? experiment.output().directory() : output_dir));
     if (experiment.distributed().device() == v1::Distributed::CUDA && !DDPLAB_CUDA_BUILD) {
       std::cerr << "vit_ddp: " << path << ": experiment \"" << experiment.name()
                 << "\" asks for distributed.device CUDA, but this is a CPU build (LibTorch "
