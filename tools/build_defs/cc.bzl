@@ -11,13 +11,27 @@ DDPLAB_COPTS = [
 # the experiment schema) from the executable, as LLVM's pass plugins do.
 HOST_LINKOPTS = ["-rdynamic", "-ldl"]
 
-def ddplab_plugin(name, srcs, deps = [], **kwargs):
+def ddplab_plugin(name, srcs, deps = [], test_srcs = [], **kwargs):
     """A plugin: a shared library lib<name>.so exporting only ddplabGetPluginInfo.
 
     The plugin links against LibTorch like the host, and against nothing of the host's:
     the plugin API and the experiment schema are headers here and are resolved from the
-    host binary when the plugin is loaded.
+    host binary when the plugin is loaded. `test_srcs` become <name>_test, which loads
+    the plugins through the real host (//plugins/testing:plugin_testutil).
     """
+    if test_srcs:
+        native.cc_test(
+            name = name + "_test",
+            size = "small",
+            srcs = test_srcs,
+            copts = DDPLAB_COPTS,
+            data = ["//plugins:all"],
+            linkopts = HOST_LINKOPTS,
+            deps = [
+                "//plugins/testing:plugin_testutil",
+                "@googletest//:gtest_main",
+            ],
+        )
     native.cc_binary(
         name = "lib" + name + ".so",
         srcs = srcs,
