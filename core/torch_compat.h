@@ -6,7 +6,11 @@
 #include <tuple>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#endif
 
 namespace ddplab::compat {
 
@@ -20,6 +24,14 @@ inline at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tenso
   return std::get<0>(at::_scaled_dot_product_attention(q, k, v));
 #endif
 }
+
+// What c10d's NCCL and Gloo process groups are: c10d::Backend since LibTorch 2.0,
+// c10d::ProcessGroup before. Both have allreduce, broadcast and barrier.
+#if TORCH_VERSION_MAJOR >= 2
+using CollectiveGroup = c10d::Backend;
+#else
+using CollectiveGroup = c10d::ProcessGroup;
+#endif
 
 }  // namespace ddplab::compat
 

@@ -100,15 +100,19 @@ def _torch_configure_impl(rctx):
     cpu_libs = link_opts_for(t.lib, ["torch", "torch_cpu", "c10"], system = t.system)
     cuda_libs = link_opts_for(t.lib, ["torch_cuda", "c10_cuda"], system = t.system, no_as_needed = True)
     defines = [] if abi == 1 else ["_GLIBCXX_USE_CXX11_ABI=0"]
+    # c10d's Gloo header needs Gloo's headers: LibTorch's own (zip builds), or the
+    # system's (libgloo-dev). Wheels ship neither; such builds have NCCL only.
+    has_gloo = exists(rctx, (t.include or "/usr/include") + "/gloo/config.h") or exists(rctx, "/usr/include/gloo/config.h")
 
     rctx.file("build_info.bzl", """\
 # Written by ddplab's torch_configure: what LibTorch this build uses.
 VERSION = {version}
 HAS_CUDA = {has_cuda}
 CXX11_ABI = {abi}
+HAS_GLOO = {has_gloo}
 SOURCE = {source}
 ROOT = {root}
-""".format(version = repr(version), has_cuda = has_cuda, abi = abi, source = repr(t.source), root = repr(t.root)))
+""".format(version = repr(version), has_cuda = has_cuda, abi = abi, has_gloo = has_gloo, source = repr(t.source), root = repr(t.root)))
 
     cuda_target = """
 cc_library(
@@ -139,11 +143,10 @@ cc_library(
     linkopts = {cpu_libs} + ["-lpthread"],
 )
 
-# c10d's process groups and stores. Gloo is always built into LibTorch's distributed
-# package; NCCL only into CUDA builds.
+# c10d's process groups and stores: Gloo where its headers are, NCCL in CUDA builds.
 cc_library(
     name = "c10d",
-    defines = ["USE_DISTRIBUTED", "USE_C10D_GLOO"] + {nccl_define},
+    defines = ["USE_DISTRIBUTED"] + {c10d_defines},
     deps = [":torch"],
 )
 {cuda_target}
@@ -154,7 +157,7 @@ cc_library(
         includes = repr(includes),
         defines = repr(defines),
         cpu_libs = repr(cpu_libs),
-        nccl_define = repr(["USE_C10D_NCCL"] if has_cuda else []),
+        c10d_defines = repr((["USE_C10D_GLOO"] if has_gloo else []) + (["USE_C10D_NCCL"] if has_cuda else [])),
         cuda_target = cuda_target,
     ))
 

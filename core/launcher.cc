@@ -1,0 +1,118 @@
+#include "core/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace ddplab {
+namespace {
+
+std::string Describe(int rank, int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return absl::StrCat("rank ", rank, " was killed by signal ", sig, " (", strsignal(sig), ")");
+  }
+  return absl::StrCat("rank ", rank, " exited with code ", WEXITSTATUS(status));
+}
+
+bool Failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+}  // namespace
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = 29500;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
+  const int world = options.nproc_per_node * options.nnodes;
+  const int port = options.master_port > 0 ? options.master_port : FreePort();
+  std::map<pid_t, int> running;  // pid -> global rank
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+
+  LaunchResult result;
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    const int rank = options.node_rank * options.nproc_per_node + local;
+    pid_t pid = fork();
+    if (pid < 0) {
+      result = {1, absl::StrCat("cannot start rank ", rank, ": ", std::strerror(errno))};
+      break;
+    }
+    if (pid == 0) {
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node).c_str(), 1);
+      setenv("MASTER_ADDR", options.master_addr.c_str(), 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      // A worker ends with the launcher, even when the launcher is killed outright.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      execv(args[0], args.data());
+      std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
+      _exit(127);
+    }
+    running[pid] = rank;
+  }
+
+  // Wait for all; on the first failure, stop the rest.
+  bool stopping = result.exit_code != 0;
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  if (stopping) {
+    for (const auto& [pid, rank] : running) kill(pid, SIGTERM);
+    deadline = std::chrono::steady_clock::now() + options.grace;
+  }
+  while (!running.empty()) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno != EINTR) break;
+    if (pid <= 0) {
+      if (stopping && std::chrono::steady_clock::now() > deadline) {
+        for (const auto& [p, rank] : running) kill(p, SIGKILL);
+        deadline = std::chrono::steady_clock::time_point::max();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const int rank = it->second;
+    running.erase(it);
+    if (Failed(status) && !stopping) {
+      result = {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+                Describe(rank, status)};
+      stopping = true;
+      for (const auto& [p, r] : running) kill(p, SIGTERM);
+      deadline = std::chrono::steady_clock::now() + options.grace;
+    }
+  }
+  if (result.exit_code != 0 && result.message.empty()) result.message = "a worker failed";
+  return result;
+}
+
+}  // namespace ddplab
