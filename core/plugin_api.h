@@ -40,6 +40,7 @@
 #include <torch/version.h>
 
 #include "core/build_flags.h"
+#include "core/torch_compat.h"
 #include "google/protobuf/stubs/common.h"
 
 // Plugins are compiled with hidden visibility; the host's types they use must stay
@@ -51,10 +52,6 @@
 
 // Bumped whenever DdplabPluginInfo or an interface below changes incompatibly.
 #define DDPLAB_PLUGIN_API_VERSION 1
-
-namespace c10d {
-class ProcessGroup;
-}  // namespace c10d
 
 namespace ddplab {
 
@@ -88,7 +85,8 @@ struct GradBucket {
 
 // What a communication hook works with.
 struct CommContext {
-  c10d::ProcessGroup* process_group = nullptr;
+  // c10d's process group (NCCL on GPUs, Gloo on CPUs): allreduce, broadcast, ...
+  compat::CollectiveGroup* process_group = nullptr;
   int rank = 0;
   int world_size = 1;
 };

@@ -1,0 +1,390 @@
+#include "core/ddp_engine.h"
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#if defined(DDPLAB_CUDA)
+#include <ATen/cuda/CUDAEvent.h>
+#endif
+
+namespace ddplab {
+
+std::vector<std::vector<size_t>> AssignBuckets(const std::vector<int64_t>& bytes,
+                                               const std::vector<size_t>& order,
+                                               int64_t first_cap, int64_t cap) {
+  std::vector<std::vector<size_t>> buckets;
+  std::vector<size_t> current;
+  int64_t size = 0;
+  for (size_t index : order) {
+    current.push_back(index);
+    size += bytes[index];
+    if (size >= (buckets.empty() ? first_cap : cap)) {
+      buckets.push_back(std::move(current));
+      current.clear();
+      size = 0;
+    }
+  }
+  if (!current.empty()) buckets.push_back(std::move(current));
+  return buckets;
+}
+
+namespace {
+
+struct Bucket {
+  std::vector<size_t> params;
+  std::vector<int64_t> offsets;  // elements into `buffer`
+  at::Tensor buffer;             // the flattened gradients
+  std::vector<at::Tensor> views;  // per parameter, shaped like it
+  int pending = 0;               // expected gradients not yet in
+  bool launched = false;
+  c10::intrusive_ptr<c10d::Work> work;
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+};
+
+}  // namespace
+
+struct DataParallelEngine::State {
+  std::vector<at::Tensor> params;
+  ProcessGroupPtr group;
+  EngineOptions options;
+  std::unique_ptr<CommHook> hook;
+  bool cuda = false;
+  int world = 1;
+  int rank = 0;
+
+  std::mutex mu;  // hooks run on autograd's threads
+  std::vector<Bucket> buckets;
+  std::vector<size_t> bucket_of, slot_of;
+  std::vector<bool> expected;  // should receive a gradient each synced step
+  std::vector<bool> marked;    // received one this step
+  std::vector<size_t> ready_order;  // the first synced step's order
+  bool first_step_done = false;
+  bool rebuilt = false;
+  size_t next_to_launch = 0;
+  bool sync = false;
+  std::string error;  // found by a hook, reported by EndBackward
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+#if defined(DDPLAB_CUDA)
+  // (end of backward, last bucket reduced) per timed step, read in FinishTiming.
+  std::vector<std::pair<at::cuda::CUDAEvent, at::cuda::CUDAEvent>> exposed_events;
+#endif
+
+  bool view_mode() const { return options.gradient_as_bucket_view; }
+
+  void Build(const std::vector<size_t>& order) {
+    std::vector<int64_t> bytes;
+    for (const at::Tensor& p : params) bytes.push_back(p.numel() * p.element_size());
+    std::vector<std::vector<size_t>> groups =
+        AssignBuckets(bytes, order, options.first_bucket_cap_bytes, options.bucket_cap_bytes);
+    buckets.clear();
+    buckets.resize(groups.size());
+    bucket_of.assign(params.size(), 0);
+    slot_of.assign(params.size(), 0);
+    for (size_t b = 0; b < groups.size(); ++b) {
+      Bucket& bucket = buckets[b];
+      bucket.params = groups[b];
+      int64_t total = 0;
+      for (size_t i : bucket.params) {
+        bucket.offsets.push_back(total);
+        total += params[i].numel();
+      }
+      bucket.buffer = at::zeros({total}, params[bucket.params[0]].options());
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        const at::Tensor& p = params[bucket.params[k]];
+        bucket.views.push_back(bucket.buffer.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes()));
+        bucket_of[bucket.params[k]] = b;
+        slot_of[bucket.params[k]] = k;
+      }
+    }
+    if (view_mode()) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        params[i].mutable_grad() = buckets[bucket_of[i]].views[slot_of[i]];
+      }
+    }
+  }
+
+  void ResetStep() {
+    marked.assign(params.size(), false);
+    next_to_launch = 0;
+    for (Bucket& b : buckets) {
+      b.pending = 0;
+      for (size_t i : b.params) b.pending += expected[i] ? 1 : 0;
+      b.launched = false;
+      b.work.reset();
+      b.future.reset();
+    }
+  }
+
+  void Launch(size_t index) {
+    Bucket& b = buckets[index];
+    if (hook) {
+      GradBucket grad_bucket;
+      grad_bucket.index = index;
+      grad_bucket.buffer = b.buffer;
+      grad_bucket.offsets = b.offsets;
+      for (size_t i : b.params) grad_bucket.sizes.push_back(params[i].sizes().vec());
+      grad_bucket.is_last = index + 1 == buckets.size();
+      b.future = hook->Run(grad_bucket);
+    } else {
+      std::vector<at::Tensor> tensors{b.buffer};
+      c10d::AllreduceOptions options;
+      if (cuda) {
+        options.reduceOp = c10d::ReduceOp::AVG;  // NCCL averages in the reduction
+      } else {
+        b.buffer.div_(world);  // Gloo has no average: divide first, as PyTorch's DDP does
+      }
+      b.work = group->allreduce(tensors, options);
+    }
+    b.launched = true;
+  }
+
+  // Launches complete buckets in order: every rank must issue the same collectives in
+  // the same order.
+  void LaunchReady() {
+    while (next_to_launch < buckets.size() && buckets[next_to_launch].pending == 0) {
+      Launch(next_to_launch++);
+    }
+  }
+
+  void MarkReady(size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!sync || !error.empty()) return;
+    if (!expected[i]) {
+      error = absl::StrCat("parameter ", i,
+                           " received a gradient, but not in the first step: the graph changed, "
+                           "which static_graph does not allow");
+      return;
+    }
+    if (marked[i]) {
+      error = absl::StrCat("parameter ", i, " received two gradients in one step");
+      return;
+    }
+    marked[i] = true;
+    if (!first_step_done) ready_order.push_back(i);
+    Bucket& b = buckets[bucket_of[i]];
+    at::Tensor& view = b.views[slot_of[i]];
+    const at::Tensor& grad = params[i].grad();
+    if (!grad.is_alias_of(view)) {
+      view.copy_(grad);
+      if (view_mode()) params[i].mutable_grad() = view;
+    }
+    if (--b.pending == 0) LaunchReady();
+  }
+};
+
+DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGroupPtr group,
+                                       const EngineOptions& options,
+                                       CommHookFactory comm_hook_factory)
+    : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.params = std::move(params);
+  s.group = std::move(group);
+  s.options = options;
+  s.world = s.group->getSize();
+  s.rank = s.group->getRank();
+  s.cuda = !s.params.empty() && s.params[0].is_cuda();
+  if (comm_hook_factory) {
+    CommContext context;
+    context.process_group = s.group.get();
+    context.rank = s.rank;
+    context.world_size = s.world;
+    s.hook = comm_hook_factory(context);
+  }
+  s.expected.assign(s.params.size(), true);
+  // Before the first step, gradients are expected in reverse parameter order.
+  std::vector<size_t> order;
+  for (size_t i = s.params.size(); i-- > 0;) order.push_back(i);
+  s.Build(order);
+  std::weak_ptr<State> weak = state_;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    std::shared_ptr<torch::autograd::Node> accumulator =
+        torch::autograd::impl::grad_accumulator(s.params[i]);
+    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [weak, i](const torch::autograd::variable_list& outputs,
+                  const torch::autograd::variable_list&) {
+          if (std::shared_ptr<State> state = weak.lock()) state->MarkReady(i);
+          return outputs;
+        }));
+    // The accumulator must outlive the steps, or autograd makes a new one without hooks.
+    s.accumulators.push_back(std::move(accumulator));
+  }
+  stats_.bucket_memory_bytes = 0;
+  for (const Bucket& b : s.buckets) stats_.bucket_bytes.push_back(b.buffer.numel() * b.buffer.element_size());
+  for (int64_t bytes : stats_.bucket_bytes) stats_.bucket_memory_bytes += bytes;
+}
+
+DataParallelEngine::~DataParallelEngine() = default;
+
+void DataParallelEngine::BroadcastParameters() {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> flat{at::cat(
+      [&] {
+        std::vector<at::Tensor> parts;
+        for (const at::Tensor& p : state_->params) parts.push_back(p.detach().reshape(-1));
+        return parts;
+      }())};
+  state_->group->broadcast(flat)->wait();
+  int64_t offset = 0;
+  for (at::Tensor& p : state_->params) {
+    p.detach().copy_(flat[0].narrow(0, offset, p.numel()).view(p.sizes()));
+    offset += p.numel();
+  }
+}
+
+void DataParallelEngine::ZeroGrad() {
+  State& s = *state_;
+  if (s.view_mode()) {
+    for (Bucket& b : s.buckets) b.buffer.zero_();
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      s.params[i].mutable_grad() = s.buckets[s.bucket_of[i]].views[s.slot_of[i]];
+    }
+    return;
+  }
+  for (at::Tensor& p : s.params) p.mutable_grad() = at::Tensor();
+}
+
+void DataParallelEngine::BeginStep(bool sync) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.sync = sync;
+  if (sync && s.first_step_done && !s.rebuilt) {
+    // Regroup once in the order gradients became ready, rank 0's order for everyone.
+    std::vector<size_t> order = s.ready_order;
+    for (size_t i = s.params.size(); i-- > 0;) {
+      if (!s.expected[i]) order.push_back(i);
+    }
+    at::Tensor shared = at::tensor(std::vector<int64_t>(order.begin(), order.end()),
+                                   at::TensorOptions().dtype(at::kLong));
+    if (s.cuda) shared = shared.to(s.params[0].device());
+    std::vector<at::Tensor> tensors{shared};
+    s.group->broadcast(tensors)->wait();
+    shared = shared.cpu();
+    for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<size_t>(shared[k].item<int64_t>());
+    std::vector<at::Tensor> grads;
+    if (s.view_mode()) {
+      for (const at::Tensor& p : s.params) grads.push_back(p.grad().clone());
+    }
+    s.Build(order);
+    if (s.view_mode()) {
+      for (size_t i = 0; i < s.params.size(); ++i) s.params[i].mutable_grad().copy_(grads[i]);
+    }
+    s.rebuilt = true;
+    stats_.rebuilt = true;
+    stats_.bucket_bytes.clear();
+    stats_.bucket_memory_bytes = 0;
+    for (const Bucket& b : s.buckets) {
+      stats_.bucket_bytes.push_back(b.buffer.numel() * b.buffer.element_size());
+      stats_.bucket_memory_bytes += stats_.bucket_bytes.back();
+    }
+  }
+  s.ResetStep();
+}
+
+absl::Status DataParallelEngine::EndBackward() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.sync) return absl::OkStatus();
+  if (!s.error.empty()) return absl::InternalError(s.error);
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    if (s.expected[i] && !s.marked[i]) missing.push_back(i);
+  }
+  if (!missing.empty()) {
+    if (s.options.static_graph && !s.first_step_done) {
+      // Static graph: parameters unused in the first step stay unused; their share of
+      // each bucket is zero.
+      for (size_t i : missing) {
+        s.expected[i] = false;
+        Bucket& b = s.buckets[s.bucket_of[i]];
+        b.views[s.slot_of[i]].zero_();
+        if (--b.pending == 0) s.LaunchReady();
+      }
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "parameter(s) ", absl::StrJoin(missing, ", "),
+          " received no gradient in this step. Every parameter must take part in every "
+          "step; with static_graph, a parameter unused in the first step may stay unused"));
+    }
+  }
+  s.LaunchReady();
+  const bool timed = timing_;
+  auto host_start = std::chrono::steady_clock::now();
+#if defined(DDPLAB_CUDA)
+  if (timed && s.cuda) {
+    s.exposed_events.emplace_back(at::cuda::CUDAEvent(cudaEventDefault),
+                                  at::cuda::CUDAEvent(cudaEventDefault));
+    s.exposed_events.back().first.record();
+  }
+#endif
+  for (Bucket& b : s.buckets) {
+    if (b.work) {
+      b.work->wait();
+    } else if (b.future) {
+      b.future->wait();
+      at::Tensor result = b.future->value().toTensor();
+      if (!result.is_same(b.buffer)) b.buffer.copy_(result);
+    }
+  }
+  if (!s.view_mode()) {
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      if (s.expected[i]) s.params[i].mutable_grad().copy_(s.buckets[s.bucket_of[i]].views[s.slot_of[i]]);
+    }
+  }
+#if defined(DDPLAB_CUDA)
+  if (timed && s.cuda) {
+    s.exposed_events.back().second.record();
+  } else
+#endif
+  if (timed) {
+    stats_.exposed_comm_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start).count();
+  }
+  stats_.synced_steps++;
+  if (timed) stats_.timed_steps++;
+  s.first_step_done = true;
+  stats_.gradient_memory_bytes = 0;
+  if (!s.view_mode()) {
+    for (const at::Tensor& p : s.params) {
+      if (p.grad().defined()) stats_.gradient_memory_bytes += p.grad().numel() * p.grad().element_size();
+    }
+  }
+  return absl::OkStatus();
+}
+
+void DataParallelEngine::StartTiming() {
+  timing_ = true;
+  stats_.exposed_comm_ms = 0;
+  stats_.timed_steps = 0;
+#if defined(DDPLAB_CUDA)
+  state_->exposed_events.clear();
+#endif
+}
+
+void DataParallelEngine::FinishTiming() {
+  timing_ = false;
+#if defined(DDPLAB_CUDA)
+  for (auto& [done, reduced] : state_->exposed_events) {
+    reduced.synchronize();
+    stats_.exposed_comm_ms += done.elapsed_time(reduced);
+  }
+  state_->exposed_events.clear();
+#endif
+}
+
+std::vector<std::vector<size_t>> DataParallelEngine::buckets() const {
+  std::vector<std::vector<size_t>> out;
+  for (const Bucket& b : state_->buckets) out.push_back(b.params);
+  return out;
+}
+
+}  // namespace ddplab

@@ -1,0 +1,101 @@
+// The data-parallel engine: gradients all-reduced in buckets, overlapped with backward.
+//
+// Parameters are broadcast from rank 0 at start. Their gradients are grouped into
+// buckets by size in reverse parameter order (a small first bucket, then the cap), and
+// regrouped once, after the first step, in the order gradients actually became ready
+// (rank 0's order, so that every rank has the same buckets). A hook on each parameter's
+// gradient accumulator copies the gradient into its bucket; when a bucket is complete,
+// and every bucket before it has been launched, its all-reduce starts on c10d's
+// communication stream while backward goes on. After backward the step waits only for
+// the reductions, and copies the averaged gradients back (or, with gradients as bucket
+// views, has nothing to copy).
+//
+//   ddplab::DataParallelEngine engine(model->parameters(), group, options, comm_hook_factory);
+//   engine.BroadcastParameters();
+//   for (...) {
+//     engine.ZeroGrad();
+//     engine.BeginStep(/*sync=*/true);   // false: accumulate locally, no reduction
+//     loss.backward();
+//     absl::Status s = engine.EndBackward();
+//     optimizer.Step();
+//   }
+
+#ifndef DDPLAB_CORE_DDP_ENGINE_H_
+#define DDPLAB_CORE_DDP_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/status.h"
+#include "core/distributed.h"
+#include "core/plugin_api.h"
+
+namespace ddplab {
+
+// PyTorch's compute_bucket_assignment_by_size for parameters of one dtype and device:
+// parameters are taken in `order` (indices into `bytes`); a bucket is closed once it
+// holds at least its cap, `first_cap` for the first bucket and `cap` after.
+std::vector<std::vector<size_t>> AssignBuckets(const std::vector<int64_t>& bytes,
+                                               const std::vector<size_t>& order,
+                                               int64_t first_cap, int64_t cap);
+
+struct EngineStats {
+  std::vector<int64_t> bucket_bytes;  // current buckets, in launch order
+  int64_t bucket_memory_bytes = 0;    // held by bucket buffers
+  int64_t gradient_memory_bytes = 0;  // gradients outside buckets (0 with bucket views)
+  bool rebuilt = false;               // buckets regrouped in the observed order
+  int synced_steps = 0;
+  // Exposed communication: from the end of backward's compute to the last bucket
+  // reduced, summed over the timed steps (ms); from CUDA events on a GPU.
+  double exposed_comm_ms = 0;
+  int timed_steps = 0;
+};
+
+class DataParallelEngine {
+ public:
+  using CommHookFactory = std::function<std::unique_ptr<CommHook>(const CommContext&)>;
+
+  // `params` in the model's order. `comm_hook_factory` may be empty: plain all-reduce.
+  DataParallelEngine(std::vector<at::Tensor> params, ProcessGroupPtr group,
+                     const EngineOptions& options, CommHookFactory comm_hook_factory = {});
+  ~DataParallelEngine();
+  DataParallelEngine(const DataParallelEngine&) = delete;
+  DataParallelEngine& operator=(const DataParallelEngine&) = delete;
+
+  // Makes every rank's parameters rank 0's.
+  void BroadcastParameters();
+
+  // Drops or zeroes the gradients (with bucket views: zeroes the buckets in place).
+  void ZeroGrad();
+
+  // Before backward. `sync` false accumulates gradients locally without reducing (the
+  // first N-1 micro-steps of gradient accumulation).
+  void BeginStep(bool sync);
+
+  // After backward: waits for the reductions and puts the averaged gradients in place.
+  // An error when a parameter that should have received a gradient did not.
+  absl::Status EndBackward();
+
+  // Times the exposed communication of the synced steps between the two calls. On a
+  // GPU the events are read (waited for) only in FinishTiming.
+  void StartTiming();
+  void FinishTiming();
+
+  const EngineStats& stats() const { return stats_; }
+  // The parameters of each bucket (indices into `params`), in launch order.
+  std::vector<std::vector<size_t>> buckets() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  EngineStats stats_;
+  bool timing_ = false;
+};
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_CORE_DDP_ENGINE_H_

@@ -1,0 +1,153 @@
+#include "core/ddp_engine.h"
+
+#include <memory>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/launcher.h"
+#include "gtest/gtest.h"
+#include "tools/cpp/runfiles/runfiles.h"
+
+namespace ddplab {
+namespace {
+
+using Buckets = std::vector<std::vector<size_t>>;
+
+TEST(AssignBucketsTest, FirstBucketSmallThenTheCap) {
+  // Sizes in bytes of parameters 0..5, taken in reverse order.
+  std::vector<int64_t> bytes{100, 100, 300, 50, 50, 400};
+  std::vector<size_t> order{5, 4, 3, 2, 1, 0};
+  EXPECT_EQ(AssignBuckets(bytes, order, 400, 500), (Buckets{{5}, {4, 3, 2, 1}, {0}}));
+  EXPECT_EQ(AssignBuckets(bytes, order, 1, 1), (Buckets{{5}, {4}, {3}, {2}, {1}, {0}}));
+  EXPECT_EQ(AssignBuckets(bytes, order, 10'000, 10'000), (Buckets{{5, 4, 3, 2, 1, 0}}));
+}
+
+TEST(AssignBucketsTest, FollowsTheOrderGiven) {
+  std::vector<int64_t> bytes{10, 10, 10};
+  EXPECT_EQ(AssignBuckets(bytes, {1, 0, 2}, 10, 20), (Buckets{{1}, {0, 2}}));
+}
+
+// One process, Gloo: buckets start in reverse parameter order and are rebuilt once in
+// the order gradients became ready. Here p0's gradient is ready before p1's.
+TEST(DataParallelEngineTest, RebuildsBucketsInTheOrderGradientsBecomeReady) {
+  WorkerEnv env;
+  env.master_port = FreePort();
+  absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(env, false, std::chrono::seconds(30));
+  ASSERT_TRUE(group.ok()) << group.status();
+  at::Tensor p0 = torch::ones({4}).requires_grad_();
+  at::Tensor p1 = torch::ones({4}).requires_grad_();
+  EngineOptions options;
+  options.bucket_cap_bytes = 1;  // one parameter per bucket
+  options.first_bucket_cap_bytes = 1;
+  DataParallelEngine engine({p0, p1}, *group, options);
+  EXPECT_EQ(engine.buckets(), (Buckets{{1}, {0}}));
+  at::Tensor x = torch::arange(4.0);
+  for (int step = 0; step < 2; ++step) {
+    engine.ZeroGrad();
+    engine.BeginStep(true);
+    (p0 * (p1 * x)).sum().backward();  // backward reaches p0's accumulator first
+    ASSERT_TRUE(engine.EndBackward().ok());
+    EXPECT_TRUE(at::allclose(p0.grad(), x)) << step;  // world size 1: the local gradient
+  }
+  EXPECT_TRUE(engine.stats().rebuilt);
+  EXPECT_EQ(engine.buckets(), (Buckets{{0}, {1}}));
+}
+
+TEST(DataParallelEngineTest, MissingGradientIsAnError) {
+  WorkerEnv env;
+  env.master_port = FreePort();
+  absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(env, false, std::chrono::seconds(30));
+  ASSERT_TRUE(group.ok()) << group.status();
+  at::Tensor used = torch::ones({2}).requires_grad_();
+  at::Tensor unused = torch::ones({2}).requires_grad_();
+  DataParallelEngine engine({used, unused}, *group, EngineOptions());
+  engine.ZeroGrad();
+  engine.BeginStep(true);
+  (used * 2).sum().backward();
+  absl::Status s = engine.EndBackward();
+  EXPECT_EQ(s.message(),
+            "parameter(s) 1 received no gradient in this step. Every parameter must take part "
+            "in every step; with static_graph, a parameter unused in the first step may stay "
+            "unused");
+}
+
+TEST(DataParallelEngineTest, StaticGraphAllowsAParameterUnusedFromTheStart) {
+  WorkerEnv env;
+  env.master_port = FreePort();
+  absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(env, false, std::chrono::seconds(30));
+  ASSERT_TRUE(group.ok()) << group.status();
+  at::Tensor used = torch::ones({2}).requires_grad_();
+  at::Tensor unused = torch::ones({2}).requires_grad_();
+  EngineOptions options;
+  options.static_graph = true;
+  DataParallelEngine engine({used, unused}, *group, options);
+  for (int step = 0; step < 3; ++step) {
+    engine.ZeroGrad();
+    engine.BeginStep(true);
+    (used * 2).sum().backward();
+    ASSERT_TRUE(engine.EndBackward().ok()) << step;
+  }
+  // The graph changes: the unused parameter gets a gradient.
+  engine.ZeroGrad();
+  engine.BeginStep(true);
+  (used * unused).sum().backward();
+  EXPECT_EQ(engine.EndBackward().message(),
+            "parameter 1 received a gradient, but not in the first step: the graph changed, "
+            "which static_graph does not allow");
+}
+
+// Real processes over Gloo: every combination of static_graph, bucket_view and bucket
+// sizing (one bucket, or many small ones with a rebuild), on 2 and 3 ranks.
+struct Combination {
+  int ranks;
+  bool static_graph, bucket_view, small_buckets;
+  int accumulate;
+};
+
+class EngineProcessesTest : public ::testing::TestWithParam<Combination> {};
+
+TEST_P(EngineProcessesTest, AveragedGradientsEqualOneProcessOverTheWholeBatch) {
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::CreateForTest(&error));
+  const Combination& c = GetParam();
+  std::vector<std::string> argv{
+      runfiles->Rlocation("ddplab/core/testdata/engine_worker"),
+      absl::StrCat("--static_graph=", c.static_graph),
+      absl::StrCat("--bucket_view=", c.bucket_view),
+      absl::StrCat("--bucket_cap_bytes=", c.small_buckets ? 20'000 : 25'000'000),
+      absl::StrCat("--first_bucket_cap_bytes=", c.small_buckets ? 4'000 : 1'000'000),
+      absl::StrCat("--accumulate=", c.accumulate),
+      "--steps=3"};
+  LaunchOptions options;
+  options.nproc_per_node = c.ranks;
+  LaunchResult r = Launch(argv, options);
+  EXPECT_EQ(r.exit_code, 0) << r.message;
+}
+
+std::vector<Combination> AllCombinations() {
+  std::vector<Combination> out;
+  for (int ranks : {2, 3}) {
+    for (int bits = 0; bits < 8; ++bits) {
+      out.push_back({ranks, (bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, 1});
+    }
+  }
+  // Gradient accumulation: 3 micro-steps reduced once equal one large batch.
+  out.push_back({2, false, false, true, 3});
+  out.push_back({2, true, true, true, 3});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllPlugins, EngineProcessesTest, ::testing::ValuesIn(AllCombinations()),
+    [](const ::testing::TestParamInfo<Combination>& info) {
+      const Combination& c = info.param;
+      return absl::StrCat(c.ranks, "ranks", c.static_graph ? "_static_graph" : "",
+                          c.bucket_view ? "_bucket_view" : "", c.small_buckets ? "_small_buckets" : "",
+                          c.accumulate > 1 ? absl::StrCat("_accumulate", c.accumulate) : "");
+    });
+
+}  // namespace
+}  // namespace ddplab
