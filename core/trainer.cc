@@ -15,9 +15,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/build_flags.h"
+#include "core/ddp_engine.h"
+#include "core/launcher.h"
 #include "core/device_report.h"
 #include "core/nvtx.h"
 #include "core/sgd.h"
@@ -123,8 +126,24 @@ absl::Status MakeDirectories(const std::string& path) {
 
 }  // namespace
 
+std::string DescribeEngineOptions(const EngineOptions& o) {
+  std::string out = absl::StrCat("bucket_cap ", o.bucket_cap_bytes / 1e6, " MB, first bucket ",
+                                 o.first_bucket_cap_bytes / 1e6, " MB, static_graph ",
+                                 o.static_graph ? "on" : "off", ", gradient_as_bucket_view ",
+                                 o.gradient_as_bucket_view ? "on" : "off");
+  if (!o.sweep_bucket_cap_bytes.empty()) {
+    std::vector<std::string> caps;
+    for (int64_t b : o.sweep_bucket_cap_bytes) caps.push_back(absl::StrCat(b / 1e6));
+    absl::StrAppend(&out, ", sweep ", absl::StrJoin(caps, "/"), " MB");
+  }
+  return out;
+}
+
 absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions& options) {
-  absl::StatusOr<at::Device> device_or = ChooseDevice(e, options.local_rank);
+  const int local_rank = options.worker ? options.worker->local_rank : 0;
+  const int rank = options.worker ? options.worker->rank : 0;
+  const int world = options.worker ? options.worker->world_size : 1;
+  absl::StatusOr<at::Device> device_or = ChooseDevice(e, local_rank);
   if (!device_or.ok()) return device_or.status();
   const at::Device device = *device_or;
   const bool cuda = device.is_cuda();
@@ -146,6 +165,27 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
   const v1::Sgd& sgd = e.optimizer().sgd();
   Sgd optimizer(model->parameters(), sgd.learning_rate(), sgd.momentum(), sgd.weight_decay());
 
+  // The data-parallel engine, for runs of several processes or when asked for.
+  std::unique_ptr<DataParallelEngine> engine;
+  EngineOptions engine_options =
+      options.plugins ? options.plugins->ResolveEngineOptions() : EngineOptions();
+  if (world > 1 || e.distributed().force_engine()) {
+    WorkerEnv env;
+    if (options.worker) {
+      env = *options.worker;
+    } else {
+      env.master_port = 0;  // one process: any free port
+    }
+    if (env.master_port == 0) env.master_port = FreePort();
+    absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(
+        env, cuda, std::chrono::seconds(e.distributed().timeout_seconds()));
+    if (!group.ok()) return group.status();
+    engine = std::make_unique<DataParallelEngine>(
+        model->parameters(), *group, engine_options,
+        options.plugins ? options.plugins->comm_hook_factory() : DataParallelEngine::CommHookFactory());
+    engine->BroadcastParameters();
+  }
+
   SyntheticData::Options data_options;
   data_options.batch_size = e.data().batch_size();
   data_options.image_size = e.data().image_size();
@@ -155,6 +195,7 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
   data_options.prefetch = static_cast<int>(e.data().prefetch());
   data_options.task = e.data().task();
   data_options.seed = e.data().seed();
+  data_options.rank = rank;
   data_options.device = device;
   SyntheticData data(data_options);
 
@@ -178,6 +219,7 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
       }
 #endif
       host_wait_before = data.host_wait_seconds();
+      if (engine) engine->StartTiming();
       window_start = std::chrono::steady_clock::now();
     }
     NvtxRange batch_range(nvtx, absl::StrCat("Batch ", step).c_str());
@@ -196,8 +238,18 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
     if (timed) timer.Mark(m, kForward);
     {
       NvtxRange r(nvtx, "backward");
-      optimizer.ZeroGrad();
+      if (engine) {
+        engine->ZeroGrad();
+        engine->BeginStep(/*sync=*/true);
+      } else {
+        optimizer.ZeroGrad();
+      }
       loss.backward();
+      if (engine) {
+        if (absl::Status s = engine->EndBackward(); !s.ok()) {
+          return absl::Status(s.code(), absl::StrCat("rank ", rank, ", step ", step, ": ", s.message()));
+        }
+      }
     }
     if (timed) timer.Mark(m, kBackward);
     {
@@ -210,6 +262,7 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
     if (step == warmup + measured - 1) {
       Synchronize(device);
       window_end = std::chrono::steady_clock::now();
+      if (engine) engine->FinishTiming();
 #if defined(DDPLAB_CUDA)
       if (cuda) cudaProfilerStop();
 #endif
@@ -225,7 +278,7 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
   r.set_device(cuda && static_cast<size_t>(device.index()) < report.gpus.size()
                    ? report.gpus[device.index()].name
                    : "cpu");
-  r.set_world_size(1);
+  r.set_world_size(world);
   r.set_torch_version(report.torch_version);
   r.set_cuda_runtime(report.cuda_runtime);
   r.set_nccl_version(report.nccl_version);
@@ -236,7 +289,7 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
   double seconds = std::chrono::duration<double>(window_end - window_start).count();
   r.set_measured_seconds(seconds);
   r.set_steps_per_s(measured / seconds);
-  r.set_samples_per_s(measured * e.data().batch_size() / seconds);
+  r.set_samples_per_s(measured * e.data().batch_size() * world / seconds);
   r.set_tflops_per_gpu(VitTrainingFlopsPerSample(*config) * e.data().batch_size() * measured /
                        seconds / 1e12);
 #if defined(DDPLAB_CUDA)
@@ -266,6 +319,17 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
   r.set_data_wait_fraction(phases->get_batch_ms() / phases->step_ms());
   r.set_host_data_wait_ms((data.host_wait_seconds() - host_wait_before) * 1e3 / measured);
   for (const at::Tensor& loss : losses) r.add_loss(loss.item<float>());
+  if (engine) {
+    const EngineStats& stats = engine->stats();
+    r.set_engine(true);
+    r.set_engine_options(DescribeEngineOptions(engine_options));
+    for (int64_t bytes : stats.bucket_bytes) r.add_bucket_bytes(bytes);
+    if (stats.timed_steps > 0) r.set_exposed_comm_ms(stats.exposed_comm_ms / stats.timed_steps);
+  }
+  r.set_transport(v1::Distributed::Transport_Name(e.distributed().transport()));
+  if (options.plugins) {
+    for (const LoadedPlugin* p : options.plugins->plugins()) r.add_plugins(p->name);
+  }
   return r;
 }
 
@@ -275,12 +339,15 @@ std::string FormatRunSummary(const v1::RunResult& r) {
       "%s: %.3f steps/s, %.1f samples/s, %.1f TFLOP/s per GPU, peak %.2f GiB (%s, %d process%s)\n"
       "  per step %.2f ms: get batch %.2f, forward %.2f, backward %.2f, optimizer %.2f\n"
       "  waiting for data: %.2f%% of the step on the device, %.3f ms per step on the host\n"
-      "  loss %.4f -> %.4f over %d steps\n",
+      "  loss %.4f -> %.4f over %d steps\n%s",
       r.experiment(), r.steps_per_s(), r.samples_per_s(), r.tflops_per_gpu(), r.peak_memory_gib(),
       r.device(), r.world_size(), r.world_size() == 1 ? "" : "es", p.step_ms(), p.get_batch_ms(),
       p.forward_ms(), p.backward_ms(), p.optimizer_ms(), 100 * r.data_wait_fraction(),
       r.host_data_wait_ms(), r.loss_size() ? r.loss(0) : 0.0f,
-      r.loss_size() ? r.loss(r.loss_size() - 1) : 0.0f, r.loss_size());
+      r.loss_size() ? r.loss(r.loss_size() - 1) : 0.0f, r.loss_size(),
+      r.engine() ? absl::StrFormat("  engine: %d bucket(s), exposed communication %.2f ms per step\n",
+                                   r.bucket_bytes_size(), r.exposed_comm_ms())
+                 : "");
 }
 
 absl::StatusOr<std::string> WriteRunResult(const v1::RunResult& result, const std::string& directory) {

@@ -14,19 +14,28 @@
 #ifndef DDPLAB_CORE_TRAINER_H_
 #define DDPLAB_CORE_TRAINER_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/distributed.h"
+#include "core/plugin_host.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/result.pb.h"
 
 namespace ddplab {
 
 struct TrainOptions {
-  std::string suite;   // for the result record
-  int local_rank = 0;  // the GPU this process uses
+  std::string suite;  // for the result record
+  // This process's place in a job of several; none for a run of one process.
+  std::optional<WorkerEnv> worker;
+  // What the experiment's plugins registered; none: the engine's defaults.
+  const PluginSet* plugins = nullptr;
 };
+
+// A description of engine options, for people and result records.
+std::string DescribeEngineOptions(const EngineOptions& options);
 
 // Trains `experiment` (resolved and validated) in this process and measures it. Fails
 // with a message when the experiment asks for what this build or machine lacks.

@@ -46,7 +46,9 @@ TEST(TrainerTest, LossFallsOnTheLearnableTask) {
 }
 
 TEST(TrainerTest, WritesTheResultAsJson) {
-  absl::StatusOr<v1::RunResult> r = Train(Tiny(2), {.suite = "s"});
+  TrainOptions options;
+  options.suite = "s";
+  absl::StatusOr<v1::RunResult> r = Train(Tiny(2), options);
   ASSERT_TRUE(r.ok()) << r.status();
   std::string dir = absl::StrCat(testing::TempDir(), "/results");
   absl::StatusOr<std::string> path = WriteRunResult(*r, dir);

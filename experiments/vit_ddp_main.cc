@@ -2,18 +2,28 @@
 //
 //   bazel run //experiments:vit_ddp                        # the default suite
 //   bazel run //experiments:vit_ddp -- --experiment=experiments/naive_ddp.textproto
+//   bazel run //experiments:vit_ddp -- --experiment=FILE --nproc_per_node=4
 //
-// It loads and validates the experiment file, loads and configures each experiment's
-// plugins, prints the device report, and runs each experiment of one process: trains,
-// measures, prints a summary and writes the result as JSON under the output directory.
-// Experiments of several processes need the data-parallel engine, which this build does
-// not have yet: they are listed as skipped.
+// It loads and validates the experiment file, configures each experiment's plugins,
+// prints the device report and runs the experiments in order. An experiment of one
+// process runs here. One of several processes is started as that many workers of this
+// binary (one per GPU), which meet through c10d's TCPStore; when one fails the others
+// are ended and the run reports which rank failed and how. The same binary runs as one
+// worker under torchrun, Slurm or mpirun, which set RANK, WORLD_SIZE, MASTER_ADDR, ...
+//
+// Rank 0 prints each run's summary and writes its result as JSON under the output
+// directory. A bucket_sizing sweep runs once per cap and names the fastest.
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
-#include <memory>
+#include <fstream>
+#include <sstream>
 #include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,10 +34,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/device_report.h"
+#include "core/distributed.h"
 #include "core/experiment.h"
+#include "core/launcher.h"
 #include "core/plugin_host.h"
 #include "core/trainer.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 ABSL_FLAG(std::string, experiment, "",
@@ -39,6 +52,14 @@ ABSL_FLAG(std::vector<std::string>, plugin_dir, {},
 ABSL_FLAG(std::string, output_dir, "",
           "Directory for results; overrides each experiment's output.directory.");
 ABSL_FLAG(bool, print_experiments, false, "Print each resolved experiment in text format.");
+ABSL_FLAG(int, nproc_per_node, 0,
+          "Processes (GPUs) per node for every experiment; 0: as each experiment says.");
+ABSL_FLAG(int, nnodes, 1, "Nodes in the job (as torchrun's --nnodes).");
+ABSL_FLAG(int, node_rank, 0, "This node's rank, 0 to nnodes-1 (as torchrun's --node_rank).");
+ABSL_FLAG(std::string, master_addr, "127.0.0.1",
+          "Address of node 0, where rank 0 serves the rendezvous store.");
+ABSL_FLAG(int, master_port, 0, "Port of the rendezvous store; 0: a free port (one node only).");
+ABSL_FLAG(std::string, only, "", "Run only the experiment of this name (workers get this).");
 
 namespace ddplab {
 namespace {
@@ -47,8 +68,10 @@ namespace {
 // they typed the command, which Bazel passes as BUILD_WORKING_DIRECTORY.
 std::string UserPath(const std::string& path) {
   const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || path[0] == '/' || cwd == nullptr || *cwd == '\0') return path;
-  return absl::StrCat(cwd, "/", path);
+  if (path.empty() || path[0] == '/') return path;
+  if (cwd != nullptr && *cwd != '\0') return absl::StrCat(cwd, "/", path);
+  char buffer[4096];
+  return getcwd(buffer, sizeof(buffer)) ? absl::StrCat(buffer, "/", path) : path;
 }
 
 // Where `path` (relative to the workspace, e.g. "experiments/x.textproto") stands in
@@ -63,40 +86,104 @@ std::string RunfilesPath(const std::string& argv0, const std::string& path) {
   return stat(found.c_str(), &st) == 0 ? found : "";
 }
 
+// This executable, to start workers from.
+std::string SelfPath(const char* argv0) {
+  char buffer[4096];
+  ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  if (n <= 0) return argv0;
+  buffer[n] = '\0';
+  return buffer;
+}
+
 std::string DefaultExperiment() {
   return DDPLAB_CUDA_BUILD ? "experiments/seed_study.textproto" : "experiments/cpu_smoke.textproto";
 }
 
-std::string Describe(const EngineOptions& o) {
-  std::string out = absl::StrCat("bucket_cap ", o.bucket_cap_bytes / 1e6, " MB, first bucket ",
-                                 o.first_bucket_cap_bytes / 1e6, " MB, static_graph ",
-                                 o.static_graph ? "on" : "off", ", gradient_as_bucket_view ",
-                                 o.gradient_as_bucket_view ? "on" : "off");
-  if (!o.sweep_bucket_cap_bytes.empty()) {
-    std::vector<std::string> caps;
-    for (int64_t b : o.sweep_bucket_cap_bytes) caps.push_back(absl::StrCat(b / 1e6));
-    absl::StrAppend(&out, ", sweep ", absl::StrJoin(caps, "/"), " MB");
-  }
-  return out;
-}
-
 // gpus_per_node, where 0 means one process per local GPU (2 on a machine without GPUs).
 int ProcessesPerNode(const v1::Experiment& experiment, const DeviceReport& device) {
+  if (absl::GetFlag(FLAGS_nproc_per_node) > 0) return absl::GetFlag(FLAGS_nproc_per_node);
   if (experiment.distributed().gpus_per_node() > 0) return experiment.distributed().gpus_per_node();
   bool cpu = experiment.distributed().device() == v1::Distributed::CPU || device.gpus.empty();
   return cpu ? 2 : static_cast<int>(device.gpus.size());
 }
 
+struct Run {
+  v1::Experiment experiment;
+  std::string sweep;  // the sweeping experiment's name, or ""
+};
+
+// A bucket_sizing sweep becomes one run per cap, named <name>_<cap>mb.
+std::vector<Run> ExpandSweeps(const v1::Suite& suite) {
+  std::vector<Run> out;
+  for (const v1::Experiment& e : suite.experiment()) {
+    int sweep = -1;
+    for (int i = 0; i < e.plugin_size(); ++i) {
+      if (e.plugin(i).has_bucket_sizing() && e.plugin(i).bucket_sizing().sweep_cap_mb_size() > 0) sweep = i;
+    }
+    if (sweep < 0) {
+      out.push_back({e, ""});
+      continue;
+    }
+    for (double cap : e.plugin(sweep).bucket_sizing().sweep_cap_mb()) {
+      v1::Experiment one = e;
+      one.set_name(absl::StrCat(e.name(), "_", cap, "mb"));
+      v1::BucketSizingConfig* sizing = one.mutable_plugin(sweep)->mutable_bucket_sizing();
+      sizing->clear_sweep_cap_mb();
+      sizing->set_bucket_cap_mb(cap);
+      out.push_back({one, e.name()});
+    }
+  }
+  return out;
+}
+
+// The result rank 0 wrote for `experiment`.
+absl::StatusOr<v1::RunResult> ReadResult(const std::string& directory, const std::string& suite,
+                                         const std::string& experiment) {
+  std::string path = absl::StrCat(directory, "/", suite, "/", experiment, ".json");
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  v1::RunResult result;
+  if (!in || !google::protobuf::util::JsonStringToMessage(text.str(), &result).ok()) {
+    return absl::NotFoundError(absl::StrCat("no result at ", path));
+  }
+  return result;
+}
+
+// NCCL's environment for the transport an experiment asks for.
+std::vector<std::pair<const char*, const char*>> TransportEnv(v1::Distributed::Transport t) {
+  switch (t) {
+    case v1::Distributed::HOST_MEMORY:
+      return {{"NCCL_P2P_DISABLE", "1"}};
+    case v1::Distributed::NETWORK:
+      return {{"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}};
+    default:
+      return {};
+  }
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs ddplab experiments: data-parallel ViT training, measured.\n"
-      "  vit_ddp [--experiment=FILE] [--plugin_dir=DIR,...] [--output_dir=DIR]");
-  absl::ParseCommandLine(argc, argv);
+      "  vit_ddp [--experiment=FILE] [--nproc_per_node=N] [--output_dir=DIR] ...");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    std::cerr << "vit_ddp: unexpected argument \"" << positional[1] << "\"; see --help\n";
+    return 2;
+  }
+
+  absl::StatusOr<std::optional<WorkerEnv>> worker = WorkerEnvFromEnvironment();
+  if (!worker.ok()) {
+    std::cerr << "vit_ddp: " << worker.status().message() << "\n";
+    return 2;
+  }
+  const bool is_worker = worker->has_value();
+  const bool speaks = !is_worker || (*worker)->rank == 0;
 
   std::string file = absl::GetFlag(FLAGS_experiment);
-  // The default suite ships in the runfiles, beside the binary.
   std::string path = file.empty() ? DefaultExperiment() : UserPath(file);
   if (file.empty()) {
+    // The default suite ships in the runfiles, beside the binary.
     if (std::string shipped = RunfilesPath(argv[0], path); !shipped.empty()) path = shipped;
   }
   absl::StatusOr<v1::Suite> suite = LoadExperimentFile(path);
@@ -111,12 +198,20 @@ int Main(int argc, char** argv) {
   PluginHost host(dirs);
 
   const DeviceReport device = CollectDeviceReport();
-  std::cout << FormatDeviceReport(device) << "\n";
+  if (!is_worker) std::cout << FormatDeviceReport(device) << "\n";
 
-  int trained = 0, skipped = 0, failed = 0;
-  std::cout << "Suite \"" << suite->name() << "\" from " << (file.empty() ? DefaultExperiment() : file) << ": "
-            << suite->experiment_size() << " experiment(s)\n";
-  for (v1::Experiment& experiment : *suite->mutable_experiment()) {
+  std::vector<Run> experiments = ExpandSweeps(*suite);
+  const std::string only = absl::GetFlag(FLAGS_only);
+  if (!is_worker) {
+    std::cout << "Suite \"" << suite->name() << "\" from " << (file.empty() ? DefaultExperiment() : file)
+              << ": " << experiments.size() << " run(s)\n";
+  }
+  int ran = 0, failed = 0;
+  // Per sweep: the fastest run and its steps/s.
+  std::map<std::string, std::pair<std::string, double>> fastest;
+  for (Run& run : experiments) {
+    v1::Experiment& experiment = run.experiment;
+    if (!only.empty() && experiment.name() != only) continue;
     // Relative output directories are taken from where the user ran the command.
     const std::string& output_dir = absl::GetFlag(FLAGS_output_dir);
     experiment.mutable_output()->set_directory(
@@ -132,30 +227,70 @@ int Main(int argc, char** argv) {
       std::cerr << "vit_ddp: " << path << ": " << plugins.status().message() << "\n";
       return 2;
     }
-    std::vector<std::string> names;
-    for (const LoadedPlugin* p : plugins->plugins()) {
-      names.push_back(absl::StrCat(p->name, " ", p->info.plugin_version));
+    const int per_node = ProcessesPerNode(experiment, device);
+    const int processes = per_node * absl::GetFlag(FLAGS_nnodes);
+    if (!is_worker) {
+      std::vector<std::string> names;
+      for (const LoadedPlugin* p : plugins->plugins()) names.push_back(p->name);
+      std::cout << "\n== " << experiment.name() << " (" << processes << " process"
+                << (processes == 1 ? "" : "es") << ")\n"
+                << "  plugins: " << (names.empty() ? "none" : absl::StrJoin(names, ", ")) << "\n";
+      if (processes > 1 || experiment.distributed().force_engine()) {
+        std::cout << "  engine:  " << DescribeEngineOptions(plugins->ResolveEngineOptions()) << "\n";
+      }
+      if (absl::GetFlag(FLAGS_print_experiments)) {
+        std::string text;
+        google::protobuf::TextFormat::PrintToString(experiment, &text);
+        std::cout << text;
+      }
+      std::cout.flush();
     }
-    std::cout << "\n== " << experiment.name() << "\n"
-              << "  plugins: " << (names.empty() ? "none" : absl::StrJoin(names, ", ")) << "\n"
-              << "  engine:  " << Describe(plugins->ResolveEngineOptions()) << "\n";
-    if (absl::GetFlag(FLAGS_print_experiments)) {
-      std::string text;
-      google::protobuf::TextFormat::PrintToString(experiment, &text);
-      std::cout << text;
-    }
-    int processes = ProcessesPerNode(experiment, device) * experiment.distributed().nodes();
-    if (processes > 1 || experiment.distributed().force_engine()) {
-      std::cout << "  skipped: " << processes << " process(es) with the data-parallel engine\n";
-      ++skipped;
+
+    if (!is_worker && processes > 1) {
+      // Start the workers: this binary again, for this experiment only.
+      std::vector<std::string> args{SelfPath(argv[0]), absl::StrCat("--experiment=", path),
+                                    absl::StrCat("--only=", experiment.name()),
+                                    absl::StrCat("--output_dir=", experiment.output().directory())};
+      for (const std::string& dir : dirs) args.push_back(absl::StrCat("--plugin_dir=", dir));
+      LaunchOptions launch;
+      launch.nproc_per_node = per_node;
+      launch.nnodes = absl::GetFlag(FLAGS_nnodes);
+      launch.node_rank = absl::GetFlag(FLAGS_node_rank);
+      launch.master_addr = absl::GetFlag(FLAGS_master_addr);
+      launch.master_port = absl::GetFlag(FLAGS_master_port);
+      auto env = TransportEnv(experiment.distributed().transport());
+      for (const auto& [name, value] : env) setenv(name, value, 1);
+      LaunchResult result = Launch(args, launch);
+      for (const auto& [name, value] : env) unsetenv(name);
+      if (result.exit_code != 0) {
+        std::cerr << "vit_ddp: " << experiment.name() << ": " << result.message << "\n";
+        ++failed;
+        continue;
+      }
+      ++ran;
+      if (!run.sweep.empty()) {
+        absl::StatusOr<v1::RunResult> r =
+            ReadResult(experiment.output().directory(), suite->name(), experiment.name());
+        if (r.ok() && r->steps_per_s() > fastest[run.sweep].second) {
+          fastest[run.sweep] = {experiment.name(), r->steps_per_s()};
+        }
+      }
       continue;
     }
-    absl::StatusOr<v1::RunResult> result = Train(experiment, {.suite = suite->name()});
+
+    TrainOptions train;
+    train.suite = suite->name();
+    train.plugins = &*plugins;
+    if (is_worker) train.worker = **worker;
+    absl::StatusOr<v1::RunResult> result = Train(experiment, train);
     if (!result.ok()) {
       std::cerr << "vit_ddp: " << experiment.name() << ": " << result.status().message() << "\n";
       ++failed;
+      if (is_worker) return 1;  // the launcher ends the other ranks
       continue;
     }
+    ++ran;
+    if (!speaks) continue;
     std::cout << FormatRunSummary(*result);
     absl::StatusOr<std::string> written = WriteRunResult(*result, experiment.output().directory());
     if (!written.ok()) {
@@ -164,17 +299,21 @@ int Main(int argc, char** argv) {
       continue;
     }
     std::cout << "  result: " << *written << "\n";
-    ++trained;
+    std::cout.flush();
+    if (!run.sweep.empty() && result->steps_per_s() > fastest[run.sweep].second) {
+      fastest[run.sweep] = {experiment.name(), result->steps_per_s()};
+    }
   }
-  std::cout << "\n" << trained << " of " << suite->experiment_size() << " experiment(s) run";
-  if (skipped > 0) {
-    std::cout << "; " << skipped
-              << " skipped: runs of several processes need the data-parallel engine, which "
-                 "this build does not have yet";
+  for (const auto& [sweep, best] : fastest) {
+    std::cout << "\nsweep " << sweep << ": fastest " << best.first << " at " << best.second
+              << " steps/s\n";
   }
-  std::cout << "\n";
-  if (failed > 0) return 1;
-  return 0;
+  if (!is_worker) {
+    std::cout << "\n" << ran << " of " << experiments.size() << " run(s) completed";
+    if (failed > 0) std::cout << ", " << failed << " failed";
+    std::cout << "\n";
+  }
+  return failed > 0 ? 1 : 0;
 }
 
 }  // namespace
