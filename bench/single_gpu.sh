@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU machine, in one call: build ddplab, then run its single-GPU ViT-L/32 experiment
-# and PyTorch's own (bench/pytorch_single_gpu.py) alternately, REPS times each; check
+# and PyTorch's own (bench/pytorch_vit.py) alternately, REPS times each; check
 # ddplab's ViT against torchvision's (bench/vit_parity.py); write everything to DIR and
 # the summary to DIR/single-gpu.json (bench/results' format); print a table last.
 #
@@ -12,17 +12,7 @@ MEASURED=50
 mkdir -p "$OUT/configs" "$OUT/pytorch/single_gpu" "$OUT/ddplab/single_gpu"
 
 bazel build //experiments:vit_ddp //bench:vit_parity 2>&1 | tail -3
-python3 - "$OUT/environment.json" <<'PY'
-import datetime, json, subprocess, sys, torch
-smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                     capture_output=True, text=True).stdout.strip().splitlines()
-json.dump({
-    "device": smi[0].split(", ")[0], "driver": smi[0].split(", ")[1], "gpu_count": len(smi),
-    "pytorch_version": torch.__version__, "libtorch_version": torch.__version__.split("+")[0],
-    "cuda": torch.version.cuda, "nccl_version": ".".join(map(str, torch.cuda.nccl.version())),
-    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-}, open(sys.argv[1], "w"), indent=1)
-PY
+python3 bench/environment.py "$OUT/environment.json"
 echo '{"config": "single_gpu", "gpus": 1, "transport": "none", "batch_size": 32, "model": "vit_l_32", "measured_steps": '$MEASURED'}' \
   > "$OUT/configs/single_gpu.json"
 
@@ -30,7 +20,7 @@ for rep in $(seq 1 "$REPS"); do
   bazel-bin/experiments/vit_ddp --experiment=experiments/single_gpu.textproto \
     --output_dir="$OUT/ddplab/single_gpu/$rep" > "$OUT/ddplab_single_gpu_$rep.log" 2>&1
   grep "steps/s" "$OUT/ddplab_single_gpu_$rep.log"
-  python3 bench/pytorch_single_gpu.py --measured "$MEASURED" \
+  python3 bench/pytorch_vit.py --measured "$MEASURED" \
     --output "$OUT/pytorch/single_gpu/$rep.json" > "$OUT/pytorch_single_gpu_$rep.log" 2>&1
   tail -1 "$OUT/pytorch_single_gpu_$rep.log"
 done

@@ -47,7 +47,17 @@ def main():
             "ddplab_phases_ms": ours[len(ours) // 2]["phases"],
         })
         row["ratio"] = row["ddplab_steps_per_s"] / row["pytorch_steps_per_s"]
+        exposed = [r.get("exposed_comm_ms") for r in ours if r.get("engine")]
+        if exposed:
+            row["ddplab_exposed_comm_ms"] = statistics.median(exposed)
+            row["ddplab_buckets"] = len(ours[0].get("bucket_bytes", []))
         rows.append(row)
+    # Scaling: steps/s over the single-GPU step's (batch per GPU is fixed).
+    single = next((r for r in rows if r["config"] == "single_gpu"), None)
+    if single:
+        for r in rows:
+            r["ddplab_vs_single_gpu"] = r["ddplab_steps_per_s"] / single["ddplab_steps_per_s"]
+            r["pytorch_vs_single_gpu"] = r["pytorch_steps_per_s"] / single["pytorch_steps_per_s"]
     result = dict(env)
     result["bench"] = a.name
     result["rows"] = rows
@@ -57,12 +67,14 @@ def main():
     print(f"\n{a.name} on {env['device']} x{env['gpu_count']}, driver {env['driver']}, "
           f"PyTorch {env['pytorch_version']}, LibTorch {env['libtorch_version']}, "
           f"NCCL {env['nccl_version']}, {env['date']}")
-    print(f"{'config':<24}{'gpus':>5} {'transport':<10}{'ddplab/s':>10}{'pytorch/s':>11}"
-          f"{'ratio':>8}{'ddplab GiB':>12}{'pytorch GiB':>13}{'data wait':>11}")
+    print(f"{'config':<26}{'gpus':>4} {'transport':<9}{'ddplab/s':>9}{'pytorch/s':>10}"
+          f"{'ratio':>7}{'d/1gpu':>7}{'p/1gpu':>7}{'d GiB':>7}{'p GiB':>7}{'exposed ms':>11}")
     for r in rows:
-        print(f"{r['config']:<24}{r['gpus']:>5} {r['transport']:<10}{r['ddplab_steps_per_s']:>10.3f}"
-              f"{r['pytorch_steps_per_s']:>11.3f}{r['ratio']:>8.3f}{r['ddplab_peak_gib']:>12.2f}"
-              f"{r['pytorch_peak_gib']:>13.2f}{100 * r['ddplab_data_wait_fraction']:>10.2f}%")
+        print(f"{r['config']:<26}{r['gpus']:>4} {r['transport']:<9}{r['ddplab_steps_per_s']:>9.3f}"
+              f"{r['pytorch_steps_per_s']:>10.3f}{r['ratio']:>7.3f}"
+              f"{r.get('ddplab_vs_single_gpu', 0):>7.3f}{r.get('pytorch_vs_single_gpu', 0):>7.3f}"
+              f"{r['ddplab_peak_gib']:>7.2f}{r['pytorch_peak_gib']:>7.2f}"
+              f"{r.get('ddplab_exposed_comm_ms', 0):>11.2f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""On a GPU machine, in one call: ddplab and PyTorch's DDP on the same configurations,
+alternately, over NVLink and over host memory (NCCL_P2P_DISABLE=1, as a PCIe-only
+machine), then the table. Run from the repository root after building vit_ddp.
+
+  python3 bench/ddp_matrix.py --out DIR [--gpus 2,4] [--transports nvlink,host]
+                              [--configs naive,static_graph,...] [--reps 1]
+
+Writes DIR/configs/<key>.json, DIR/ddplab/<key>/<rep>/..., DIR/pytorch/<key>/<rep>.json and
+DIR/ddp.json (bench/results' format, with ratios to the single-GPU step).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import environment  # noqa: E402
+
+# config -> (ddplab plugin entries, PyTorch DDP arguments)
+CONFIGS = {
+    "naive": ("plugin { bucket_sizing { bucket_cap_mb: 2000 } }", ["--bucket_cap_mb", "2000"]),
+    "static_graph": ("plugin { bucket_sizing { bucket_cap_mb: 2000 } } plugin { static_graph {} }",
+                     ["--bucket_cap_mb", "2000", "--static_graph"]),
+    "bucket_view": ("plugin { bucket_sizing { bucket_cap_mb: 2000 } } plugin { bucket_view {} }",
+                    ["--bucket_cap_mb", "2000", "--gradient_as_bucket_view"]),
+    "static_graph_bucket_view": (
+        "plugin { bucket_sizing { bucket_cap_mb: 2000 } } plugin { static_graph {} } plugin { bucket_view {} }",
+        ["--bucket_cap_mb", "2000", "--static_graph", "--gradient_as_bucket_view"]),
+}
+for cap in (25, 50, 100, 200):
+    CONFIGS[f"cap{cap}"] = (
+        f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} plugin {{ static_graph {{}} }} plugin {{ bucket_view {{}} }}",
+        ["--bucket_cap_mb", str(cap), "--static_graph", "--gradient_as_bucket_view"])
+
+TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
+
+EXPERIMENT = """# proto-message: ddplab.v1.Experiment
+name: "{name}"
+model {{ preset: VIT_L_32 }}
+data {{ batch_size: 32 num_workers: 8 pin_memory: true }}
+steps {{ warmup: {warmup} measured: {measured} }}
+optimizer {{ sgd {{ learning_rate: 0.01 }} }}
+distributed {{ gpus_per_node: {gpus} device: CUDA {transport} {force} }}
+{plugins}
+"""
+
+
+def run(cmd, log, env=None):
+    with open(log, "w") as f:
+        code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+    if code != 0:
+        print(f"FAILED ({code}): {' '.join(cmd)}; see {log}", flush=True)
+        with open(log) as f:
+            print("".join(f.readlines()[-15:]), flush=True)
+    return code
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--gpus", default="2,4")
+    p.add_argument("--transports", default="nvlink,host")
+    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--baselines", default="single_gpu,ddp_1gpu")
+    p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--measured", type=int, default=20)
+    a = p.parse_args()
+    out = os.path.abspath(a.out)
+    for d in ("configs", "ddplab", "pytorch", "logs"):
+        os.makedirs(os.path.join(out, d), exist_ok=True)
+    with open(os.path.join(out, "environment.json"), "w") as f:
+        json.dump(environment.environment(), f, indent=1)
+
+    runs = []  # (key, meta, ddplab plugins, pytorch args, transport env, force engine)
+    for base in filter(None, a.baselines.split(",")):
+        if base == "single_gpu":
+            runs.append(("single_gpu", {"config": "single_gpu", "gpus": 1, "transport": "none"},
+                         "", None, "", {}, False))
+        elif base == "ddp_1gpu":
+            plugins, args = CONFIGS["naive"]
+            runs.append(("ddp_1gpu", {"config": "ddp_1gpu", "gpus": 1, "transport": "none"},
+                         plugins, args, "", {}, True))
+    for gpus in map(int, a.gpus.split(",")):
+        for transport in a.transports.split(","):
+            name, env = TRANSPORTS[transport]
+            for config in a.configs.split(","):
+                plugins, args = CONFIGS[config]
+                key = f"{config}_{gpus}gpu_{transport}"
+                runs.append((key, {"config": config, "gpus": gpus, "transport": transport},
+                             plugins, args, f"transport: {name}", env, False))
+
+    for key, meta, plugins, args, transport, env, force in runs:
+        meta = dict(meta, batch_size=32, model="vit_l_32", measured_steps=a.measured)
+        with open(os.path.join(out, "configs", key + ".json"), "w") as f:
+            json.dump(meta, f)
+        textproto = os.path.join(out, "configs", key + ".textproto")
+        with open(textproto, "w") as f:
+            f.write(EXPERIMENT.format(name=key, warmup=a.warmup, measured=a.measured, gpus=meta["gpus"],
+                                      transport=transport, force="force_engine: true" if force else "",
+                                      plugins=plugins))
+        for rep in range(1, a.reps + 1):
+            print(f"{key} rep {rep}", flush=True)
+            run(["bazel-bin/experiments/vit_ddp", f"--experiment={textproto}",
+                 f"--output_dir={out}/ddplab/{key}/{rep}"], f"{out}/logs/ddplab_{key}_{rep}.log")
+            os.makedirs(f"{out}/pytorch/{key}", exist_ok=True)
+            cmd_env = dict(os.environ, **env)
+            py = [sys.executable, os.path.join(HERE, "pytorch_vit.py"), "--warmup", str(a.warmup),
+                  "--measured", str(a.measured), "--output", f"{out}/pytorch/{key}/{rep}.json"]
+            if args is not None:
+                py += ["--ddp"] + args
+            if meta["gpus"] > 1:
+                py = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                      f"--nproc_per_node={meta['gpus']}"] + py[1:]
+            run(py, f"{out}/logs/pytorch_{key}_{rep}.log", env=cmd_env)
+
+    subprocess.check_call([sys.executable, os.path.join(HERE, "summarize.py"), "--name", "ddp",
+                           "--dir", out, "--output", os.path.join(out, "ddp.json")])
+
+
+if __name__ == "__main__":
+    main()

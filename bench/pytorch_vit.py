@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""PyTorch's own ViT training, the reference ddplab is measured against: torchvision's
+model, torch.optim.SGD, synthetic normal images with uniform labels from a DataLoader
+with worker processes and pinned memory (a DistributedSampler under DDP), as in the seed
+experiment.
+
+  python3 pytorch_vit.py --output r.json                        # one GPU, no DDP
+  torchrun --nproc_per_node=4 pytorch_vit.py --ddp --bucket_cap_mb 25 --output r.json
+  python3 pytorch_vit.py --ddp --output r.json                  # DDP on one GPU
+
+Rank 0 writes one JSON record: steps/s over the measured steps (device synchronized
+around them) and the peak memory allocated for tensors during them.
+"""
+import argparse
+import datetime
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torchvision
+
+
+class SyntheticImages(torch.utils.data.Dataset):
+    def __init__(self, length, image_size, num_classes):
+        self.length, self.image_size, self.num_classes = length, image_size, num_classes
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, index):
+        return torch.randn(3, self.image_size, self.image_size), torch.randint(self.num_classes, ())
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="vit_l_32")
+    p.add_argument("--batch_size", type=int, default=32)
+    p.add_argument("--image_size", type=int, default=224)
+    p.add_argument("--num_workers", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--measured", type=int, default=20)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--ddp", action="store_true", help="wrap in DistributedDataParallel")
+    p.add_argument("--bucket_cap_mb", type=float, default=25)
+    p.add_argument("--static_graph", action="store_true")
+    p.add_argument("--gradient_as_bucket_view", action="store_true")
+    p.add_argument("--output", required=True)
+    a = p.parse_args()
+
+    rank = int(os.environ.get("RANK", 0))
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank)
+    if a.ddp:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29511")
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
+
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, a.model)().to(device)
+    model.train()
+    if a.ddp:
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[local_rank], bucket_cap_mb=a.bucket_cap_mb,
+            static_graph=a.static_graph, gradient_as_bucket_view=a.gradient_as_bucket_view)
+    optimizer = torch.optim.SGD(model.parameters(), lr=a.lr)
+    criterion = torch.nn.CrossEntropyLoss()
+    steps = a.warmup + a.measured
+    dataset = SyntheticImages(steps * a.batch_size * world, a.image_size, 1000)
+    sampler = torch.utils.data.distributed.DistributedSampler(dataset) if a.ddp else None
+    loader = torch.utils.data.DataLoader(dataset, batch_size=a.batch_size, sampler=sampler,
+                                         num_workers=a.num_workers, pin_memory=True)
+
+    start = None
+    for step, (images, labels) in enumerate(loader):
+        if step == a.warmup:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            start = time.perf_counter()
+        images = images.to(device, non_blocking=True)
+        labels = labels.to(device, non_blocking=True)
+        loss = criterion(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    if rank == 0:
+        record = {
+            "steps_per_s": a.measured / seconds,
+            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+            "measured_steps": a.measured,
+            "measured_seconds": seconds,
+            "world_size": world,
+            "ddp": a.ddp,
+            "torch_version": torch.__version__,
+            "device": torch.cuda.get_device_name(local_rank),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        with open(a.output, "w") as f:
+            json.dump(record, f, indent=1)
+        print(json.dumps(record))
+    if a.ddp:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
