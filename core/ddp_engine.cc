@@ -41,6 +41,7 @@ std::vector<std::vector<size_t>> AssignBuckets(const std::vector<int64_t>& bytes
 namespace {
 
 struct Bucket {
+  int64_t bytes = 0;
   std::vector<size_t> params;
   std::vector<int64_t> offsets;  // elements into `buffer`
   at::Tensor buffer;             // the flattened gradients
@@ -80,6 +81,9 @@ struct DataParallelEngine::State {
 #endif
 
   bool view_mode() const { return options.gradient_as_bucket_view; }
+  // One process and no hook: the average of one gradient is itself, so there is
+  // nothing to copy, reduce or wait for.
+  bool identity() const { return world == 1 && !hook; }
 
   void Build(const std::vector<size_t>& order) {
     std::vector<int64_t> bytes;
@@ -97,8 +101,11 @@ struct DataParallelEngine::State {
       for (size_t i : bucket.params) {
         bucket.offsets.push_back(total);
         total += params[i].numel();
+        bucket.bytes += bytes[i];
       }
-      bucket.buffer = at::zeros({total}, params[bucket.params[0]].options());
+      // With one process and no hook the buckets are never filled: no memory for them.
+      bucket.buffer = identity() ? at::Tensor() : at::zeros({total}, params[bucket.params[0]].options());
+      if (identity()) continue;
       for (size_t k = 0; k < bucket.params.size(); ++k) {
         const at::Tensor& p = params[bucket.params[k]];
         bucket.views.push_back(bucket.buffer.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes()));
@@ -106,7 +113,7 @@ struct DataParallelEngine::State {
         slot_of[bucket.params[k]] = k;
       }
     }
-    if (view_mode()) {
+    if (view_mode() && !identity()) {
       for (size_t i = 0; i < params.size(); ++i) {
         params[i].mutable_grad() = buckets[bucket_of[i]].views[slot_of[i]];
       }
@@ -171,6 +178,7 @@ struct DataParallelEngine::State {
     }
     marked[i] = true;
     if (!first_step_done) ready_order.push_back(i);
+    if (identity()) return;
     Bucket& b = buckets[bucket_of[i]];
     at::Tensor& view = b.views[slot_of[i]];
     const at::Tensor& grad = params[i].grad();
@@ -218,9 +226,16 @@ DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGr
     // The accumulator must outlive the steps, or autograd makes a new one without hooks.
     s.accumulators.push_back(std::move(accumulator));
   }
+  UpdateBucketStats();
+}
+
+void DataParallelEngine::UpdateBucketStats() {
+  stats_.bucket_bytes.clear();
   stats_.bucket_memory_bytes = 0;
-  for (const Bucket& b : s.buckets) stats_.bucket_bytes.push_back(b.buffer.numel() * b.buffer.element_size());
-  for (int64_t bytes : stats_.bucket_bytes) stats_.bucket_memory_bytes += bytes;
+  for (const Bucket& b : state_->buckets) {
+    stats_.bucket_bytes.push_back(b.bytes);
+    if (b.buffer.defined()) stats_.bucket_memory_bytes += b.bytes;
+  }
 }
 
 DataParallelEngine::~DataParallelEngine() = default;
@@ -243,7 +258,7 @@ void DataParallelEngine::BroadcastParameters() {
 
 void DataParallelEngine::ZeroGrad() {
   State& s = *state_;
-  if (s.view_mode()) {
+  if (s.view_mode() && !s.identity()) {
     for (Bucket& b : s.buckets) b.buffer.zero_();
     for (size_t i = 0; i < s.params.size(); ++i) {
       s.params[i].mutable_grad() = s.buckets[s.bucket_of[i]].views[s.slot_of[i]];
@@ -257,7 +272,7 @@ void DataParallelEngine::BeginStep(bool sync) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   s.sync = sync;
-  if (sync && s.first_step_done && !s.rebuilt) {
+  if (sync && s.first_step_done && !s.rebuilt && !s.identity()) {
     // Regroup once in the order gradients became ready, rank 0's order for everyone.
     std::vector<size_t> order = s.ready_order;
     for (size_t i = s.params.size(); i-- > 0;) {
@@ -280,12 +295,7 @@ void DataParallelEngine::BeginStep(bool sync) {
     }
     s.rebuilt = true;
     stats_.rebuilt = true;
-    stats_.bucket_bytes.clear();
-    stats_.bucket_memory_bytes = 0;
-    for (const Bucket& b : s.buckets) {
-      stats_.bucket_bytes.push_back(b.buffer.numel() * b.buffer.element_size());
-      stats_.bucket_memory_bytes += stats_.bucket_bytes.back();
-    }
+    UpdateBucketStats();
   }
   s.ResetStep();
 }
@@ -305,6 +315,7 @@ absl::Status DataParallelEngine::EndBackward() {
       // each bucket is zero.
       for (size_t i : missing) {
         s.expected[i] = false;
+        if (s.identity()) continue;
         Bucket& b = s.buckets[s.bucket_of[i]];
         b.views[s.slot_of[i]].zero_();
         if (--b.pending == 0) s.LaunchReady();
@@ -315,6 +326,12 @@ absl::Status DataParallelEngine::EndBackward() {
           " received no gradient in this step. Every parameter must take part in every "
           "step; with static_graph, a parameter unused in the first step may stay unused"));
     }
+  }
+  if (s.identity()) {
+    s.first_step_done = true;
+    stats_.synced_steps++;
+    if (timing_) stats_.timed_steps++;
+    return absl::OkStatus();
   }
   s.LaunchReady();
   const bool timed = timing_;

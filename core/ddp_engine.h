@@ -8,7 +8,8 @@
 // and every bucket before it has been launched, its all-reduce starts on c10d's
 // communication stream while backward goes on. After backward the step waits only for
 // the reductions, and copies the averaged gradients back (or, with gradients as bucket
-// views, has nothing to copy).
+// views, has nothing to copy). With one process and no communication hook there is
+// nothing to average: the engine then keeps the local gradients and does no work.
 //
 //   ddplab::DataParallelEngine engine(model->parameters(), group, options, comm_hook_factory);
 //   engine.BroadcastParameters();
@@ -91,6 +92,7 @@ class DataParallelEngine {
 
  private:
   struct State;
+  void UpdateBucketStats();
   std::shared_ptr<State> state_;
   EngineStats stats_;
   bool timing_ = false;

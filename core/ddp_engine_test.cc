@@ -13,6 +13,12 @@
 namespace ddplab {
 namespace {
 
+#if defined(USE_C10D_GLOO)
+#define REQUIRE_GLOO()
+#else
+#define REQUIRE_GLOO() GTEST_SKIP() << "this build's LibTorch has no Gloo"
+#endif
+
 using Buckets = std::vector<std::vector<size_t>>;
 
 TEST(AssignBucketsTest, FirstBucketSmallThenTheCap) {
@@ -29,9 +35,26 @@ TEST(AssignBucketsTest, FollowsTheOrderGiven) {
   EXPECT_EQ(AssignBuckets(bytes, {1, 0, 2}, 10, 20), (Buckets{{1}, {0, 2}}));
 }
 
-// One process, Gloo: buckets start in reverse parameter order and are rebuilt once in
-// the order gradients became ready. Here p0's gradient is ready before p1's.
+// A communication hook that leaves each bucket as it is and notes the order of calls.
+class RecordingHook : public CommHook {
+ public:
+  explicit RecordingHook(std::vector<size_t>* calls) : calls_(calls) {}
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
+    calls_->push_back(bucket.index);
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+    future->markCompleted(c10::IValue(bucket.buffer));
+    return future;
+  }
+
+ private:
+  std::vector<size_t>* calls_;
+};
+
+// One process, Gloo, with a hook (so that buckets are used): buckets start in reverse
+// parameter order and are rebuilt once in the order gradients became ready. Here p0's
+// gradient is ready before p1's. The hook sees every bucket, in order.
 TEST(DataParallelEngineTest, RebuildsBucketsInTheOrderGradientsBecomeReady) {
+  REQUIRE_GLOO();
   WorkerEnv env;
   env.master_port = FreePort();
   absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(env, false, std::chrono::seconds(30));
@@ -41,7 +64,11 @@ TEST(DataParallelEngineTest, RebuildsBucketsInTheOrderGradientsBecomeReady) {
   EngineOptions options;
   options.bucket_cap_bytes = 1;  // one parameter per bucket
   options.first_bucket_cap_bytes = 1;
-  DataParallelEngine engine({p0, p1}, *group, options);
+  std::vector<size_t> calls;
+  DataParallelEngine engine({p0, p1}, *group, options, [&](const CommContext& context) {
+    EXPECT_EQ(context.world_size, 1);
+    return std::make_unique<RecordingHook>(&calls);
+  });
   EXPECT_EQ(engine.buckets(), (Buckets{{1}, {0}}));
   at::Tensor x = torch::arange(4.0);
   for (int step = 0; step < 2; ++step) {
@@ -53,9 +80,32 @@ TEST(DataParallelEngineTest, RebuildsBucketsInTheOrderGradientsBecomeReady) {
   }
   EXPECT_TRUE(engine.stats().rebuilt);
   EXPECT_EQ(engine.buckets(), (Buckets{{0}, {1}}));
+  EXPECT_EQ(calls, (std::vector<size_t>{0, 1, 0, 1}));
+}
+
+// One process without a hook: nothing to average, so no buckets are filled or held.
+TEST(DataParallelEngineTest, OneProcessKeepsTheLocalGradientsWithoutBuckets) {
+  REQUIRE_GLOO();
+  WorkerEnv env;
+  env.master_port = FreePort();
+  absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(env, false, std::chrono::seconds(30));
+  ASSERT_TRUE(group.ok()) << group.status();
+  at::Tensor p = torch::ones({3}).requires_grad_();
+  EngineOptions options;
+  options.gradient_as_bucket_view = true;
+  DataParallelEngine engine({p}, *group, options);
+  for (int step = 0; step < 2; ++step) {
+    engine.ZeroGrad();
+    engine.BeginStep(true);
+    (p * torch::arange(3.0)).sum().backward();
+    ASSERT_TRUE(engine.EndBackward().ok());
+    EXPECT_TRUE(at::equal(p.grad(), torch::arange(3.0)));
+  }
+  EXPECT_EQ(engine.stats().bucket_memory_bytes, 0);
 }
 
 TEST(DataParallelEngineTest, MissingGradientIsAnError) {
+  REQUIRE_GLOO();
   WorkerEnv env;
   env.master_port = FreePort();
   absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(env, false, std::chrono::seconds(30));
@@ -74,6 +124,7 @@ TEST(DataParallelEngineTest, MissingGradientIsAnError) {
 }
 
 TEST(DataParallelEngineTest, StaticGraphAllowsAParameterUnusedFromTheStart) {
+  REQUIRE_GLOO();
   WorkerEnv env;
   env.master_port = FreePort();
   absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(env, false, std::chrono::seconds(30));
@@ -109,6 +160,7 @@ struct Combination {
 class EngineProcessesTest : public ::testing::TestWithParam<Combination> {};
 
 TEST_P(EngineProcessesTest, AveragedGradientsEqualOneProcessOverTheWholeBatch) {
+  REQUIRE_GLOO();
   std::string error;
   std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
       bazel::tools::cpp::runfiles::Runfiles::CreateForTest(&error));

@@ -204,6 +204,12 @@ DeviceReport CollectDeviceReport() {
   report.cpu_model = CpuModel();
   report.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
   report.driver_version = DriverVersion();
+#if defined(USE_C10D_GLOO)
+  report.c10d_gloo = true;
+#endif
+#if defined(USE_C10D_NCCL)
+  report.c10d_nccl = true;
+#endif
 #if defined(DDPLAB_CUDA)
   report.cuda_build = true;
   CollectCuda(report);
@@ -239,6 +245,8 @@ std::string FormatDeviceReport(const DeviceReport& r) {
   absl::StrAppend(&out, "  CUDA runtime  ", or_none(r.cuda_runtime), "   driver ",
                   or_none(r.driver_version), " (CUDA ", or_none(r.cuda_driver_api), ")\n");
   absl::StrAppend(&out, "  NCCL          ", or_none(r.nccl_version), "\n");
+  absl::StrAppend(&out, "  c10d          Gloo ", r.c10d_gloo ? "yes" : "no", ", NCCL ",
+                  r.c10d_nccl ? "yes" : "no", "\n");
   absl::StrAppend(&out, "  CPU           ", r.cpu_cores, " cores", r.cpu_model.empty() ? "" : ", ",
                   r.cpu_model, "\n");
   absl::StrAppend(&out, "  GPUs          ", r.gpus.size(), "\n");

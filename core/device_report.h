@@ -37,6 +37,8 @@ struct DeviceReport {
   std::string cuda_driver_api;   // the CUDA version the driver supports, e.g. "13.0"
   std::string driver_version;    // the kernel driver's, e.g. "580.159.04"
   std::string nccl_version;      // e.g. "2.28.9"; empty in a CPU build
+  bool c10d_gloo = false;        // c10d's Gloo process group is built in (CPU runs)
+  bool c10d_nccl = false;        // c10d's NCCL process group is built in (GPU runs)
   std::vector<GpuInfo> gpus;
   // links[i][j]: how GPU i reaches GPU j ("X" on the diagonal).
   std::vector<std::vector<std::string>> links;
