@@ -79,6 +79,8 @@ struct DataParallelEngine::State {
   // (end of backward, last bucket reduced) per timed step, read in FinishTiming.
   std::vector<std::pair<at::cuda::CUDAEvent, at::cuda::CUDAEvent>> exposed_events;
 #endif
+  // Each timed step's collectives, per bucket, read in FinishTiming.
+  std::vector<std::vector<c10::intrusive_ptr<c10d::Work>>> timed_works;
 
   bool view_mode() const { return options.gradient_as_bucket_view; }
   // One process and no hook: the average of one gradient is itself, so there is
@@ -343,7 +345,9 @@ absl::Status DataParallelEngine::EndBackward() {
     s.exposed_events.back().first.record();
   }
 #endif
+  if (timed) s.timed_works.emplace_back();
   for (Bucket& b : s.buckets) {
+    if (timed) s.timed_works.back().push_back(b.work);
     if (b.work) {
       b.work->wait();
     } else if (b.future) {
@@ -382,6 +386,9 @@ void DataParallelEngine::StartTiming() {
   timing_ = true;
   stats_.exposed_comm_ms = 0;
   stats_.timed_steps = 0;
+  stats_.bucket_allreduce_ms.clear();
+  stats_.bucket_busbw_gbps.clear();
+  state_->timed_works.clear();
 #if defined(DDPLAB_CUDA)
   state_->exposed_events.clear();
 #endif
@@ -396,6 +403,28 @@ void DataParallelEngine::FinishTiming() {
   }
   state_->exposed_events.clear();
 #endif
+  // Per-bucket all-reduce times, where c10d measured them (the device is done by now).
+  const auto& steps = state_->timed_works;
+  const size_t n = state_->buckets.size();
+  std::vector<double> sum(n, 0);
+  std::vector<int> count(n, 0);
+  for (const auto& works : steps) {
+    for (size_t b = 0; b < works.size() && b < n; ++b) {
+      if (!works[b]) continue;
+      if (std::optional<double> ms = compat::WorkDurationMs(works[b])) {
+        sum[b] += *ms;
+        count[b]++;
+      }
+    }
+  }
+  const int world = state_->world;
+  for (size_t b = 0; b < n && count[b] > 0; ++b) {
+    double ms = sum[b] / count[b];
+    stats_.bucket_allreduce_ms.push_back(ms);
+    double algbw = stats_.bucket_bytes[b] / (ms * 1e-3) / 1e9;
+    stats_.bucket_busbw_gbps.push_back(algbw * 2.0 * (world - 1) / world);
+  }
+  state_->timed_works.clear();
 }
 
 std::vector<std::vector<size_t>> DataParallelEngine::buckets() const {

@@ -54,6 +54,12 @@ struct EngineStats {
   // reduced, summed over the timed steps (ms); from CUDA events on a GPU.
   double exposed_comm_ms = 0;
   int timed_steps = 0;
+  // Per bucket (launch order), over the timed steps: mean time of its all-reduce on the
+  // communication stream and the bus bandwidth that gives (nccl-tests' busbw:
+  // bytes / time * 2(n-1)/n). Empty where c10d does not time collectives (Gloo,
+  // LibTorch before 2.1) or a communication hook replaces the all-reduce.
+  std::vector<double> bucket_allreduce_ms;
+  std::vector<double> bucket_busbw_gbps;
 };
 
 class DataParallelEngine {

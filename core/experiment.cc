@@ -220,6 +220,7 @@ void ApplyDefaults(v1::Experiment& e) {
   if (data.image_size() == 0) data.set_image_size(kDefaultImageSize);
   if (data.prefetch() == 0) data.set_prefetch(kDefaultPrefetch);
   if (data.task() == v1::Data::TASK_UNSPECIFIED) data.set_task(v1::Data::RANDOM);
+  if (e.steps().accumulation() == 0) e.mutable_steps()->set_accumulation(1);
   v1::Distributed& dist = *e.mutable_distributed();
   if (dist.nodes() == 0) dist.set_nodes(1);
   if (dist.timeout_seconds() == 0) dist.set_timeout_seconds(kDefaultTimeoutSeconds);
@@ -388,6 +389,11 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
   // Steps.
   if (e.steps().measured() == 0) {
     return at.Error(root, "steps.measured", "is required: steps to time, > 0");
+  }
+
+  if (e.steps().accumulation() > 1024) {
+    return at.Error(root, "steps.accumulation",
+                    absl::StrCat("must be at most 1024, got ", e.steps().accumulation()));
   }
 
   // Optimizer.

@@ -3,6 +3,8 @@
 #ifndef DDPLAB_CORE_TORCH_COMPAT_H_
 #define DDPLAB_CORE_TORCH_COMPAT_H_
 
+#include <exception>
+#include <optional>
 #include <tuple>
 
 #include <ATen/ATen.h>
@@ -32,6 +34,22 @@ using CollectiveGroup = c10d::Backend;
 #else
 using CollectiveGroup = c10d::ProcessGroup;
 #endif
+
+// Milliseconds a finished collective took on its stream, where c10d measures it (NCCL
+// with TORCH_NCCL_ENABLE_TIMING=1 since LibTorch 2.1); nullopt elsewhere. Call only once
+// the device has finished the collective.
+inline std::optional<double> WorkDurationMs(const c10::intrusive_ptr<c10d::Work>& work) {
+#if TORCH_VERSION_MAJOR >= 2
+  try {
+    return work->getDuration();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+#else
+  (void)work;
+  return std::nullopt;
+#endif
+}
 
 }  // namespace ddplab::compat
 

@@ -45,6 +45,18 @@ TEST(TrainerTest, LossFallsOnTheLearnableTask) {
   EXPECT_GT(r->phases().backward_ms(), 0);
 }
 
+// Two micro-batches of 8 per step: the same samples per step as one batch of 16, and
+// the learnable task still learns.
+TEST(TrainerTest, GradientAccumulationLearnsToo) {
+  v1::Experiment e = Tiny(30);
+  e.mutable_data()->set_batch_size(8);
+  e.mutable_steps()->set_accumulation(2);
+  absl::StatusOr<v1::RunResult> r = Train(e, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(Mean(*r, 27, 32), 0.6 * Mean(*r, 0, 5));
+  EXPECT_NEAR(r->samples_per_s(), r->steps_per_s() * 16, 1e-6 * r->samples_per_s());
+}
+
 TEST(TrainerTest, WritesTheResultAsJson) {
   TrainOptions options;
   options.suite = "s";
