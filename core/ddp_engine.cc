@@ -1,6 +1,8 @@
 #include "core/ddp_engine.h"
 
 #include <chrono>
+#include <cmath>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -12,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/collectives.h"
 
 #if defined(DDPLAB_CUDA)
 #include <ATen/cuda/CUDAEvent.h>
@@ -48,8 +51,11 @@ struct Bucket {
   std::vector<at::Tensor> views;  // per parameter, shaped like it
   int pending = 0;               // expected gradients not yet in
   bool launched = false;
-  c10::intrusive_ptr<c10d::Work> work;
-  c10::intrusive_ptr<c10::ivalue::Future> future;
+  at::Tensor wire;               // what was sent, when not the buffer (another dtype)
+  std::optional<PendingMean> mean;  // the engine's own reduction
+  c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
+  at::Tensor exact;              // sampled steps: the exact mean, for the error
+  std::optional<PendingMean> exact_mean;
 };
 
 }  // namespace
@@ -70,6 +76,9 @@ struct DataParallelEngine::State {
   std::vector<bool> marked;    // received one this step
   std::vector<size_t> ready_order;  // the first synced step's order
   bool first_step_done = false;
+  int64_t synced_steps = 0;  // completed synced steps
+  int64_t wire_bytes = 0;    // sent by the engine's own reductions this step
+  at::ScalarType wire_dtype = at::ScalarType::Undefined;
   bool rebuilt = false;
   size_t next_to_launch = 0;
   bool sync = false;
@@ -124,36 +133,49 @@ struct DataParallelEngine::State {
 
   void ResetStep() {
     marked.assign(params.size(), false);
+    wire_bytes = 0;
     next_to_launch = 0;
     for (Bucket& b : buckets) {
       b.pending = 0;
       for (size_t i : b.params) b.pending += expected[i] ? 1 : 0;
       b.launched = false;
-      b.work.reset();
+      b.wire = at::Tensor();
+      b.mean.reset();
       b.future.reset();
+      b.exact = at::Tensor();
+      b.exact_mean.reset();
     }
+  }
+
+  // Sampled steps also reduce a copy of each bucket exactly (float32), for the error.
+  bool SampleError() const {
+    return options.gradient_error_every > 0 && synced_steps % options.gradient_error_every == 0 &&
+           (hook || options.comm_dtype != at::ScalarType::Undefined);
   }
 
   void Launch(size_t index) {
     Bucket& b = buckets[index];
+    if (SampleError()) b.exact = b.buffer.clone();
     if (hook) {
       GradBucket grad_bucket;
       grad_bucket.index = index;
       grad_bucket.buffer = b.buffer;
       grad_bucket.offsets = b.offsets;
       for (size_t i : b.params) grad_bucket.sizes.push_back(params[i].sizes().vec());
+      grad_bucket.parameters = b.params;
       grad_bucket.is_last = index + 1 == buckets.size();
+      grad_bucket.step = synced_steps;
       b.future = hook->Run(grad_bucket);
     } else {
-      std::vector<at::Tensor> tensors{b.buffer};
-      c10d::AllreduceOptions options;
-      if (cuda) {
-        options.reduceOp = c10d::ReduceOp::AVG;  // NCCL averages in the reduction
-      } else {
-        b.buffer.div_(world);  // Gloo has no average: divide first, as PyTorch's DDP does
-      }
-      b.work = group->allreduce(tensors, options);
+      const bool cast = options.comm_dtype != at::ScalarType::Undefined &&
+                        options.comm_dtype != b.buffer.scalar_type();
+      if (cast) b.wire = b.buffer.to(options.comm_dtype);
+      const at::Tensor& sent = cast ? b.wire : b.buffer;
+      wire_bytes += sent.numel() * sent.element_size();
+      wire_dtype = sent.scalar_type();
+      b.mean = StartMean(*group, sent, cuda);
     }
+    if (b.exact.defined()) b.exact_mean = StartMean(*group, b.exact, cuda);
     b.launched = true;
   }
 
@@ -208,6 +230,8 @@ DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGr
     context.process_group = s.group.get();
     context.rank = s.rank;
     context.world_size = s.world;
+    context.nccl = s.cuda;
+    context.options = &s.options;
     s.hook = comm_hook_factory(context);
   }
   s.expected.assign(s.params.size(), true);
@@ -331,6 +355,7 @@ absl::Status DataParallelEngine::EndBackward() {
   }
   if (s.identity()) {
     s.first_step_done = true;
+    s.synced_steps++;
     stats_.synced_steps++;
     if (timing_) stats_.timed_steps++;
     return absl::OkStatus();
@@ -346,15 +371,27 @@ absl::Status DataParallelEngine::EndBackward() {
   }
 #endif
   if (timed) s.timed_works.emplace_back();
+  double error_sq = 0, exact_sq = 0;
   for (Bucket& b : s.buckets) {
-    if (timed) s.timed_works.back().push_back(b.work);
-    if (b.work) {
-      b.work->wait();
+    if (timed) s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
+    if (b.mean) {
+      b.mean->wait();
+      if (b.wire.defined()) b.buffer.copy_(b.wire);
     } else if (b.future) {
       b.future->wait();
-      at::Tensor result = b.future->value().toTensor();
+      c10::IValue value = b.future->value();
+      at::Tensor result = value.isTensor() ? value.toTensor() : value.toTensorVector().at(0);
       if (!result.is_same(b.buffer)) b.buffer.copy_(result);
     }
+    if (b.exact_mean) {
+      b.exact_mean->wait();
+      error_sq += (b.buffer - b.exact).pow(2).sum().item<double>();
+      exact_sq += b.exact.pow(2).sum().item<double>();
+    }
+  }
+  if (exact_sq > 0) {
+    stats_.gradient_error_sum += std::sqrt(error_sq / exact_sq);
+    stats_.gradient_error_samples++;
   }
   if (!s.view_mode()) {
     for (size_t i = 0; i < s.params.size(); ++i) {
@@ -371,7 +408,10 @@ absl::Status DataParallelEngine::EndBackward() {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start).count();
   }
   stats_.synced_steps++;
+  s.synced_steps++;
   if (timed) stats_.timed_steps++;
+  stats_.wire_bytes = s.wire_bytes;
+  stats_.wire_dtype = s.wire_bytes > 0 ? std::string(c10::toString(s.wire_dtype)) : "";
   s.first_step_done = true;
   stats_.gradient_memory_bytes = 0;
   if (!s.view_mode()) {
@@ -425,6 +465,10 @@ void DataParallelEngine::FinishTiming() {
     stats_.bucket_busbw_gbps.push_back(algbw * 2.0 * (world - 1) / world);
   }
   state_->timed_works.clear();
+}
+
+std::map<std::string, double> DataParallelEngine::hook_stats() const {
+  return state_->hook ? state_->hook->Stats() : std::map<std::string, double>();
 }
 
 std::vector<std::vector<size_t>> DataParallelEngine::buckets() const {

@@ -26,7 +26,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -60,6 +62,13 @@ struct EngineStats {
   // LibTorch before 2.1) or a communication hook replaces the all-reduce.
   std::vector<double> bucket_allreduce_ms;
   std::vector<double> bucket_busbw_gbps;
+  // Sampled steps (EngineOptions::gradient_error_every): the sum of the relative errors
+  // ||reduced - exact|| / ||exact|| over all buckets, and how many steps were sampled.
+  double gradient_error_sum = 0;
+  int gradient_error_samples = 0;
+  // What the engine's own reductions sent in the last synced step (not a hook's).
+  int64_t wire_bytes = 0;
+  std::string wire_dtype;
 };
 
 class DataParallelEngine {
@@ -93,6 +102,8 @@ class DataParallelEngine {
   void FinishTiming();
 
   const EngineStats& stats() const { return stats_; }
+  // The communication hook's own figures (CommHook::Stats), if there is a hook.
+  std::map<std::string, double> hook_stats() const;
   // The parameters of each bucket (indices into `params`), in launch order.
   std::vector<std::vector<size_t>> buckets() const;
 

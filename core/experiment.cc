@@ -320,9 +320,9 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at) {
     if (plugin.has_powersgd()) {
       const v1::PowerSgdConfig& p = plugin.powersgd();
       std::string path = absl::StrCat(here, ".powersgd");
-      if (p.min_compression_rate() < 1 || !std::isfinite(p.min_compression_rate())) {
+      if (!(p.min_compression_rate() > 0) || !std::isfinite(p.min_compression_rate())) {
         return at.Error(root, path + ".min_compression_rate",
-                        absl::StrCat("must be >= 1, got ", FormatNumber(p.min_compression_rate())));
+                        absl::StrCat("must be > 0, got ", FormatNumber(p.min_compression_rate())));
       }
     }
   }

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,12 @@ struct EngineOptions {
   bool static_graph = false;
   // Gradients are views into bucket buffers (DDP's gradient_as_bucket_view).
   bool gradient_as_bucket_view = false;
+  // The dtype gradients travel in (e.g. at::kBFloat16); Undefined: their own. A
+  // communication hook reads it for what it sends.
+  at::ScalarType comm_dtype = at::ScalarType::Undefined;
+  // Every this many synced steps, also reduce the buckets exactly and report the
+  // relative error of the (lossy) result against it; 0: never.
+  int gradient_error_every = 0;
 };
 
 // A bucket of gradients ready for reduction (c10d's GradBucket).
@@ -81,6 +88,11 @@ struct GradBucket {
   std::vector<std::vector<int64_t>> sizes;
   // The last bucket of the step.
   bool is_last = false;
+  // Synced steps before this one (0 on the first).
+  int64_t step = 0;
+  // Each gradient's parameter: its index in the model's parameters (stable when the
+  // engine regroups buckets, so per-parameter state can be keyed by it).
+  std::vector<size_t> parameters;
 };
 
 // What a communication hook works with.
@@ -89,6 +101,9 @@ struct CommContext {
   compat::CollectiveGroup* process_group = nullptr;
   int rank = 0;
   int world_size = 1;
+  bool nccl = false;  // the group is NCCL's (GPU tensors), else Gloo's
+  // The engine's resolved options (comm_dtype, ...), valid while the engine lives.
+  const EngineOptions* options = nullptr;
 };
 
 // Reduces buckets across ranks (c10d's comm hook). The engine calls Run for each bucket
@@ -99,6 +114,8 @@ class CommHook {
   // Starts reducing `bucket` and returns a future that completes with the averaged
   // buffer (a Tensor of the bucket's shape and dtype).
   virtual c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) = 0;
+  // Figures for the run's result (e.g. "compression_ratio"), read after the run.
+  virtual std::map<std::string, double> Stats() const { return {}; }
 };
 
 // Called around every training step (warm-up, measured and cool-down).

@@ -17,7 +17,8 @@ grep -q "^Suite \"cpu_smoke\"" "$out" || fail "no suite line"
 grep -qE "^single_process: [0-9.]+ steps/s" "$out" || fail "no summary of the single-process run"
 grep -q '"steps_per_s"' "$results/cpu_smoke/single_process.json" || fail "no result record"
 if grep -q "c10d          Gloo yes" "$out"; then
-  grep -q "3 of 3 run(s) completed" "$out" || fail "not every run completed"
+  grep -q "5 of 5 run(s) completed" "$out" || fail "not every run completed"
+  grep -q "compression [0-9.]*x" "$out" || fail "no compression ratio for PowerSGD"
   grep -q '"world_size": 2' "$results/cpu_smoke/naive_ddp.json" || fail "no 2-process result record"
 else
   # A LibTorch without Gloo (a CUDA wheel) cannot run CPU processes together: it says so.

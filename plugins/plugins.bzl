@@ -5,8 +5,10 @@ configuration is the field N of ddplab.v1.Plugin (proto/ddplab/v1/plugins.proto)
 """
 
 PLUGINS = [
+    "bf16",
     "bucket_sizing",
     "bucket_view",
+    "powersgd",
     "static_graph",
 ]
 

@@ -1,18 +1,28 @@
 // A worker for //core:ddp_engine_test, started by the launcher as one of N ranks.
 //
 // Trains the tiny ViT with the data-parallel engine (Gloo) on its rank's batches and,
-// beside it, a reference model in this process on the batches of all ranks concatenated.
-// Checks that the engine's averaged gradients equal the reference's (relative error at
-// most 1e-5) every step, and that parameters are identical on all ranks at the end.
+// beside it, a reference model in this process on the batches of all ranks concatenated
+// (what an exact all-reduce gives). Checks every step that the engine's averaged
+// gradients equal the reference's within --grad_tolerance (relative), at the end that
+// parameters are identical on all ranks, and, with --loss_tolerance, that the mean loss
+// of the last steps is within that fraction of the reference's. --plugins lists plugin
+// entries (text format), loaded through the plugin host from the runfiles.
 // Exit codes: 0 pass, 10 gradients differ, 11 parameters differ between ranks,
-// 12 engine error, 13 setup error.
+// 12 engine error, 13 setup error, 14 loss differs, 15 wrong dtype on the wire.
+#include <algorithm>
+#include <cmath>
 #include <iostream>
+#include <memory>
 
 #include <torch/torch.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "core/ddp_engine.h"
+#include "core/experiment.h"
+#include "core/plugin_host.h"
+#include "tools/cpp/runfiles/runfiles.h"
 #include "core/distributed.h"
 #include "core/sgd.h"
 #include "core/synthetic_data.h"
@@ -24,13 +34,20 @@ ABSL_FLAG(int64_t, bucket_cap_bytes, 25'000'000, "");
 ABSL_FLAG(int64_t, first_bucket_cap_bytes, 1'000'000, "");
 ABSL_FLAG(int, steps, 3, "");
 ABSL_FLAG(int, accumulate, 1, "micro-steps per optimizer step");
+ABSL_FLAG(std::string, plugins, "", "plugin entries in text format, e.g. 'plugin { bf16 {} }'");
+ABSL_FLAG(double, grad_tolerance, 1e-5, "largest relative gradient error; < 0: not checked");
+ABSL_FLAG(double, loss_tolerance, -1, "largest relative loss difference at the end; < 0: not checked");
+ABSL_FLAG(std::string, wire_dtype, "", "the dtype the engine must send in, if given");
+ABSL_FLAG(double, lr, 0.05, "");
+ABSL_FLAG(int, batch, 4, "samples per rank per micro-step");
 
 namespace ddplab {
 namespace {
 
 Batch MakeBatch(int rank, int64_t index) {
+  const int64_t n = absl::GetFlag(FLAGS_batch);
   SyntheticData::Options o;
-  o.batch_size = 4;
+  o.batch_size = n;
   o.image_size = 32;
   o.num_classes = 10;
   o.task = v1::Data::LEARNABLE;
@@ -38,8 +55,8 @@ Batch MakeBatch(int rank, int64_t index) {
   o.rank = rank;
   SyntheticData data(o);
   Batch b;
-  b.images = at::empty({4, 3, 32, 32});
-  b.labels = at::empty({4}, at::kLong);
+  b.images = at::empty({n, 3, 32, 32});
+  b.labels = at::empty({n}, at::kLong);
   data.Generate(index, b.images, b.labels);
   return b;
 }
@@ -77,15 +94,38 @@ int Main(int argc, char** argv) {
   torch::manual_seed(100);  // rank 0's weights
   Vit reference(config);
 
-  EngineOptions options;
+  // Plugins, configured through the host as vit_ddp does.
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::Create(argv[0], &error));
+  PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(
+      absl::StrCat("name: \"w\" model { preset: VIT_TINY_TEST } data { batch_size: 4 } "
+                   "steps { measured: 1 } optimizer { sgd { learning_rate: 0.1 } } "
+                   "distributed { device: CPU gpus_per_node: 2 } ",
+                   absl::GetFlag(FLAGS_plugins)),
+      "plugins");
+  if (!suite.ok()) {
+    std::cerr << suite.status() << "\n";
+    return 13;
+  }
+  absl::StatusOr<PluginSet> plugins = host.Configure(suite->experiment(0));
+  if (!plugins.ok()) {
+    std::cerr << plugins.status() << "\n";
+    return 13;
+  }
+  EngineOptions options = plugins->ResolveEngineOptions();
   options.static_graph = absl::GetFlag(FLAGS_static_graph);
   options.gradient_as_bucket_view = absl::GetFlag(FLAGS_bucket_view);
   options.bucket_cap_bytes = absl::GetFlag(FLAGS_bucket_cap_bytes);
   options.first_bucket_cap_bytes = absl::GetFlag(FLAGS_first_bucket_cap_bytes);
-  DataParallelEngine engine(model->parameters(), *group, options);
+  DataParallelEngine engine(model->parameters(), *group, options, plugins->comm_hook_factory());
   engine.BroadcastParameters();
-  Sgd sgd(model->parameters(), 0.05), reference_sgd(reference->parameters(), 0.05);
+  const double lr = absl::GetFlag(FLAGS_lr);
+  Sgd sgd(model->parameters(), lr), reference_sgd(reference->parameters(), lr);
   const int accumulate = absl::GetFlag(FLAGS_accumulate);
+  const double grad_tolerance = absl::GetFlag(FLAGS_grad_tolerance);
+  std::vector<double> losses, reference_losses;
 
   for (int step = 0; step < absl::GetFlag(FLAGS_steps); ++step) {
     engine.ZeroGrad();
@@ -94,7 +134,8 @@ int Main(int argc, char** argv) {
       const int64_t index = step * accumulate + micro;
       Batch mine = MakeBatch(rank, index);
       engine.BeginStep(/*sync=*/micro == accumulate - 1);
-      (at::cross_entropy_loss(model->forward(mine.images), mine.labels) / accumulate).backward();
+      at::Tensor loss = at::cross_entropy_loss(model->forward(mine.images), mine.labels) / accumulate;
+      loss.backward();
       if (absl::Status s = engine.EndBackward(); !s.ok()) {
         std::cerr << "rank " << rank << ": " << s << "\n";
         return 12;
@@ -105,16 +146,39 @@ int Main(int argc, char** argv) {
         images.push_back(b.images);
         labels.push_back(b.labels);
       }
-      (at::cross_entropy_loss(reference->forward(at::cat(images)), at::cat(labels)) / accumulate)
-          .backward();
+      at::Tensor reference_loss =
+          at::cross_entropy_loss(reference->forward(at::cat(images)), at::cat(labels)) / accumulate;
+      reference_loss.backward();
+      // This rank's loss against the reference's on the same rank's samples.
+      losses.push_back(loss.item<double>());
+      reference_losses.push_back(
+          at::cross_entropy_loss(reference->forward(mine.images), mine.labels).item<double>() / accumulate);
+    }
+    const std::string wire = absl::GetFlag(FLAGS_wire_dtype);
+    if (!wire.empty() && engine.stats().wire_dtype != wire) {
+      std::cerr << "rank " << rank << ": sent " << engine.stats().wire_dtype << ", want " << wire << "\n";
+      return 15;
     }
     double error = RelativeError(Grads(model), Grads(reference));
-    if (error > 1e-5) {
+    if (grad_tolerance >= 0 && error > grad_tolerance) {
       std::cerr << "rank " << rank << " step " << step << ": gradient relative error " << error << "\n";
       return 10;
     }
     sgd.Step();
     reference_sgd.Step();
+  }
+  const double loss_tolerance = absl::GetFlag(FLAGS_loss_tolerance);
+  if (loss_tolerance >= 0) {
+    // Mean over the last quarter of the steps, ours against the exact reference's.
+    size_t n = std::max<size_t>(1, losses.size() / 4);
+    double ours = 0, exact = 0;
+    for (size_t i = losses.size() - n; i < losses.size(); ++i) {
+      ours += losses[i] / n;
+      exact += reference_losses[i] / n;
+    }
+    std::cerr << "rank " << rank << ": loss " << losses.front() << " -> " << ours << ", exact all-reduce "
+              << exact << "\n";
+    if (std::abs(ours - exact) > loss_tolerance * exact) return 14;
   }
   // Rank 0's parameters, everywhere, bit for bit.
   std::vector<at::Tensor> parts;

@@ -4,11 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/experiment.h"
+#include "core/launcher.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 namespace ddplab::testing {
 
-absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text) {
+absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text) {
   absl::StatusOr<v1::Suite> suite = ParseExperimentText(
       absl::StrCat(R"pb(
         name: "plugin_test"
@@ -28,9 +29,38 @@ absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text
   // One host for the process, as in the binary: each library is loaded once, and every
   // Configure call registers its callbacks afresh.
   static PluginHost* host = new PluginHost({runfiles->Rlocation("ddplab/plugins")});
-  absl::StatusOr<PluginSet> set = host->Configure(suite->experiment(0));
+  return host->Configure(suite->experiment(0));
+}
+
+absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text) {
+  absl::StatusOr<PluginSet> set = ConfigureWithPlugins(plugins_text);
   if (!set.ok()) return set.status();
   return set->ResolveEngineOptions();
+}
+
+std::unique_ptr<CommHook> MakeHook(const PluginSet& set, const EngineOptions& options) {
+  static ProcessGroupPtr* group = [] {
+    WorkerEnv env;
+    env.master_port = FreePort();
+    return new ProcessGroupPtr(CreateProcessGroup(env, false, std::chrono::seconds(30)).value());
+  }();
+  CommContext context;
+  context.process_group = group->get();
+  context.rank = 0;
+  context.world_size = 1;
+  context.options = &options;
+  return set.comm_hook_factory()(context);
+}
+
+GradBucket OneGradientBucket(const at::Tensor& values, int64_t step) {
+  GradBucket bucket;
+  bucket.buffer = values.reshape(-1).clone();
+  bucket.offsets = {0};
+  bucket.sizes = {values.sizes().vec()};
+  bucket.parameters = {0};
+  bucket.is_last = true;
+  bucket.step = step;
+  return bucket;
 }
 
 }  // namespace ddplab::testing

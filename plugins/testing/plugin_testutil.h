@@ -3,9 +3,11 @@
 #ifndef DDPLAB_PLUGINS_TESTING_PLUGIN_TESTUTIL_H_
 #define DDPLAB_PLUGINS_TESTING_PLUGIN_TESTUTIL_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/distributed.h"
 #include "core/plugin_host.h"
 
 namespace ddplab::testing {
@@ -14,6 +16,16 @@ namespace ddplab::testing {
 // into a valid two-process experiment, loads the plugins from the test's runfiles and
 // returns the engine options they resolve to.
 absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text);
+
+// As ResolveWithPlugins, returning everything the plugins registered.
+absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text);
+
+// A communication hook from `set` over a one-process Gloo group of its own, as the engine
+// would make it (the group lives as long as the process).
+std::unique_ptr<CommHook> MakeHook(const PluginSet& set, const EngineOptions& options);
+
+// A bucket of one gradient of `sizes`, holding `values`.
+GradBucket OneGradientBucket(const at::Tensor& values, int64_t step);
 
 }  // namespace ddplab::testing
 

@@ -29,7 +29,9 @@ def ddplab_plugin(name, srcs, deps = [], test_srcs = [], **kwargs):
             linkopts = HOST_LINKOPTS,
             deps = [
                 "//plugins/testing:plugin_testutil",
+                "@abseil//:absl",
                 "@googletest//:gtest_main",
+                "@libtorch//:c10d",
             ],
         )
     native.cc_binary(

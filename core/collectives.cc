@@ -1,0 +1,40 @@
+#include "core/collectives.h"
+
+#include <vector>
+
+namespace ddplab {
+
+PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nccl) {
+  const int world = group.getSize();
+  if (nccl) {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::AVG;
+    c10::intrusive_ptr<c10d::Work> work = group.allreduce(tensors, options);
+    return {work, [work] { work->wait(); }};
+  }
+#if TORCH_VERSION_MAJOR < 2
+  if (tensor.scalar_type() == at::kBFloat16) {
+    // The bytes of every rank's bfloat16 values, gathered; summed in rank order.
+    at::Tensor bytes = tensor.contiguous().view(at::kByte).reshape(-1);
+    std::vector<at::Tensor> input{bytes};
+    std::vector<std::vector<at::Tensor>> output(1);
+    for (int r = 0; r < world; ++r) output[0].push_back(at::empty_like(bytes));
+    c10::intrusive_ptr<c10d::Work> work = group.allgather(output, input);
+    return {work, [work, output, tensor, world]() mutable {
+      work->wait();
+      at::Tensor sum = at::zeros(tensor.sizes(), tensor.options().dtype(at::kFloat));
+      for (const at::Tensor& from : output[0]) {
+        sum.add_(from.view(at::kBFloat16).view(tensor.sizes()).to(at::kFloat));
+      }
+      tensor.copy_(sum.div_(world));
+    }};
+  }
+#endif
+  tensor.div_(world);
+  std::vector<at::Tensor> tensors{tensor};
+  c10::intrusive_ptr<c10d::Work> work = group.allreduce(tensors);
+  return {work, [work] { work->wait(); }};
+}
+
+}  // namespace ddplab

@@ -1,0 +1,109 @@
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "plugins/testing/plugin_testutil.h"
+
+namespace ddplab {
+namespace {
+
+TEST(PowerSgdPluginTest, SetsTheErrorSamplingAndAHook) {
+  absl::StatusOr<EngineOptions> options =
+      testing::ResolveWithPlugins("plugin { powersgd { rank: 4 sample_error_every: 3 } }");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->gradient_error_every, 3);
+}
+
+TEST(PowerSgdPluginTest, ComposesWithBf16) {
+  absl::StatusOr<EngineOptions> options =
+      testing::ResolveWithPlugins("plugin { bf16 {} } plugin { powersgd { rank: 1 } }");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->comm_dtype, at::kBFloat16);
+}
+
+#if defined(USE_C10D_GLOO)
+at::Tensor Reduce(CommHook& hook, const at::Tensor& gradient, int64_t step) {
+  GradBucket bucket = testing::OneGradientBucket(gradient, step);
+  c10::intrusive_ptr<c10::ivalue::Future> future = hook.Run(bucket);
+  future->wait();
+  return future->value().toTensor().view(gradient.sizes());
+}
+
+// With a rank at least the matrix's own, P Q^T is the matrix: the exact average.
+TEST(PowerSgdHookTest, FullRankReproducesTheGradient) {
+  absl::StatusOr<PluginSet> set =
+      testing::ConfigureWithPlugins("plugin { powersgd { rank: 64 min_compression_rate: 0.001 } }");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EngineOptions options = set->ResolveEngineOptions();
+  std::unique_ptr<CommHook> hook = testing::MakeHook(*set, options);
+  torch::manual_seed(3);
+  at::Tensor m = torch::randn({12, 7});
+  at::Tensor out = Reduce(*hook, m, 0);
+  EXPECT_LT(((out - m).norm() / m.norm()).item<double>(), 1e-5);
+  EXPECT_GT(hook->Stats().at("compression_ratio"), 0);
+}
+
+// A bucket of several gradients of several shapes, two of one shape, one a vector, one
+// of lower rank than the approximation (as a gradient from a few samples is).
+TEST(PowerSgdHookTest, FullRankReproducesABucketOfManyShapes) {
+  absl::StatusOr<PluginSet> set =
+      testing::ConfigureWithPlugins("plugin { powersgd { rank: 256 min_compression_rate: 0.001 } }");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EngineOptions options = set->ResolveEngineOptions();
+  std::unique_ptr<CommHook> hook = testing::MakeHook(*set, options);
+  torch::manual_seed(5);
+  std::vector<std::vector<int64_t>> sizes{{32, 3, 8, 8}, {32}, {96, 32}, {1, 17, 32}, {96, 32}, {10, 32}};
+  // Parameter 5 gets a rank-3 gradient; its approximation has rank 10.
+  const at::Tensor low_rank = at::matmul(torch::randn({10, 3}), torch::randn({3, 32}));
+  GradBucket bucket;
+  std::vector<at::Tensor> parts;
+  int64_t offset = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    at::Tensor t = k == 5 ? low_rank : torch::randn(sizes[k]);
+    parts.push_back(t.reshape(-1));
+    bucket.offsets.push_back(offset);
+    bucket.sizes.push_back(sizes[k]);
+    bucket.parameters.push_back(k);
+    offset += t.numel();
+  }
+  at::Tensor original = at::cat(parts);
+  bucket.buffer = original.clone();
+  auto future = hook->Run(bucket);
+  future->wait();
+  at::Tensor out = future->value().toTensor();
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    at::Tensor got = out.narrow(0, bucket.offsets[k], parts[k].numel());
+    EXPECT_LT(((got - parts[k]).norm() / parts[k].norm()).item<double>(), 1e-4) << k;
+  }
+}
+
+// Rank 1 of a rank-2 matrix loses a part; error feedback sends it in the next step: a
+// zero gradient then still produces the residual, and the two steps add up to more of
+// the gradient than the first alone.
+TEST(PowerSgdHookTest, ErrorFeedbackCarriesTheResidualToTheNextStep) {
+  for (bool feedback : {true, false}) {
+    absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(absl::StrCat(
+        "plugin { powersgd { rank: 1 min_compression_rate: 0.001 disable_error_feedback: ",
+        feedback ? "false" : "true", " } }"));
+    ASSERT_TRUE(set.ok()) << set.status();
+    EngineOptions options = set->ResolveEngineOptions();
+    std::unique_ptr<CommHook> hook = testing::MakeHook(*set, options);
+    torch::manual_seed(4);
+    at::Tensor m = at::matmul(torch::randn({10, 2}), torch::randn({2, 8}));
+    at::Tensor first = Reduce(*hook, m, 0);
+    at::Tensor second = Reduce(*hook, torch::zeros({10, 8}), 1);
+    double residual = ((m - first).norm() / m.norm()).item<double>();
+    double after_two = ((m - first - second).norm() / m.norm()).item<double>();
+    EXPECT_GT(residual, 0.01) << "rank 1 should not capture a rank-2 matrix";
+    if (feedback) {
+      EXPECT_GT(second.norm().item<double>(), 0.01 * m.norm().item<double>());
+      EXPECT_LT(after_two, residual);
+    } else {
+      EXPECT_EQ(second.norm().item<double>(), 0.0);
+    }
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace ddplab
