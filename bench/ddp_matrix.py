@@ -35,6 +35,18 @@ for cap in (25, 50, 100, 200):
         f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} plugin {{ static_graph {{}} }} plugin {{ bucket_view {{}} }}",
         ["--bucket_cap_mb", str(cap), "--static_graph", "--gradient_as_bucket_view"])
 
+LEVERS = "plugin { static_graph {} } plugin { bucket_view {} }"
+for cap in (25, 50, 100, 2000):
+    CONFIGS[f"bf16_cap{cap}"] = (
+        f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} plugin {{ bf16 {{ sample_error_every: 5 }} }}",
+        ["--bucket_cap_mb", str(cap), "--static_graph", "--gradient_as_bucket_view", "--comm_hook", "bf16"])
+for rank in (1, 4):
+    CONFIGS[f"powersgd_rank{rank}"] = (
+        f"plugin {{ bucket_sizing {{ bucket_cap_mb: 2000 }} }} {LEVERS} "
+        f"plugin {{ powersgd {{ rank: {rank} sample_error_every: 5 }} }}",
+        ["--bucket_cap_mb", "2000", "--static_graph", "--gradient_as_bucket_view", "--comm_hook", "powersgd",
+         "--powersgd_rank", str(rank), "--start_powersgd_iter", "2"])
+
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
 
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment

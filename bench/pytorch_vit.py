@@ -46,6 +46,10 @@ def main():
     p.add_argument("--bucket_cap_mb", type=float, default=25)
     p.add_argument("--static_graph", action="store_true")
     p.add_argument("--gradient_as_bucket_view", action="store_true")
+    p.add_argument("--comm_hook", choices=["bf16", "powersgd"], help="DDP communication hook")
+    p.add_argument("--powersgd_rank", type=int, default=1)
+    p.add_argument("--start_powersgd_iter", type=int, default=2,
+                   help="PyTorch's default is 1000, which a short run never reaches")
     p.add_argument("--output", required=True)
     a = p.parse_args()
 
@@ -66,6 +70,15 @@ def main():
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[local_rank], bucket_cap_mb=a.bucket_cap_mb,
             static_graph=a.static_graph, gradient_as_bucket_view=a.gradient_as_bucket_view)
+        if a.comm_hook == "bf16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+        elif a.comm_hook == "powersgd":
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+            state = powerSGD_hook.PowerSGDState(
+                process_group=None, matrix_approximation_rank=a.powersgd_rank,
+                start_powerSGD_iter=a.start_powersgd_iter)
+            model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=a.lr)
     criterion = torch.nn.CrossEntropyLoss()
     steps = a.warmup + a.measured
@@ -96,6 +109,7 @@ def main():
             "measured_seconds": seconds,
             "world_size": world,
             "ddp": a.ddp,
+            "comm_hook": a.comm_hook,
             "torch_version": torch.__version__,
             "device": torch.cuda.get_device_name(local_rank),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -51,6 +51,14 @@ def main():
         if exposed:
             row["ddplab_exposed_comm_ms"] = statistics.median(exposed)
             row["ddplab_buckets"] = len(ours[0].get("bucket_bytes", []))
+        errors = [r["gradient_error"] for r in ours if r.get("gradient_error_samples")]
+        if errors:
+            row["ddplab_gradient_error"] = statistics.median(errors)
+        ratio = ours[0].get("hook_stats", {}).get("compression_ratio")
+        if ratio:
+            row["ddplab_compression_ratio"] = ratio
+        elif ours[0].get("wire_dtype") == "BFloat16":
+            row["ddplab_compression_ratio"] = 2.0
         rows.append(row)
     # Scaling: steps/s over the single-GPU step's (batch per GPU is fixed).
     single = next((r for r in rows if r["config"] == "single_gpu"), None)
@@ -68,13 +76,13 @@ def main():
           f"PyTorch {env['pytorch_version']}, LibTorch {env['libtorch_version']}, "
           f"NCCL {env['nccl_version']}, {env['date']}")
     print(f"{'config':<26}{'gpus':>4} {'transport':<9}{'ddplab/s':>9}{'pytorch/s':>10}"
-          f"{'ratio':>7}{'d/1gpu':>7}{'p/1gpu':>7}{'d GiB':>7}{'p GiB':>7}{'exposed ms':>11}")
+          f"{'ratio':>7}{'d/1gpu':>7}{'p/1gpu':>7}{'d GiB':>7}{'p GiB':>7}{'exposed ms':>11}{'grad err':>9}")
     for r in rows:
         print(f"{r['config']:<26}{r['gpus']:>4} {r['transport']:<9}{r['ddplab_steps_per_s']:>9.3f}"
               f"{r['pytorch_steps_per_s']:>10.3f}{r['ratio']:>7.3f}"
               f"{r.get('ddplab_vs_single_gpu', 0):>7.3f}{r.get('pytorch_vs_single_gpu', 0):>7.3f}"
               f"{r['ddplab_peak_gib']:>7.2f}{r['pytorch_peak_gib']:>7.2f}"
-              f"{r.get('ddplab_exposed_comm_ms', 0):>11.2f}")
+              f"{r.get('ddplab_exposed_comm_ms', 0):>11.2f}{r.get('ddplab_gradient_error', 0):>9.1e}")
 
 
 if __name__ == "__main__":
