@@ -51,7 +51,7 @@ struct Bucket {
   std::vector<at::Tensor> views;  // per parameter, shaped like it
   int pending = 0;               // expected gradients not yet in
   bool launched = false;
-  at::Tensor wire;               // what was sent, when not the buffer (another dtype)
+  at::Tensor wire;               // what the bucket travels as, when another dtype
   std::optional<PendingMean> mean;  // the engine's own reduction
   c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
   at::Tensor exact;              // sampled steps: the exact mean, for the error
@@ -77,6 +77,7 @@ struct DataParallelEngine::State {
   std::vector<size_t> ready_order;  // the first synced step's order
   bool first_step_done = false;
   int64_t synced_steps = 0;  // completed synced steps
+  bool timing = false;       // between StartTiming and FinishTiming
   int64_t wire_bytes = 0;    // sent by the engine's own reductions this step
   at::ScalarType wire_dtype = at::ScalarType::Undefined;
   bool rebuilt = false;
@@ -117,6 +118,12 @@ struct DataParallelEngine::State {
       // With one process and no hook the buckets are never filled: no memory for them.
       bucket.buffer = identity() ? at::Tensor() : at::zeros({total}, params[bucket.params[0]].options());
       if (identity()) continue;
+      if (options.comm_dtype != at::ScalarType::Undefined && options.comm_dtype != bucket.buffer.scalar_type() &&
+          !hook) {
+        // What the bucket travels as, allocated once: the collectives of a step then
+        // hold no memory of their own.
+        bucket.wire = at::empty({total}, bucket.buffer.options().dtype(options.comm_dtype));
+      }
       for (size_t k = 0; k < bucket.params.size(); ++k) {
         const at::Tensor& p = params[bucket.params[k]];
         bucket.views.push_back(bucket.buffer.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes()));
@@ -139,7 +146,6 @@ struct DataParallelEngine::State {
       b.pending = 0;
       for (size_t i : b.params) b.pending += expected[i] ? 1 : 0;
       b.launched = false;
-      b.wire = at::Tensor();
       b.mean.reset();
       b.future.reset();
       b.exact = at::Tensor();
@@ -148,8 +154,10 @@ struct DataParallelEngine::State {
   }
 
   // Sampled steps also reduce a copy of each bucket exactly (float32), for the error.
+  // Never in a timed step: the extra reduction and copy would be measured too.
   bool SampleError() const {
-    return options.gradient_error_every > 0 && synced_steps % options.gradient_error_every == 0 &&
+    return !timing && options.gradient_error_every > 0 &&
+           synced_steps % options.gradient_error_every == 0 &&
            (hook || options.comm_dtype != at::ScalarType::Undefined);
   }
 
@@ -167,10 +175,8 @@ struct DataParallelEngine::State {
       grad_bucket.step = synced_steps;
       b.future = hook->Run(grad_bucket);
     } else {
-      const bool cast = options.comm_dtype != at::ScalarType::Undefined &&
-                        options.comm_dtype != b.buffer.scalar_type();
-      if (cast) b.wire = b.buffer.to(options.comm_dtype);
-      const at::Tensor& sent = cast ? b.wire : b.buffer;
+      if (b.wire.defined()) b.wire.copy_(b.buffer);  // the cast
+      const at::Tensor& sent = b.wire.defined() ? b.wire : b.buffer;
       wire_bytes += sent.numel() * sent.element_size();
       wire_dtype = sent.scalar_type();
       b.mean = StartMean(*group, sent, cuda);
@@ -424,6 +430,7 @@ absl::Status DataParallelEngine::EndBackward() {
 
 void DataParallelEngine::StartTiming() {
   timing_ = true;
+  state_->timing = true;
   stats_.exposed_comm_ms = 0;
   stats_.timed_steps = 0;
   stats_.bucket_allreduce_ms.clear();
@@ -436,6 +443,7 @@ void DataParallelEngine::StartTiming() {
 
 void DataParallelEngine::FinishTiming() {
   timing_ = false;
+  state_->timing = false;
 #if defined(DDPLAB_CUDA)
   for (auto& [done, reduced] : state_->exposed_events) {
     reduced.synchronize();

@@ -216,6 +216,7 @@ struct CompressionCase {
   double loss_tolerance;  // < 0: not checked
   const char* wire_dtype;
   int steps;
+  int batch = 4;  // per rank
 };
 
 class CompressionProcessesTest : public ::testing::TestWithParam<CompressionCase> {};
@@ -232,6 +233,7 @@ TEST_P(CompressionProcessesTest, MatchesTheExactAverage) {
                                 absl::StrCat("--loss_tolerance=", c.loss_tolerance),
                                 absl::StrCat("--wire_dtype=", c.wire_dtype),
                                 absl::StrCat("--steps=", c.steps),
+                                absl::StrCat("--batch=", c.batch),
                                 "--bucket_cap_bytes=20000",
                                 "--first_bucket_cap_bytes=4000"};
   LaunchOptions options;
@@ -257,12 +259,12 @@ INSTANTIATE_TEST_SUITE_P(
                         -1,
                         "",
                         3},
-        // On the learnable task, after the same steps, the loss is within 5% of exact
-        // all-reduce's.
-        CompressionCase{"bf16_loss", 2, "plugin { bf16 {} }", -1, 0.05, "BFloat16", 40},
-        CompressionCase{"powersgd_rank4_loss", 2, "plugin { powersgd { rank: 4 } }", -1, 0.05, "", 40},
+        // On the learnable task, after the same steps, the loss on held-out samples is
+        // at most 5% above exact all-reduce's.
+        CompressionCase{"bf16_loss", 2, "plugin { bf16 {} }", -1, 0.05, "BFloat16", 60, 16},
+        CompressionCase{"powersgd_rank4_loss", 2, "plugin { powersgd { rank: 4 } }", -1, 0.05, "", 60, 16},
         CompressionCase{"bf16_powersgd_rank4_loss", 2, "plugin { bf16 {} } plugin { powersgd { rank: 4 } }",
-                        -1, 0.05, "", 40}),
+                        -1, 0.05, "", 60, 16}),
     [](const ::testing::TestParamInfo<CompressionCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -73,7 +73,8 @@ struct EngineOptions {
   // communication hook reads it for what it sends.
   at::ScalarType comm_dtype = at::ScalarType::Undefined;
   // Every this many synced steps, also reduce the buckets exactly and report the
-  // relative error of the (lossy) result against it; 0: never.
+  // relative error of the (lossy) result against it; 0: never. Measured steps are never
+  // sampled: the error comes from warm-up and cool-down steps.
   int gradient_error_every = 0;
 };
 

@@ -239,7 +239,7 @@ class PowerSgdHook : public ddplab::CommHook {
         for (size_t i = 0; i < g.matrices.size(); ++i) {
           const Matrix& matrix = g.matrices[i];
           if (error_feedback_) error_[matrix.parameter] = g.m[i] - approx[i];
-          if (warm_start_) q_[matrix.parameter] = Refill(g.q[i], matrix.parameter, bucket.step);
+          if (warm_start_) q_[matrix.parameter] = Refill(g.q[i], matrix.parameter);
           matrix.view.copy_(approx[i]);
         }
       }
@@ -255,19 +255,18 @@ class PowerSgdHook : public ddplab::CommHook {
   }
 
   // The next step's Q: this step's, with its zero columns (directions P dropped as
-  // dependent) replaced by seeded random ones, so that a gradient of low rank in one
-  // step does not confine the approximation to that rank in every later step. Q is the
-  // same on every rank, and so are its zero columns and their replacements.
-  at::Tensor Refill(const at::Tensor& q, size_t parameter, int64_t step) const {
-    at::Tensor next = q.clone();
-    at::Tensor zero = (next.norm(2, {0}) == 0).cpu();  // [r]
-    for (int64_t j = 0; j < next.size(1); ++j) {
-      if (!zero[j].item<bool>()) continue;
-      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(
-          ((seed_ * 1000003 + parameter) * 7919 + static_cast<uint64_t>(step)) * 31 + j);
-      next.select(1, j).copy_(at::empty({next.size(0)}).normal_(0.0, 1.0, gen));
+  // dependent) replaced by a fixed random matrix of the parameter, so that a gradient of
+  // low rank in one step does not confine the approximation to that rank in every later
+  // step. Q is the same on every rank, and so are its zero columns and the replacement.
+  // Computed on the device: no synchronization in the hook.
+  at::Tensor Refill(const at::Tensor& q, size_t parameter) {
+    at::Tensor& fill = refill_[parameter];
+    if (!fill.defined()) {
+      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>((seed_ * 1000003 + parameter) * 31 + 17);
+      fill = at::empty(q.sizes()).normal_(0.0, 1.0, gen).to(q.options());
     }
-    return next;
+    at::Tensor zero = q.norm(2, {0}, /*keepdim=*/true) == 0;  // [1, r]
+    return at::where(zero, fill, q);
   }
 
   // What P or Q travel as: bfloat16 when the bf16 plugin is listed too.
@@ -284,7 +283,7 @@ class PowerSgdHook : public ddplab::CommHook {
   const uint64_t seed_;
   const CommContext context_;
   at::ScalarType wire_dtype_ = at::ScalarType::Undefined;
-  std::map<size_t, at::Tensor> q_, error_;  // per parameter
+  std::map<size_t, at::Tensor> q_, error_, refill_;  // per parameter
   int64_t gradient_elements_ = 0, sent_elements_ = 0;
   double first_compressed_step_ = -1;
 #if defined(DDPLAB_CUDA)
