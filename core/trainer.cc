@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <memory>
 #include <vector>
 
@@ -16,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/build_flags.h"
@@ -67,15 +70,19 @@ class StepTimer {
   }
 
   // Milliseconds from `from` to `to` of `step`; valid once the device is synchronized.
-  double Ms(int step, Point from, Point to) {
-    int a = step * kNumPoints + from, b = step * kNumPoints + to;
+  double Ms(int step, Point from, Point to) { return Between(step * kNumPoints + from, step * kNumPoints + to); }
+
+  // Milliseconds from the first measured step's start to `point` of `step`.
+  double Since(int step, Point point) { return Between(0, step * kNumPoints + point); }
+
+ private:
+  double Between(int a, int b) {
 #if defined(DDPLAB_CUDA)
     if (cuda_) return events_[a].elapsed_time(events_[b]);
 #endif
     return std::chrono::duration<double, std::milli>(host_[b] - host_[a]).count();
   }
 
- private:
   bool cuda_;
   std::vector<std::chrono::steady_clock::time_point> host_;
 #if defined(DDPLAB_CUDA)
@@ -207,7 +214,20 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
   double host_wait_before = 0;
   std::chrono::steady_clock::time_point window_start, window_end;
 
+  auto last_progress = std::chrono::steady_clock::now();
+  const auto run_start = last_progress;
   for (int step = 0; step < total; ++step) {
+    if (!options.progress_label.empty()) {
+      auto now = std::chrono::steady_clock::now();
+      if (now - last_progress > std::chrono::seconds(2) || step == total - 1) {
+        double elapsed = std::chrono::duration<double>(now - run_start).count();
+        std::fprintf(stderr, "\r%s: step %d/%d, %.2f steps/s ", options.progress_label.c_str(), step + 1,
+                     total, elapsed > 0 ? step / elapsed : 0.0);
+        if (step == total - 1) std::fprintf(stderr, "\n");
+        std::fflush(stderr);
+        last_progress = now;
+      }
+    }
     const int m = step - warmup;  // index among measured steps
     const bool timed = m >= 0 && m < measured;
     if (step == warmup) {
@@ -319,6 +339,27 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
     sums[kOptimizer] += timer.Ms(m, kBackward, kOptimizer);
     sums[kStart] += timer.Ms(m, kStart, kOptimizer);
   }
+  if (!options.trace_path.empty()) {
+    // This rank's timeline: each measured step and its phases, as Chrome trace events
+    // (microseconds from the first measured step), on the track of this rank.
+    std::string events;
+    auto event = [&](const std::string& name, double from_ms, double to_ms) {
+      absl::StrAppendFormat(&events, "%s{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": 0, "
+                            "\"ts\": %.3f, \"dur\": %.3f}",
+                            events.empty() ? "" : ",\n", name, rank, from_ms * 1e3, (to_ms - from_ms) * 1e3);
+    };
+    absl::StrAppendFormat(&events, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
+                          "\"args\": {\"name\": \"rank %d\"}}", rank, rank);
+    for (int m = 0; m < measured; ++m) {
+      event(absl::StrCat("Batch ", warmup + m), timer.Since(m, kStart), timer.Since(m, kOptimizer));
+      event("get batch", timer.Since(m, kStart), timer.Since(m, kBatch));
+      event("forward", timer.Since(m, kBatch), timer.Since(m, kForward));
+      event("backward", timer.Since(m, kForward), timer.Since(m, kBackward));
+      event("optimizer step", timer.Since(m, kBackward), timer.Since(m, kOptimizer));
+    }
+    std::ofstream out(options.trace_path, std::ios::trunc);
+    out << "[\n" << events << "\n]\n";
+  }
   v1::PhaseTimes* phases = r.mutable_phases();
   phases->set_get_batch_ms(sums[kBatch] / measured);
   phases->set_forward_ms(sums[kForward] / measured);
@@ -395,6 +436,33 @@ std::string FormatRunSummary(const v1::RunResult& r) {
       r.host_data_wait_ms(), r.loss_size() ? r.loss(0) : 0.0f,
       r.loss_size() ? r.loss(r.loss_size() - 1) : 0.0f, r.loss_size(),
       EngineSummary(r));
+}
+
+absl::Status MergeTraces(const std::vector<std::string>& parts, const std::string& path) {
+  std::string events;
+  for (const std::string& part : parts) {
+    std::ifstream in(part);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string body = text.str();
+    size_t open = body.find('['), close = body.rfind(']');
+    if (!in || open == std::string::npos || close == std::string::npos || close < open) {
+      return absl::DataLossError(absl::StrCat("trace part ", part, " is missing or not a JSON array"));
+    }
+    std::string inner(absl::StripAsciiWhitespace(body.substr(open + 1, close - open - 1)));
+    if (inner.empty()) continue;
+    absl::StrAppend(&events, events.empty() ? "" : ",\n", inner);
+  }
+  {
+    std::ofstream out(path + ".tmp", std::ios::trunc);
+    out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" << events << "\n]}\n";
+    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  }
+  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  }
+  for (const std::string& part : parts) std::remove(part.c_str());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> WriteRunResult(const v1::RunResult& result, const std::string& directory) {

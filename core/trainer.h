@@ -16,6 +16,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -32,7 +33,17 @@ struct TrainOptions {
   std::optional<WorkerEnv> worker;
   // What the experiment's plugins registered; none: the engine's defaults.
   const PluginSet* plugins = nullptr;
+  // Shown before the progress line on standard error ("[2/9] naive_ddp"); empty: no
+  // progress line.
+  std::string progress_label;
+  // Where to write this rank's timeline of the measured steps (Chrome trace events, one
+  // JSON array); empty: none. MergeTraces joins the ranks' files.
+  std::string trace_path;
 };
+
+// Joins per-rank trace files (JSON arrays of Chrome trace events) into one Chrome trace
+// (a JSON object with "traceEvents"), one track per rank, at `path`; deletes the parts.
+absl::Status MergeTraces(const std::vector<std::string>& parts, const std::string& path);
 
 // A description of engine options, for people and result records.
 std::string DescribeEngineOptions(const EngineOptions& options);

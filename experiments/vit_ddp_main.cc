@@ -14,8 +14,11 @@
 // Rank 0 prints each run's summary and writes its result as JSON under the output
 // directory. A bucket_sizing sweep runs once per cap and names the fastest.
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdlib>
 #include <fstream>
@@ -32,12 +35,15 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/device_report.h"
 #include "core/distributed.h"
 #include "core/experiment.h"
 #include "core/launcher.h"
 #include "core/plugin_host.h"
+#include "core/report.h"
 #include "core/trainer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
@@ -60,6 +66,10 @@ ABSL_FLAG(std::string, master_addr, "127.0.0.1",
           "Address of node 0, where rank 0 serves the rendezvous store.");
 ABSL_FLAG(int, master_port, 0, "Port of the rendezvous store; 0: a free port (one node only).");
 ABSL_FLAG(std::string, only, "", "Run only the experiment of this name (workers get this).");
+ABSL_FLAG(std::string, profile, "none",
+          "nsys: run every worker under Nsight Systems, capturing the measured steps "
+          "(cudaProfilerApi range) with CUDA, NVTX, OS runtime and NCCL traces, one report per rank.");
+ABSL_FLAG(std::string, progress_label, "", "Shown before the progress line (workers get this).");
 
 namespace ddplab {
 namespace {
@@ -95,8 +105,36 @@ std::string SelfPath(const char* argv0) {
   return buffer;
 }
 
-std::string DefaultExperiment() {
-  return DDPLAB_CUDA_BUILD ? "experiments/seed_study.textproto" : "experiments/cpu_smoke.textproto";
+// The seed study on GPUs; on a machine (or build) without them, its CPU miniature.
+std::string DefaultExperiment(const DeviceReport& device) {
+  return device.gpus.empty() ? "experiments/cpu_smoke.textproto" : "experiments/seed_study.textproto";
+}
+
+// `program` found on PATH, or "".
+std::string FindOnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path ? path : "", ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/", program);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// The transports NCCL's logs for one run name (files <prefix>*), or "".
+std::string NcclTransport(const std::string& dir, const std::string& prefix) {
+  std::string all;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (struct dirent* entry = readdir(d)) {
+      if (!absl::StartsWith(entry->d_name, prefix)) continue;
+      std::string path = absl::StrCat(dir, "/", entry->d_name);
+      std::ifstream in(path);
+      std::stringstream text;
+      text << in.rdbuf();
+      all += text.str();
+    }
+    closedir(d);
+  }
+  return NcclTransportFromLog(all);
 }
 
 // gpus_per_node, where 0 means one process per local GPU (2 on a machine without GPUs).
@@ -180,11 +218,29 @@ int Main(int argc, char** argv) {
   const bool is_worker = worker->has_value();
   const bool speaks = !is_worker || (*worker)->rank == 0;
 
+  const DeviceReport device = CollectDeviceReport();
+  std::string nsys;
+  if (absl::GetFlag(FLAGS_profile) == "nsys") {
+    nsys = FindOnPath("nsys");
+    if (nsys.empty() && !is_worker) {
+      std::cerr << "vit_ddp: --profile=nsys needs Nsight Systems, and there is no nsys on PATH. "
+                   "Install Nsight Systems (or put its bin directory on PATH), or run without "
+                   "--profile; every run writes a Chrome trace of its measured steps anyway.\n";
+      return 2;
+    }
+  } else if (absl::GetFlag(FLAGS_profile) != "none") {
+    std::cerr << "vit_ddp: --profile=" << absl::GetFlag(FLAGS_profile) << ": expected none or nsys\n";
+    return 2;
+  }
+
   std::string file = absl::GetFlag(FLAGS_experiment);
-  std::string path = file.empty() ? DefaultExperiment() : UserPath(file);
+  std::string path = file.empty() ? DefaultExperiment(device) : UserPath(file);
   if (file.empty()) {
     // The default suite ships in the runfiles, beside the binary.
     if (std::string shipped = RunfilesPath(argv[0], path); !shipped.empty()) path = shipped;
+    if (device.gpus.empty() && !is_worker) {
+      std::cout << "No GPU here: running the CPU suite (a tiny ViT on 2 Gloo processes).\n";
+    }
   }
   absl::StatusOr<v1::Suite> suite = LoadExperimentFile(path);
   if (!suite.ok()) {
@@ -197,20 +253,23 @@ int Main(int argc, char** argv) {
   if (std::string built = RunfilesPath(argv[0], "plugins"); !built.empty()) dirs.push_back(built);
   PluginHost host(dirs);
 
-  const DeviceReport device = CollectDeviceReport();
   if (!is_worker) std::cout << FormatDeviceReport(device) << "\n";
 
   std::vector<Run> experiments = ExpandSweeps(*suite);
   const std::string only = absl::GetFlag(FLAGS_only);
   if (!is_worker) {
-    std::cout << "Suite \"" << suite->name() << "\" from " << (file.empty() ? DefaultExperiment() : file)
+    std::cout << "Suite \"" << suite->name() << "\" from " << (file.empty() ? DefaultExperiment(device) : file)
               << ": " << experiments.size() << " run(s)\n";
   }
   int ran = 0, failed = 0;
   // Per sweep: the fastest run and its steps/s.
   std::map<std::string, std::pair<std::string, double>> fastest;
+  std::vector<v1::RunResult> results;  // for the report, in order
+  std::string report_dir;
+  int index = 0;
   for (Run& run : experiments) {
     v1::Experiment& experiment = run.experiment;
+    ++index;
     if (!only.empty() && experiment.name() != only) continue;
     // Relative output directories are taken from where the user ran the command.
     const std::string& output_dir = absl::GetFlag(FLAGS_output_dir);
@@ -246,11 +305,27 @@ int Main(int argc, char** argv) {
       std::cout.flush();
     }
 
-    if (!is_worker && processes > 1) {
+    const std::string run_dir = absl::StrCat(experiment.output().directory(), "/", suite->name());
+    if (!is_worker && report_dir.empty()) report_dir = run_dir;
+    const std::string label = absl::StrCat("[", index, "/", experiments.size(), "] ", experiment.name());
+    if (!is_worker && (processes > 1 || !nsys.empty())) {
       // Start the workers: this binary again, for this experiment only.
-      std::vector<std::string> args{SelfPath(argv[0]), absl::StrCat("--experiment=", path),
-                                    absl::StrCat("--only=", experiment.name()),
-                                    absl::StrCat("--output_dir=", experiment.output().directory())};
+      if (mkdir(experiment.output().directory().c_str(), 0755) != 0 && errno != EEXIST) {
+        std::cerr << "vit_ddp: cannot create " << experiment.output().directory() << "\n";
+        return 1;
+      }
+      mkdir(run_dir.c_str(), 0755);
+      std::vector<std::string> args;
+      if (!nsys.empty()) {
+        args = {nsys, "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
+                "--trace=cuda,nvtx,osrt,nccl", absl::StrCat("--output=", run_dir, "/", experiment.name(), "_rank%q{RANK}")};
+      }
+      for (const std::string& a : {SelfPath(argv[0]), absl::StrCat("--experiment=", path),
+                                   absl::StrCat("--only=", experiment.name()),
+                                   absl::StrCat("--output_dir=", experiment.output().directory()),
+                                   absl::StrCat("--progress_label=", label)}) {
+        args.push_back(a);
+      }
       for (const std::string& dir : dirs) args.push_back(absl::StrCat("--plugin_dir=", dir));
       LaunchOptions launch;
       launch.nproc_per_node = per_node;
@@ -259,21 +334,40 @@ int Main(int argc, char** argv) {
       launch.master_addr = absl::GetFlag(FLAGS_master_addr);
       launch.master_port = absl::GetFlag(FLAGS_master_port);
       auto env = TransportEnv(experiment.distributed().transport());
+      // NCCL's log says which transport its channels used; keep it beside the results.
+      const std::string nccl_log_prefix = absl::StrCat(experiment.name(), ".nccl.");
+      std::string nccl_log = absl::StrCat(run_dir, "/", nccl_log_prefix, "%h.%p.log");
+      if (std::getenv("NCCL_DEBUG") == nullptr && !device.gpus.empty()) {
+        env.push_back({"NCCL_DEBUG", "INFO"});
+        env.push_back({"NCCL_DEBUG_FILE", nccl_log.c_str()});
+      }
       for (const auto& [name, value] : env) setenv(name, value, 1);
       LaunchResult result = Launch(args, launch);
       for (const auto& [name, value] : env) unsetenv(name);
+      std::vector<std::string> parts;
+      for (int r = 0; r < processes; ++r) {
+        parts.push_back(absl::StrCat(run_dir, "/", experiment.name(), ".trace.rank", r, ".json"));
+      }
+      if (absl::Status merged = MergeTraces(parts, absl::StrCat(run_dir, "/", experiment.name(), ".trace.json"));
+          !merged.ok() && result.exit_code == 0) {
+        std::cerr << "vit_ddp: " << merged.message() << "\n";
+      }
       if (result.exit_code != 0) {
         std::cerr << "vit_ddp: " << experiment.name() << ": " << result.message << "\n";
         ++failed;
         continue;
       }
       ++ran;
-      if (!run.sweep.empty()) {
-        absl::StatusOr<v1::RunResult> r =
-            ReadResult(experiment.output().directory(), suite->name(), experiment.name());
-        if (r.ok() && r->steps_per_s() > fastest[run.sweep].second) {
+      absl::StatusOr<v1::RunResult> r = ReadResult(experiment.output().directory(), suite->name(), experiment.name());
+      if (r.ok()) {
+        if (std::string used = NcclTransport(run_dir, nccl_log_prefix); !used.empty()) {
+          r->set_nccl_transport(used);
+          (void)WriteRunResult(*r, experiment.output().directory());
+        }
+        if (!run.sweep.empty() && r->steps_per_s() > fastest[run.sweep].second) {
           fastest[run.sweep] = {experiment.name(), r->steps_per_s()};
         }
+        results.push_back(*r);
       }
       continue;
     }
@@ -282,6 +376,11 @@ int Main(int argc, char** argv) {
     train.suite = suite->name();
     train.plugins = &*plugins;
     if (is_worker) train.worker = **worker;
+    if (speaks) train.progress_label = is_worker ? absl::GetFlag(FLAGS_progress_label) : label;
+    mkdir(experiment.output().directory().c_str(), 0755);
+    mkdir(run_dir.c_str(), 0755);
+    train.trace_path = absl::StrCat(run_dir, "/", experiment.name(), ".trace.rank",
+                                    is_worker ? (*worker)->rank : 0, ".json");
     absl::StatusOr<v1::RunResult> result = Train(experiment, train);
     if (!result.ok()) {
       std::cerr << "vit_ddp: " << experiment.name() << ": " << result.status().message() << "\n";
@@ -300,6 +399,13 @@ int Main(int argc, char** argv) {
     }
     std::cout << "  result: " << *written << "\n";
     std::cout.flush();
+    if (!is_worker) {
+      if (absl::Status merged = MergeTraces({train.trace_path}, absl::StrCat(run_dir, "/", experiment.name(), ".trace.json"));
+          !merged.ok()) {
+        std::cerr << "vit_ddp: " << merged.message() << "\n";
+      }
+      results.push_back(*result);
+    }
     if (!run.sweep.empty() && result->steps_per_s() > fastest[run.sweep].second) {
       fastest[run.sweep] = {experiment.name(), result->steps_per_s()};
     }
@@ -307,6 +413,16 @@ int Main(int argc, char** argv) {
   for (const auto& [sweep, best] : fastest) {
     std::cout << "\nsweep " << sweep << ": fastest " << best.first << " at " << best.second
               << " steps/s\n";
+  }
+  if (!is_worker && !results.empty()) {
+    SuiteReport report = MakeReport(results);
+    std::cout << "\n" << FormatMarkdown(report) << "\n" << Recommend(report);
+    if (absl::Status s = WriteReport(report, report_dir); !s.ok()) {
+      std::cerr << "vit_ddp: " << s.message() << "\n";
+      ++failed;
+    } else {
+      std::cout << "report: " << report_dir << "/report.{md,json,csv,png}\n";
+    }
   }
   if (!is_worker) {
     std::cout << "\n" << ran << " of " << experiments.size() << " run(s) completed";

@@ -20,6 +20,21 @@ if grep -q "c10d          Gloo yes" "$out"; then
   grep -q "5 of 5 run(s) completed" "$out" || fail "not every run completed"
   grep -q "compression [0-9.]*x" "$out" || fail "no compression ratio for PowerSGD"
   grep -q '"world_size": 2' "$results/cpu_smoke/naive_ddp.json" || fail "no 2-process result record"
+  # The suite's report: the table, a recommendation, the files, a trace per run with one
+  # track per rank.
+  grep -q "^| experiment | GPUs |" "$out" || fail "no results table"
+  grep -q "^Recommendation: " "$out" || fail "no recommendation"
+  for f in report.md report.json report.csv report.png; do
+    [ -s "$results/cpu_smoke/$f" ] || fail "no $f"
+  done
+  python3 - "$results/cpu_smoke/naive_ddp.trace.json" <<'PY' || fail "trace"
+import json, sys
+trace = json.load(open(sys.argv[1]))
+events = trace["traceEvents"]
+assert {e["pid"] for e in events} == {0, 1}, "one track per rank"
+assert all(e["ph"] in ("X", "M") for e in events)
+assert {"forward", "backward", "optimizer step", "get batch"} <= {e["name"] for e in events}
+PY
 else
   # A LibTorch without Gloo (a CUDA wheel) cannot run CPU processes together: it says so.
   grep -q "this build has no Gloo" "$err" || fail "no Gloo, and no message saying so"
@@ -35,4 +50,13 @@ grep -qF "unknown_plugin.textproto:7:10: Message type \"ddplab.v1.Plugin\" has n
 "$bin" --experiment=/nonexistent.textproto >"$out" 2>"$err"
 [ $? -eq 2 ] || fail "missing file did not exit 2"
 grep -qF "/nonexistent.textproto: cannot open experiment file" "$err" || fail "missing file's error"
-echo "vit_ddp smoke: 3 passed, 0 failed"
+# --profile=nsys without nsys: a clear error before any worker starts.
+PATH=/usr/bin:/bin "$bin" --profile=nsys --experiment="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto" \
+  --output_dir="$TEST_TMPDIR/nsys" >"$out" 2>"$err"
+code=$?
+if ! command -v nsys >/dev/null; then
+  [ "$code" -eq 2 ] || fail "--profile=nsys without nsys exited $code, want 2"
+  grep -q "needs Nsight Systems, and there is no nsys on PATH" "$err" || fail "no message about nsys"
+  [ ! -e "$TEST_TMPDIR/nsys" ] || fail "started runs without nsys"
+fi
+echo "vit_ddp smoke: 4 passed, 0 failed"

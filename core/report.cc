@@ -1,0 +1,224 @@
+#include "core/report.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "core/png.h"
+
+namespace ddplab {
+namespace {
+
+std::string Fixed(std::optional<double> v, const char* format) {
+  return v ? absl::StrFormat(format, *v) : std::string("-");
+}
+
+std::string Cell(const ReportRow& r, int column) {
+  switch (column) {
+    case 0: return r.experiment;
+    case 1: return absl::StrCat(r.gpus);
+    case 2: return r.nccl_transport.empty() ? r.transport : absl::StrCat(r.transport, " (", r.nccl_transport, ")");
+    case 3: return absl::StrFormat("%.3f", r.steps_per_s);
+    case 4: return Fixed(r.vs_single, "%.3f");
+    case 5: return Fixed(r.vs_naive, "%.3f");
+    case 6: return absl::StrFormat("%.2f", r.exposed_comm_ms);
+    case 7: return Fixed(r.busbw_gbps, "%.1f");
+    case 8: return absl::StrFormat("%.2f", r.peak_memory_gib);
+    case 9: return Fixed(r.gradient_error, "%.2e");
+    case 10: return absl::StrFormat("%.1f", r.tflops_per_gpu);
+  }
+  return "";
+}
+
+constexpr int kColumns = 11;
+const char* const kHeaders[kColumns] = {
+    "experiment", "GPUs",          "transport",       "steps/s",     "vs 1 GPU",      "vs naive",
+    "exposed comm ms", "busbw GB/s", "peak GiB", "grad error", "TFLOP/s/GPU"};
+
+std::string JsonString(absl::string_view s) {
+  return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
+}
+
+std::string JsonNumber(std::optional<double> v) { return v ? absl::StrFormat("%.6g", *v) : "null"; }
+
+}  // namespace
+
+SuiteReport MakeReport(const std::vector<v1::RunResult>& runs) {
+  SuiteReport report;
+  const v1::RunResult* single = nullptr;
+  const v1::RunResult* naive = nullptr;
+  for (const v1::RunResult& r : runs) {
+    if (report.suite.empty()) report.suite = r.suite();
+    if (!single && r.world_size() == 1 && !r.engine()) single = &r;
+    if (!naive && r.experiment() == "naive_ddp") naive = &r;
+  }
+  for (const v1::RunResult& r : runs) {
+    ReportRow row;
+    row.experiment = r.experiment();
+    row.gpus = r.world_size();
+    row.transport = r.world_size() > 1 ? r.transport() : "-";
+    if (row.transport == "TRANSPORT_UNSPECIFIED") row.transport = "default";
+    row.nccl_transport = r.nccl_transport();
+    row.steps_per_s = r.steps_per_s();
+    if (single && single->steps_per_s() > 0) row.vs_single = r.steps_per_s() / single->steps_per_s();
+    if (naive && naive->steps_per_s() > 0 && r.engine()) row.vs_naive = r.steps_per_s() / naive->steps_per_s();
+    row.tflops_per_gpu = r.tflops_per_gpu();
+    row.exposed_comm_ms = r.exposed_comm_ms();
+    if (r.bucket_busbw_gbps_size() > 0) {
+      int largest = 0;
+      for (int b = 0; b < r.bucket_busbw_gbps_size() && b < r.bucket_bytes_size(); ++b) {
+        if (r.bucket_bytes(b) > r.bucket_bytes(largest)) largest = b;
+      }
+      row.busbw_gbps = r.bucket_busbw_gbps(largest);
+    }
+    row.peak_memory_gib = r.peak_memory_gib();
+    if (r.gradient_error_samples() > 0) row.gradient_error = r.gradient_error();
+    report.rows.push_back(row);
+  }
+  return report;
+}
+
+std::string FormatMarkdown(const SuiteReport& report) {
+  std::string out = absl::StrCat("| ", absl::StrJoin(kHeaders, kHeaders + kColumns, " | "), " |\n|");
+  for (int c = 0; c < kColumns; ++c) absl::StrAppend(&out, c == 0 ? " --- |" : " ---: |");
+  absl::StrAppend(&out, "\n");
+  for (const ReportRow& r : report.rows) {
+    std::vector<std::string> cells;
+    for (int c = 0; c < kColumns; ++c) cells.push_back(Cell(r, c));
+    absl::StrAppend(&out, "| ", absl::StrJoin(cells, " | "), " |\n");
+  }
+  return out;
+}
+
+std::string FormatCsv(const SuiteReport& report) {
+  std::string out = absl::StrCat(absl::StrJoin(kHeaders, kHeaders + kColumns, ","), "\n");
+  for (const ReportRow& r : report.rows) {
+    std::vector<std::string> cells;
+    for (int c = 0; c < kColumns; ++c) {
+      std::string cell = Cell(r, c);
+      cells.push_back(absl::StrContains(cell, ",") ? absl::StrCat("\"", cell, "\"") : cell);
+    }
+    absl::StrAppend(&out, absl::StrJoin(cells, ","), "\n");
+  }
+  return out;
+}
+
+std::string FormatJson(const SuiteReport& report) {
+  std::string out = absl::StrCat("{\n \"suite\": ", JsonString(report.suite), ",\n \"rows\": [");
+  for (size_t i = 0; i < report.rows.size(); ++i) {
+    const ReportRow& r = report.rows[i];
+    absl::StrAppend(
+        &out, i ? ",\n  " : "\n  ", "{\"experiment\": ", JsonString(r.experiment), ", \"gpus\": ", r.gpus,
+        ", \"transport\": ", JsonString(r.transport), ", \"nccl_transport\": ", JsonString(r.nccl_transport),
+        ", \"steps_per_s\": ", JsonNumber(r.steps_per_s), ", \"vs_single_gpu\": ", JsonNumber(r.vs_single),
+        ", \"vs_naive\": ", JsonNumber(r.vs_naive), ", \"exposed_comm_ms\": ", JsonNumber(r.exposed_comm_ms),
+        ", \"busbw_gbps\": ", JsonNumber(r.busbw_gbps), ", \"peak_memory_gib\": ", JsonNumber(r.peak_memory_gib),
+        ", \"gradient_error\": ", JsonNumber(r.gradient_error), ", \"tflops_per_gpu\": ", JsonNumber(r.tflops_per_gpu),
+        "}");
+  }
+  absl::StrAppend(&out, "\n ]\n}\n");
+  return out;
+}
+
+std::string Recommend(const SuiteReport& report) {
+  const ReportRow* best = nullptr;
+  const ReportRow* naive = nullptr;
+  for (const ReportRow& r : report.rows) {
+    if (r.experiment == "naive_ddp") naive = &r;
+    if (r.gpus > 1 && (!best || r.steps_per_s > best->steps_per_s)) best = &r;
+  }
+  if (!best) return "Recommendation: no run of several processes completed; nothing to compare.\n";
+  std::string out = absl::StrFormat("Recommendation: %s is the fastest on this machine, %.3f steps/s on %d %s",
+                                    best->experiment, best->steps_per_s, best->gpus,
+                                    best->gpus == 1 ? "process" : "processes");
+  if (naive && best != naive) {
+    absl::StrAppendFormat(&out, ", %.0f%% over naive DDP", 100 * (best->steps_per_s / naive->steps_per_s - 1));
+  }
+  if (best->vs_single) absl::StrAppendFormat(&out, ", %.3f of the single-process step rate", *best->vs_single);
+  absl::StrAppend(&out, ".");
+  const double step_ms = 1e3 / best->steps_per_s;
+  if (best->exposed_comm_ms > 0.05 * step_ms) {
+    absl::StrAppendFormat(&out,
+                          " Communication is still exposed: %.1f ms of its %.1f ms step wait for the last "
+                          "reduction; smaller buckets or compression may hide more.",
+                          best->exposed_comm_ms, step_ms);
+  } else {
+    absl::StrAppendFormat(&out, " Communication is hidden behind backward (%.2f ms exposed of %.1f ms).",
+                          best->exposed_comm_ms, step_ms);
+  }
+  if (best->gradient_error) {
+    absl::StrAppendFormat(&out, " It is lossy: gradients differ from exact all-reduce by %.1e (relative).",
+                          *best->gradient_error);
+  }
+  return out + "\n";
+}
+
+std::string RenderChartPng(const SuiteReport& report) {
+  const int scale = 2, bar_h = 22, gap = 8, left = 16, label_w = 320, right = 170;
+  const int width = left + label_w + 420 + right;
+  const int top = 44;
+  const int height = top + static_cast<int>(report.rows.size()) * (bar_h + gap) + 16;
+  Canvas canvas(width, height, Rgb{255, 255, 255});
+  canvas.Text(left, 12, absl::StrCat(report.suite, ": steps/s"), Rgb{0, 0, 0}, scale);
+  double max_rate = 0;
+  for (const ReportRow& r : report.rows) max_rate = std::max(max_rate, r.steps_per_s);
+  const Rgb single{120, 120, 120}, lossless{46, 110, 180}, lossy{214, 120, 40};
+  for (size_t i = 0; i < report.rows.size(); ++i) {
+    const ReportRow& r = report.rows[i];
+    const int y = top + static_cast<int>(i) * (bar_h + gap);
+    std::string label = r.gpus > 1 ? absl::StrCat(r.experiment, " x", r.gpus) : r.experiment;
+    if (label.size() > 26) label = label.substr(0, 26);
+    canvas.Text(left, y + 4, label, Rgb{0, 0, 0}, scale);
+    const int w = max_rate > 0 ? static_cast<int>(420 * r.steps_per_s / max_rate) : 0;
+    canvas.FillRect(left + label_w, y, std::max(w, 1), bar_h, r.gpus == 1 ? single : r.gradient_error ? lossy : lossless);
+    canvas.Text(left + label_w + w + 8, y + 4, absl::StrFormat("%.2f", r.steps_per_s), Rgb{0, 0, 0}, scale);
+  }
+  return canvas.EncodePng();
+}
+
+absl::Status WriteReport(const SuiteReport& report, const std::string& directory) {
+  const std::pair<const char*, std::string> files[] = {
+      {"report.md", absl::StrCat("# ", report.suite, "\n\n", FormatMarkdown(report), "\n", Recommend(report))},
+      {"report.json", FormatJson(report)},
+      {"report.csv", FormatCsv(report)},
+      {"report.png", RenderChartPng(report)},
+  };
+  for (const auto& [name, content] : files) {
+    const std::string path = absl::StrCat(directory, "/", name);
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << content;
+      if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string NcclTransportFromLog(absl::string_view log) {
+  bool p2p = false, shm = false, net = false;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    size_t via = line.find(" via ");
+    if (via == absl::string_view::npos || !absl::StrContains(line, "Channel")) continue;
+    absl::string_view how = line.substr(via + 5);
+    p2p |= absl::StartsWith(how, "P2P");
+    shm |= absl::StartsWith(how, "SHM");
+    net |= absl::StartsWith(how, "NET");
+  }
+  std::vector<std::string> used;
+  if (p2p) used.push_back("P2P");
+  if (shm) used.push_back("SHM");
+  if (net) used.push_back("NET");
+  return absl::StrJoin(used, "+");
+}
+
+}  // namespace ddplab

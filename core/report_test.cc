@@ -1,0 +1,109 @@
+#include "core/report.h"
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace ddplab {
+namespace {
+
+v1::RunResult Run(const std::string& name, int world, double steps_per_s, bool engine) {
+  v1::RunResult r;
+  r.set_suite("s");
+  r.set_experiment(name);
+  r.set_world_size(world);
+  r.set_steps_per_s(steps_per_s);
+  r.set_engine(engine);
+  r.set_transport("NVLINK");
+  r.set_peak_memory_gib(4.82);
+  r.set_tflops_per_gpu(37.2);
+  return r;
+}
+
+std::vector<v1::RunResult> Runs() {
+  std::vector<v1::RunResult> runs{Run("single_gpu", 1, 12.5, false), Run("naive_ddp", 4, 11.0, true),
+                                   Run("bf16", 4, 11.8, true)};
+  runs[1].set_exposed_comm_ms(7.0);
+  runs[2].set_exposed_comm_ms(0.1);
+  runs[2].set_gradient_error(3e-3);
+  runs[2].set_gradient_error_samples(4);
+  runs[2].add_bucket_bytes(100);
+  runs[2].add_bucket_bytes(400);
+  runs[2].add_bucket_busbw_gbps(80);
+  runs[2].add_bucket_busbw_gbps(300);
+  runs[2].set_nccl_transport("P2P");
+  return runs;
+}
+
+TEST(ReportTest, RatiosAgainstTheSingleProcessRunAndNaive) {
+  SuiteReport report = MakeReport(Runs());
+  ASSERT_EQ(report.rows.size(), 3u);
+  EXPECT_EQ(report.suite, "s");
+  EXPECT_DOUBLE_EQ(*report.rows[1].vs_single, 11.0 / 12.5);
+  EXPECT_FALSE(report.rows[0].vs_naive.has_value());  // the single run has no engine
+  EXPECT_DOUBLE_EQ(*report.rows[2].vs_naive, 11.8 / 11.0);
+  EXPECT_DOUBLE_EQ(*report.rows[2].busbw_gbps, 300);  // the largest bucket's
+  EXPECT_EQ(report.rows[0].transport, "-");
+}
+
+// Every figure of the Markdown table is the JSON's, printed as the table prints it.
+TEST(ReportTest, TheTablesFiguresEqualTheJsons) {
+  SuiteReport report = MakeReport(Runs());
+  google::protobuf::Struct json;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(FormatJson(report), &json).ok());
+  const auto& rows = json.fields().at("rows").list_value().values();
+  std::vector<std::string> lines = absl::StrSplit(FormatMarkdown(report), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2 + rows.size());
+  for (int i = 0; i < rows.size(); ++i) {
+    const auto& f = rows[i].struct_value().fields();
+    std::vector<std::string> cells = absl::StrSplit(lines[2 + i], " | ");
+    EXPECT_EQ(cells[0], "| " + f.at("experiment").string_value());
+    EXPECT_EQ(cells[1], absl::StrCat(f.at("gpus").number_value()));
+    EXPECT_EQ(cells[3], absl::StrFormat("%.3f", f.at("steps_per_s").number_value()));
+    auto optional = [&](const char* key, const char* format) {
+      const auto& v = f.at(key);
+      return v.has_null_value() ? std::string("-") : absl::StrFormat(format, v.number_value());
+    };
+    EXPECT_EQ(cells[4], optional("vs_single_gpu", "%.3f"));
+    EXPECT_EQ(cells[5], optional("vs_naive", "%.3f"));
+    EXPECT_EQ(cells[6], absl::StrFormat("%.2f", f.at("exposed_comm_ms").number_value()));
+    EXPECT_EQ(cells[7], optional("busbw_gbps", "%.1f"));
+    EXPECT_EQ(cells[8], absl::StrFormat("%.2f", f.at("peak_memory_gib").number_value()));
+    EXPECT_EQ(cells[9], optional("gradient_error", "%.2e"));
+  }
+  EXPECT_NE(FormatMarkdown(report).find("NVLINK (P2P)"), std::string::npos);
+  // CSV: the same cells, one line each.
+  std::vector<std::string> csv = absl::StrSplit(FormatCsv(report), '\n', absl::SkipEmpty());
+  EXPECT_EQ(csv.size(), 4u);
+  EXPECT_EQ(csv[3], "bf16,4,NVLINK (P2P),11.800,0.944,1.073,0.10,300.0,4.82,3.00e-03,37.2");
+}
+
+TEST(ReportTest, RecommendsTheFastestAndSaysWhetherCommunicationIsExposed) {
+  std::string text = Recommend(MakeReport(Runs()));
+  EXPECT_EQ(text,
+            "Recommendation: bf16 is the fastest on this machine, 11.800 steps/s on 4 processes, 7% "
+            "over naive DDP, 0.944 of the single-process step rate. Communication is hidden behind "
+            "backward (0.10 ms exposed of 84.7 ms). It is lossy: gradients differ from exact "
+            "all-reduce by 3.0e-03 (relative).\n");
+  std::vector<v1::RunResult> runs = Runs();
+  runs.pop_back();
+  EXPECT_NE(Recommend(MakeReport(runs)).find("Communication is still exposed: 7.0 ms of its 90.9 ms step"),
+            std::string::npos);
+}
+
+TEST(NcclTransportTest, ReadsTheChannelLines) {
+  EXPECT_EQ(NcclTransportFromLog("host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+                                 "host:1:2 [0] NCCL INFO Connected all rings\n"),
+            "P2P");
+  EXPECT_EQ(NcclTransportFromLog("NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n"), "SHM");
+  EXPECT_EQ(NcclTransportFromLog("NCCL INFO Channel 00/0 : 1[1] -> 0[0] [send] via NET/Socket/0\n"), "NET");
+  EXPECT_EQ(NcclTransportFromLog("NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n"
+                                 "NCCL INFO Channel 01 : 1[1] -> 2[2] via SHM/direct/direct\n"),
+            "P2P+SHM");
+  EXPECT_EQ(NcclTransportFromLog("NCCL INFO Bootstrap : Using eth0\n"), "");
+}
+
+}  // namespace
+}  // namespace ddplab
