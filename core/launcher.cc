@@ -84,7 +84,10 @@ LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& o
   bool stopping = result.exit_code != 0;
   auto deadline = std::chrono::steady_clock::time_point::max();
   if (stopping) {
-    for (const auto& [pid, rank] : running) kill(pid, SIGTERM);
+    for (const auto& [pid, rank] : running) {
+      kill(pid, SIGTERM);
+      kill(pid, SIGCONT);
+    }
     deadline = std::chrono::steady_clock::now() + options.grace;
   }
   while (!running.empty()) {
@@ -107,7 +110,10 @@ LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& o
       result = {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
                 Describe(rank, status)};
       stopping = true;
-      for (const auto& [p, r] : running) kill(p, SIGTERM);
+      for (const auto& [p, r] : running) {
+        kill(p, SIGTERM);
+        kill(p, SIGCONT);  // a stopped worker acts on SIGTERM only once it runs
+      }
       deadline = std::chrono::steady_clock::now() + options.grace;
     }
   }

@@ -146,7 +146,9 @@ std::string DescribeEngineOptions(const EngineOptions& o) {
   return out;
 }
 
-absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions& options) {
+namespace {
+
+absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainOptions& options) {
   const int local_rank = options.worker ? options.worker->local_rank : 0;
   const int rank = options.worker ? options.worker->rank : 0;
   const int world = options.worker ? options.worker->world_size : 1;
@@ -393,7 +395,6 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
   return r;
 }
 
-namespace {
 
 // "  engine: 14 bucket(s), exposed communication 0.43 ms per step; all-reduce 5.1 ms per
 // step in all, bus bandwidth 341 GB/s (largest bucket)"
@@ -422,6 +423,20 @@ std::string EngineSummary(const v1::RunResult& r) {
 }
 
 }  // namespace
+
+absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions& options) {
+  // LibTorch and c10d report failures as exceptions: a collective that timed out because
+  // another rank stalled, a peer that went away, a device out of memory. They end this
+  // run with an error that says what happened, not with std::terminate.
+  try {
+    return TrainOrThrow(e, options);
+  } catch (const std::exception& ex) {
+    std::string what = ex.what();
+    if (size_t cut = what.find("\nException raised from"); cut != std::string::npos) what.resize(cut);
+    return absl::AbortedError(absl::StrCat("rank ", options.worker ? options.worker->rank : 0,
+                                           ": training failed: ", what));
+  }
+}
 
 std::string FormatRunSummary(const v1::RunResult& r) {
   const v1::PhaseTimes& p = r.phases();

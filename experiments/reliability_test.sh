@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# A dead or stalled worker ends the job: the launcher reports which rank and how, the
+# other workers stop, nothing is left behind. A killed suite keeps what it finished.
+set -u
+bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
+long="$TEST_SRCDIR/ddplab/experiments/testdata/long_cpu.textproto"
+passed=0
+fail() { echo "FAIL: $*"; echo "--- stderr"; tail -20 "$err"; exit 1; }
+
+# The pid of the worker of `rank` among the children of `parent`, once it runs.
+worker_of() {
+  local parent=$1 rank=$2
+  for _ in $(seq 1 200); do
+    for pid in $(pgrep -P "$parent"); do
+      if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=$rank"; then echo "$pid"; return 0; fi
+    done
+    sleep 0.1
+  done
+  return 1
+}
+
+# Waits up to $2 seconds for pid $1 to end; prints the seconds it took.
+wait_end() {
+  local start=$SECONDS
+  while kill -0 "$1" 2>/dev/null; do
+    (( SECONDS - start > $2 )) && return 1
+    sleep 0.2
+  done
+  echo $(( SECONDS - start ))
+}
+
+gloo=$("$bin" --experiment="$long" --only=none 2>/dev/null | grep -c "c10d          Gloo yes")
+if [ "$gloo" -eq 0 ]; then echo "no Gloo in this build: 0 passed, 0 failed, 2 skipped"; exit 0; fi
+
+for scenario in kill stop; do
+  err="$TEST_TMPDIR/$scenario.err"
+  "$bin" --experiment="$long" --output_dir="$TEST_TMPDIR/$scenario" >/dev/null 2>"$err" &
+  job=$!
+  victim=$(worker_of "$job" 1) || fail "$scenario: no worker of rank 1"
+  other=$(worker_of "$job" 0) || fail "$scenario: no worker of rank 0"
+  sleep 2  # well into training
+  if [ "$scenario" = kill ]; then
+    kill -9 "$victim"
+    limit=30
+    want="rank 1 was killed by signal 9"
+  else
+    kill -STOP "$victim"
+    # The collective timeout is 5 s; the launcher then ends the stopped rank.
+    limit=20
+    want="training failed: "
+  fi
+  took=$(wait_end "$job" "$limit") || { kill -9 "$job" "$victim" "$other" 2>/dev/null; fail "$scenario: still running after ${limit} s"; }
+  wait "$job"; code=$?
+  [ "$code" -ne 0 ] || fail "$scenario: exited 0"
+  grep -q "$want" "$err" || fail "$scenario: no \"$want\" in stderr"
+  for pid in "$victim" "$other"; do
+    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; fail "$scenario: worker $pid left behind"; fi
+  done
+  echo "$scenario: ended in ${took} s, exit $code: $(grep -m1 "$want" "$err")"
+  passed=$((passed + 1))
+done
+echo "$passed passed, 0 failed"
