@@ -59,4 +59,29 @@ for scenario in kill stop; do
   echo "$scenario: ended in ${took} s, exit $code: $(grep -m1 "$want" "$err")"
   passed=$((passed + 1))
 done
+# A suite killed outright in its third experiment keeps the first two results whole, and
+# a rerun with --skip_completed does not run them again.
+err="$TEST_TMPDIR/crash.err"
+suite="$TEST_SRCDIR/ddplab/experiments/testdata/crash_suite.textproto"
+out_dir="$TEST_TMPDIR/crash"
+"$bin" --experiment="$suite" --output_dir="$out_dir" >/dev/null 2>"$err" &
+job=$!
+for _ in $(seq 1 300); do [ -e "$out_dir/crash_suite/second.json" ] && break; sleep 0.1; done
+[ -e "$out_dir/crash_suite/second.json" ] || { kill -9 "$job"; fail "crash: second result never written"; }
+third=$(worker_of "$job" 0) || fail "crash: the third run did not start"
+kill -9 "$job"
+wait "$job" 2>/dev/null
+sleep 1
+kill -0 "$third" 2>/dev/null && { kill -9 "$third"; fail "crash: a worker outlived the killed launcher"; }
+python3 -c "
+import json, sys
+for name in ('first', 'second'):
+    r = json.load(open('$out_dir/crash_suite/%s.json' % name))
+    assert r['steps_per_s'] > 0 and r['measured_steps'] == 3, name
+" || fail "crash: results of completed experiments are not intact"
+"$bin" --experiment="$suite" --output_dir="$out_dir" --skip_completed --only=second >"$TEST_TMPDIR/rerun.out" 2>"$err" \
+  || fail "crash: rerun failed"
+grep -q "skipped: completed before" "$TEST_TMPDIR/rerun.out" || fail "crash: rerun ran a completed experiment"
+echo "crash: first two results intact after kill -9 in the third; rerun skipped them"
+passed=$((passed + 1))
 echo "$passed passed, 0 failed"

@@ -65,7 +65,10 @@ ABSL_FLAG(int, node_rank, 0, "This node's rank, 0 to nnodes-1 (as torchrun's --n
 ABSL_FLAG(std::string, master_addr, "127.0.0.1",
           "Address of node 0, where rank 0 serves the rendezvous store.");
 ABSL_FLAG(int, master_port, 0, "Port of the rendezvous store; 0: a free port (one node only).");
-ABSL_FLAG(std::string, only, "", "Run only the experiment of this name (workers get this).");
+ABSL_FLAG(std::string, only, "", "Run only the experiment of this name.");
+ABSL_FLAG(bool, skip_completed, false,
+          "Skip experiments whose result is already in the output directory (a rerun after a "
+          "crash picks up where the suite stopped).");
 ABSL_FLAG(std::string, profile, "none",
           "nsys: run every worker under Nsight Systems, capturing the measured steps "
           "(cudaProfilerApi range) with CUDA, NVTX, OS runtime and NCCL traces, one report per rank.");
@@ -308,6 +311,16 @@ int Main(int argc, char** argv) {
     const std::string run_dir = absl::StrCat(experiment.output().directory(), "/", suite->name());
     if (!is_worker && report_dir.empty()) report_dir = run_dir;
     const std::string label = absl::StrCat("[", index, "/", experiments.size(), "] ", experiment.name());
+    if (!is_worker && absl::GetFlag(FLAGS_skip_completed)) {
+      absl::StatusOr<v1::RunResult> done =
+          ReadResult(experiment.output().directory(), suite->name(), experiment.name());
+      if (done.ok()) {
+        std::cout << "  skipped: completed before (" << run_dir << "/" << experiment.name() << ".json)\n";
+        results.push_back(*done);
+        ++ran;
+        continue;
+      }
+    }
     if (!is_worker && (processes > 1 || !nsys.empty())) {
       // Start the workers: this binary again, for this experiment only.
       if (mkdir(experiment.output().directory().c_str(), 0755) != 0 && errno != EEXIST) {
