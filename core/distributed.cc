@@ -86,7 +86,7 @@ absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nc
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("rank ", env.rank, ": rendezvous at ",
                                                env.master_addr, ":", env.master_port,
-                                               " failed: ", e.what()));
+                                               " failed: ", compat::WhatWithoutBacktrace(e)));
   }
   try {
     if (nccl) {
@@ -118,7 +118,7 @@ absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nc
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("rank ", env.rank, ": creating the ", nccl ? "NCCL" : "Gloo",
-                     " process group failed: ", e.what()));
+                     " process group failed: ", compat::WhatWithoutBacktrace(e)));
   }
 }
 

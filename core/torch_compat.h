@@ -5,6 +5,7 @@
 
 #include <exception>
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include <ATen/ATen.h>
@@ -34,6 +35,13 @@ using CollectiveGroup = c10d::Backend;
 #else
 using CollectiveGroup = c10d::ProcessGroup;
 #endif
+
+// An exception's message without the C++ backtrace that c10::Error appends.
+inline std::string WhatWithoutBacktrace(const std::exception& e) {
+  std::string what = e.what();
+  if (size_t cut = what.find("\nException raised from"); cut != std::string::npos) what.resize(cut);
+  return what;
+}
 
 // Milliseconds a finished collective took on its stream, where c10d measures it (NCCL
 // with TORCH_NCCL_ENABLE_TIMING=1 since LibTorch 2.1); nullopt elsewhere. Call only once

@@ -289,7 +289,8 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       optimizer.Step();
     }
     if (timed) timer.Mark(m, kOptimizer);
-    losses.push_back(loss.detach() * static_cast<double>(e.steps().accumulation()));  // the last micro-batch's
+    // The last micro-batch's loss, undivided.
+    losses.push_back(micro_batches > 1 ? loss.detach() * static_cast<double>(micro_batches) : loss.detach());
     batch_range.End();
     if (step == warmup + measured - 1) {
       Synchronize(device);
@@ -431,10 +432,8 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
   try {
     return TrainOrThrow(e, options);
   } catch (const std::exception& ex) {
-    std::string what = ex.what();
-    if (size_t cut = what.find("\nException raised from"); cut != std::string::npos) what.resize(cut);
     return absl::AbortedError(absl::StrCat("rank ", options.worker ? options.worker->rank : 0,
-                                           ": training failed: ", what));
+                                           ": training failed: ", compat::WhatWithoutBacktrace(ex)));
   }
 }
 

@@ -38,7 +38,9 @@ for scenario in kill stop; do
   job=$!
   victim=$(worker_of "$job" 1) || fail "$scenario: no worker of rank 1"
   other=$(worker_of "$job" 0) || fail "$scenario: no worker of rank 0"
-  sleep 2  # well into training
+  # Well into training: rank 0's progress line shows steps.
+  for _ in $(seq 1 600); do grep -q "step [0-9]" "$err" && break; sleep 0.1; done
+  grep -q "step [0-9]" "$err" || { kill -9 "$job" "$victim" "$other" 2>/dev/null; fail "$scenario: training never started"; }
   if [ "$scenario" = kill ]; then
     kill -9 "$victim"
     limit=30

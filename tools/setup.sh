@@ -13,6 +13,8 @@ PACKAGES=(
   protobuf-compiler      # protoc
   libgtest-dev           # GoogleTest
   python3
+  clang                  # the fuzz config (libFuzzer)
+  libclang-rt-dev        # libFuzzer and the sanitizer runtimes for clang
 )
 
 missing=()
