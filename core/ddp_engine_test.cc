@@ -21,6 +21,13 @@ namespace {
 
 using Buckets = std::vector<std::vector<size_t>>;
 
+// A Gloo group of this process alone, rendezvousing on a free local port.
+absl::StatusOr<ProcessGroupPtr> OneProcessGroup() {
+  WorkerEnv env;
+  env.master_port = FreePort();
+  return CreateProcessGroup(env, /*nccl=*/false, std::chrono::seconds(30));
+}
+
 TEST(AssignBucketsTest, FirstBucketSmallThenTheCap) {
   // Sizes in bytes of parameters 0..5, taken in reverse order.
   std::vector<int64_t> bytes{100, 100, 300, 50, 50, 400};
@@ -55,9 +62,7 @@ class RecordingHook : public CommHook {
 // gradient is ready before p1's. The hook sees every bucket, in order.
 TEST(DataParallelEngineTest, RebuildsBucketsInTheOrderGradientsBecomeReady) {
   REQUIRE_GLOO();
-  WorkerEnv env;
-  env.master_port = FreePort();
-  absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(env, false, std::chrono::seconds(30));
+  absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();
   ASSERT_TRUE(group.ok()) << group.status();
   at::Tensor p0 = torch::ones({4}).requires_grad_();
   at::Tensor p1 = torch::ones({4}).requires_grad_();
@@ -86,9 +91,7 @@ TEST(DataParallelEngineTest, RebuildsBucketsInTheOrderGradientsBecomeReady) {
 // One process without a hook: nothing to average, so no buckets are filled or held.
 TEST(DataParallelEngineTest, OneProcessKeepsTheLocalGradientsWithoutBuckets) {
   REQUIRE_GLOO();
-  WorkerEnv env;
-  env.master_port = FreePort();
-  absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(env, false, std::chrono::seconds(30));
+  absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();
   ASSERT_TRUE(group.ok()) << group.status();
   at::Tensor p = torch::ones({3}).requires_grad_();
   EngineOptions options;
@@ -106,9 +109,7 @@ TEST(DataParallelEngineTest, OneProcessKeepsTheLocalGradientsWithoutBuckets) {
 
 TEST(DataParallelEngineTest, MissingGradientIsAnError) {
   REQUIRE_GLOO();
-  WorkerEnv env;
-  env.master_port = FreePort();
-  absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(env, false, std::chrono::seconds(30));
+  absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();
   ASSERT_TRUE(group.ok()) << group.status();
   at::Tensor used = torch::ones({2}).requires_grad_();
   at::Tensor unused = torch::ones({2}).requires_grad_();
@@ -125,9 +126,7 @@ TEST(DataParallelEngineTest, MissingGradientIsAnError) {
 
 TEST(DataParallelEngineTest, StaticGraphAllowsAParameterUnusedFromTheStart) {
   REQUIRE_GLOO();
-  WorkerEnv env;
-  env.master_port = FreePort();
-  absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(env, false, std::chrono::seconds(30));
+  absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();
   ASSERT_TRUE(group.ok()) << group.status();
   at::Tensor used = torch::ones({2}).requires_grad_();
   at::Tensor unused = torch::ones({2}).requires_grad_();
