@@ -4,11 +4,11 @@
 # over NVLink and host memory, with NCCL's default and with NCCL_MAX_NCHANNELS set.
 #   bench/nccl_channels.sh DIR
 set -uo pipefail
-OUT=${1:?usage: nccl_channels.sh DIR}
-mkdir -p "$OUT"
+DIR=${1:?usage: nccl_channels.sh DIR}
+mkdir -p "$DIR"
 for transport in NVLINK HOST_MEMORY; do
   for cap in 25 100; do
-    f="$OUT/cap${cap}_${transport}.textproto"
+    f="$DIR/cap${cap}_${transport}.textproto"
     cat > "$f" <<EOT
 name: "cap${cap}_${transport}"
 model { preset: VIT_L_32 }
@@ -22,7 +22,7 @@ plugin { bucket_view {} }
 EOT
     for channels in default 16 8 4; do
       if [ "$channels" = default ]; then unset NCCL_MAX_NCHANNELS; else export NCCL_MAX_NCHANNELS=$channels; fi
-      line=$(bazel-bin/experiments/vit_ddp --experiment="$f" --output_dir="$OUT/r_$channels" 2>&1 \
+      line=$(bazel-bin/experiments/vit_ddp --experiment="$f" --output_dir="$DIR/r_$channels" 2>&1 \
              | grep -E "steps/s|exposed" | tr '\n' ' ')
       echo "cap ${cap} ${transport} channels ${channels}: ${line}"
     done

@@ -6,28 +6,28 @@
 #
 #   bench/single_gpu.sh DIR [REPS]
 set -euo pipefail
-OUT=${1:?usage: single_gpu.sh DIR [REPS]}
+DIR=${1:?usage: single_gpu.sh DIR [REPS]}
 REPS=${2:-3}
 MEASURED=50
-mkdir -p "$OUT/configs" "$OUT/pytorch/single_gpu" "$OUT/ddplab/single_gpu"
+mkdir -p "$DIR/configs" "$DIR/pytorch/single_gpu" "$DIR/ddplab/single_gpu"
 
 bazel build //experiments:vit_ddp //bench:vit_parity 2>&1 | tail -3
-python3 bench/environment.py "$OUT/environment.json"
+python3 bench/environment.py "$DIR/environment.json"
 echo '{"config": "single_gpu", "gpus": 1, "transport": "none", "batch_size": 32, "model": "vit_l_32", "measured_steps": '$MEASURED'}' \
-  > "$OUT/configs/single_gpu.json"
+  > "$DIR/configs/single_gpu.json"
 
 for rep in $(seq 1 "$REPS"); do
   bazel-bin/experiments/vit_ddp --experiment=experiments/single_gpu.textproto \
-    --output_dir="$OUT/ddplab/single_gpu/$rep" > "$OUT/ddplab_single_gpu_$rep.log" 2>&1
-  grep "steps/s" "$OUT/ddplab_single_gpu_$rep.log"
+    --output_dir="$DIR/ddplab/single_gpu/$rep" > "$DIR/ddplab_single_gpu_$rep.log" 2>&1
+  grep "steps/s" "$DIR/ddplab_single_gpu_$rep.log"
   python3 bench/pytorch_vit.py --measured "$MEASURED" \
-    --output "$OUT/pytorch/single_gpu/$rep.json" > "$OUT/pytorch_single_gpu_$rep.log" 2>&1
-  tail -1 "$OUT/pytorch_single_gpu_$rep.log"
+    --output "$DIR/pytorch/single_gpu/$rep.json" > "$DIR/pytorch_single_gpu_$rep.log" 2>&1
+  tail -1 "$DIR/pytorch_single_gpu_$rep.log"
 done
 
 PARITY=$(mktemp -d)
 python3 bench/vit_parity.py --dir "$PARITY"
-bazel-bin/bench/vit_parity --dir="$PARITY" --output="$OUT/parity.json" || true
+bazel-bin/bench/vit_parity --dir="$PARITY" --output="$DIR/parity.json" || true
 rm -rf "$PARITY"
 
-python3 bench/summarize.py --name single-gpu --dir "$OUT" --output "$OUT/single-gpu.json"
+python3 bench/summarize.py --name single-gpu --dir "$DIR" --output "$DIR/single-gpu.json"
