@@ -213,6 +213,17 @@ int Main(int argc, char** argv) {
     return 2;
   }
 
+  if (absl::GetFlag(FLAGS_nnodes) > 1 && absl::GetFlag(FLAGS_master_port) == 0) {
+    std::cerr << "vit_ddp: --nnodes=" << absl::GetFlag(FLAGS_nnodes)
+              << " needs --master_port (and --master_addr): every node must meet rank 0 at the "
+                 "same address\n";
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_node_rank) < 0 || absl::GetFlag(FLAGS_node_rank) >= absl::GetFlag(FLAGS_nnodes)) {
+    std::cerr << "vit_ddp: --node_rank=" << absl::GetFlag(FLAGS_node_rank) << " must be in [0, --nnodes="
+              << absl::GetFlag(FLAGS_nnodes) << ")\n";
+    return 2;
+  }
   absl::StatusOr<std::optional<WorkerEnv>> worker = WorkerEnvFromEnvironment();
   if (!worker.ok()) {
     std::cerr << "vit_ddp: " << worker.status().message() << "\n";
