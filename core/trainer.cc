@@ -244,7 +244,8 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       if (engine) engine->StartTiming();
       window_start = std::chrono::steady_clock::now();
     }
-    NvtxRange batch_range(nvtx, absl::StrCat("Batch ", step).c_str());
+    // The step's name is only built when NVTX is on: nothing on the hot path otherwise.
+    NvtxRange batch_range(nvtx, nvtx ? absl::StrCat("Batch ", step).c_str() : "");
     if (timed) timer.Mark(m, kStart);
     // Gradient accumulation: micro-batches 0..n-2 accumulate locally, the last one
     // reduces. "get batch" and "forward" time the first micro-batch; "backward" runs from
