@@ -96,10 +96,10 @@ def main():
             plugins, args = CONFIGS["naive"]
             runs.append(("ddp_1gpu", {"config": "ddp_1gpu", "gpus": 1, "transport": "none"},
                          plugins, args, "", {}, True))
-    for gpus in map(int, a.gpus.split(",")):
-        for transport in a.transports.split(","):
+    for gpus in [int(g) for g in a.gpus.split(",") if g]:
+        for transport in filter(None, a.transports.split(",")):
             name, env = TRANSPORTS[transport]
-            for config in a.configs.split(","):
+            for config in filter(None, a.configs.split(",")):
                 plugins, args = CONFIGS[config]
                 key = f"{config}_{gpus}gpu_{transport}"
                 runs.append((key, {"config": config, "gpus": gpus, "transport": transport},

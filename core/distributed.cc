@@ -122,4 +122,41 @@ absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nc
   }
 }
 
+EnvironmentList NcclEnvironment(const v1::Distributed& distributed) {
+  EnvironmentList env;
+  switch (distributed.transport()) {
+    case v1::Distributed::HOST_MEMORY:
+      env = {{"NCCL_P2P_DISABLE", "1"}};
+      break;
+    case v1::Distributed::NETWORK:
+      env = {{"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}};
+      break;
+    default:
+      break;
+  }
+  for (const v1::EnvironmentVariable& var : distributed.nccl_env()) {
+    env.emplace_back(var.name(), var.value());
+  }
+  return env;
+}
+
+ScopedEnvironment::ScopedEnvironment(const EnvironmentList& variables) {
+  for (const auto& [name, value] : variables) {
+    const char* before = std::getenv(name.c_str());
+    saved_.emplace_back(name, before ? std::optional<std::string>(before) : std::nullopt);
+    setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
+  }
+}
+
+ScopedEnvironment::~ScopedEnvironment() {
+  // In reverse, so that a name set twice ends as it was before the first.
+  for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+    if (it->second) {
+      setenv(it->first.c_str(), it->second->c_str(), 1);
+    } else {
+      unsetenv(it->first.c_str());
+    }
+  }
+}
+
 }  // namespace ddplab

@@ -16,9 +16,12 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/torch_compat.h"
+#include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab {
 
@@ -41,6 +44,24 @@ using ProcessGroupPtr = c10::intrusive_ptr<compat::CollectiveGroup>;
 // (GPU) or Gloo (CPU) process group. Collectives that wait longer than `timeout` fail.
 absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nccl,
                                                    std::chrono::milliseconds timeout);
+
+using EnvironmentList = std::vector<std::pair<std::string, std::string>>;
+
+// NCCL's environment for an experiment: its transport's variables (host memory:
+// NCCL_P2P_DISABLE=1; network: also NCCL_SHM_DISABLE=1), then its nccl_env entries.
+EnvironmentList NcclEnvironment(const v1::Distributed& distributed);
+
+// Sets variables for its lifetime and restores what was there before (set or not).
+class ScopedEnvironment {
+ public:
+  explicit ScopedEnvironment(const EnvironmentList& variables);
+  ~ScopedEnvironment();
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
 
 }  // namespace ddplab
 

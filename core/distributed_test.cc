@@ -74,5 +74,34 @@ TEST_F(WorkerEnvTest, InconsistentVariablesAreErrors) {
   EXPECT_EQ(WorkerEnvFromEnvironment().status().message(), "MASTER_PORT 70000 is not a TCP port");
 }
 
+TEST(NcclEnvironmentTest, TransportThenTheExperimentsOwnVariables) {
+  v1::Distributed d;
+  EXPECT_TRUE(NcclEnvironment(d).empty());
+  d.set_transport(v1::Distributed::NETWORK);
+  v1::EnvironmentVariable* var = d.add_nccl_env();
+  var->set_name("NCCL_SHM_USE_CUDA_MEMCPY");
+  var->set_value("1");
+  EnvironmentList want = {{"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"},
+                          {"NCCL_SHM_USE_CUDA_MEMCPY", "1"}};
+  EXPECT_EQ(NcclEnvironment(d), want);
+  d.set_transport(v1::Distributed::HOST_MEMORY);
+  want = {{"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_USE_CUDA_MEMCPY", "1"}};
+  EXPECT_EQ(NcclEnvironment(d), want);
+}
+
+TEST(ScopedEnvironmentTest, RestoresWhatWasThere) {
+  setenv("DDPLAB_TEST_SET", "before", 1);
+  unsetenv("DDPLAB_TEST_UNSET");
+  {
+    ScopedEnvironment scoped({{"DDPLAB_TEST_SET", "during"},
+                              {"DDPLAB_TEST_UNSET", "x"},
+                              {"DDPLAB_TEST_UNSET", "y"}});
+    EXPECT_STREQ(getenv("DDPLAB_TEST_SET"), "during");
+    EXPECT_STREQ(getenv("DDPLAB_TEST_UNSET"), "y");
+  }
+  EXPECT_STREQ(getenv("DDPLAB_TEST_SET"), "before");
+  EXPECT_EQ(getenv("DDPLAB_TEST_UNSET"), nullptr);
+}
+
 }  // namespace
 }  // namespace ddplab

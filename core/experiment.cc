@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -432,6 +433,39 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
     return at.Error(root, "distributed.transport",
                     "selects NCCL's transport, but this experiment uses Gloo: leave transport "
                     "out or use the NCCL backend on GPUs");
+  }
+  for (int i = 0; i < dist.nccl_env_size(); ++i) {
+    const v1::EnvironmentVariable& var = dist.nccl_env(i);
+    std::string path = absl::StrCat("distributed.nccl_env[", i, "]");
+    const std::string& name = var.name();
+    bool word = name.size() > 5 && absl::StartsWith(name, "NCCL_");
+    for (char c : name) {
+      if (!absl::ascii_isupper(static_cast<unsigned char>(c)) &&
+          !absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '_') {
+        word = false;
+      }
+    }
+    if (!word) {
+      return at.Error(root, path + ".name",
+                      absl::StrCat("must be an NCCL variable (NCCL_ and capitals, digits, _), got \"",
+                                   absl::CHexEscape(name), "\""));
+    }
+    if (var.value().empty() || var.value().find('\0') != std::string::npos) {
+      return at.Error(root, path + ".value", absl::StrCat("is required for ", name));
+    }
+    for (int j = 0; j < i; ++j) {
+      if (dist.nccl_env(j).name() == name) {
+        return at.Error(root, path + ".name",
+                        absl::StrCat(name, " is set twice (first as distributed.nccl_env[", j, "])"));
+      }
+    }
+    if (cpu || dist.backend() == v1::Distributed::GLOO) {
+      return at.Error(root, path, "sets NCCL's environment, but this experiment uses Gloo");
+    }
+  }
+  if (dist.high_priority_compute() && cpu) {
+    return at.Error(root, "distributed.high_priority_compute",
+                    "chooses a CUDA stream, but distributed.device is CPU");
   }
   if (cpu && data.pin_memory()) {
     return at.Error(root, "data.pin_memory",

@@ -73,6 +73,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"transport_with_gloo",
                 ":6:29: distributed.transport: selects NCCL's transport, but this experiment "
                 "uses Gloo: leave transport out or use the NCCL backend on GPUs"},
+        BadCase{"nccl_env_bad_name",
+                ":9:14: distributed.nccl_env[1].name: must be an NCCL variable (NCCL_ and "
+                "capitals, digits, _), got \"nccl_proto\""},
+        BadCase{"nccl_env_twice",
+                ":9:14: distributed.nccl_env[1].name: NCCL_MAX_NCHANNELS is set twice (first as "
+                "distributed.nccl_env[0])"},
+        BadCase{"nccl_env_with_gloo",
+                ":6:44: distributed.nccl_env[0]: sets NCCL's environment, but this experiment "
+                "uses Gloo"},
         BadCase{"pin_memory_on_cpu",
                 ":3:22: data.pin_memory: pins host memory for copies to a GPU, but "
                 "distributed.device is CPU"},

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <torch/torch.h>
@@ -35,6 +36,7 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -160,6 +162,11 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
 #if defined(DDPLAB_CUDA)
   std::unique_ptr<c10::cuda::CUDAGuard> guard;
   if (cuda) guard = std::make_unique<c10::cuda::CUDAGuard>(device);
+  // Everything below is queued on the current stream: a high-priority one if asked.
+  std::optional<c10::cuda::CUDAStreamGuard> stream_guard;
+  if (cuda && e.distributed().high_priority_compute()) {
+    stream_guard.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index()));
+  }
 #endif
   absl::StatusOr<VitConfig> config = VitConfigForModel(e.model(), e.data().image_size());
   if (!config.ok()) return config.status();
@@ -186,6 +193,8 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       env.master_port = 0;  // one process: any free port
     }
     if (env.master_port == 0) env.master_port = FreePort();
+    // NCCL reads its environment when the communicator is created.
+    ScopedEnvironment nccl_env(cuda ? NcclEnvironment(e.distributed()) : EnvironmentList());
     absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(
         env, cuda, std::chrono::seconds(e.distributed().timeout_seconds()));
     if (!group.ok()) return group.status();

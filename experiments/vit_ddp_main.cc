@@ -191,18 +191,6 @@ absl::StatusOr<v1::RunResult> ReadResult(const std::string& directory, const std
   return result;
 }
 
-// NCCL's environment for the transport an experiment asks for.
-std::vector<std::pair<const char*, const char*>> TransportEnv(v1::Distributed::Transport t) {
-  switch (t) {
-    case v1::Distributed::HOST_MEMORY:
-      return {{"NCCL_P2P_DISABLE", "1"}};
-    case v1::Distributed::NETWORK:
-      return {{"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}};
-    default:
-      return {};
-  }
-}
-
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Runs ddplab experiments: data-parallel ViT training, measured.\n"
@@ -357,17 +345,19 @@ int Main(int argc, char** argv) {
       launch.node_rank = absl::GetFlag(FLAGS_node_rank);
       launch.master_addr = absl::GetFlag(FLAGS_master_addr);
       launch.master_port = absl::GetFlag(FLAGS_master_port);
-      auto env = TransportEnv(experiment.distributed().transport());
       // NCCL's log says which transport its channels used; keep it beside the results.
+      // (Each worker sets the experiment's own NCCL variables: NcclEnvironment.)
       const std::string nccl_log_prefix = absl::StrCat(experiment.name(), ".nccl.");
-      std::string nccl_log = absl::StrCat(run_dir, "/", nccl_log_prefix, "%h.%p.log");
+      EnvironmentList env;
       if (std::getenv("NCCL_DEBUG") == nullptr && !device.gpus.empty()) {
-        env.push_back({"NCCL_DEBUG", "INFO"});
-        env.push_back({"NCCL_DEBUG_FILE", nccl_log.c_str()});
+        env = {{"NCCL_DEBUG", "INFO"},
+               {"NCCL_DEBUG_FILE", absl::StrCat(run_dir, "/", nccl_log_prefix, "%h.%p.log")}};
       }
-      for (const auto& [name, value] : env) setenv(name, value, 1);
-      LaunchResult result = Launch(args, launch);
-      for (const auto& [name, value] : env) unsetenv(name);
+      LaunchResult result;
+      {
+        ScopedEnvironment scoped(env);
+        result = Launch(args, launch);
+      }
       std::vector<std::string> parts;
       for (int r = 0; r < processes; ++r) {
         parts.push_back(absl::StrCat(run_dir, "/", experiment.name(), ".trace.rank", r, ".json"));
