@@ -47,6 +47,16 @@ for rank in (1, 4):
         ["--bucket_cap_mb", "2000", "--static_graph", "--gradient_as_bucket_view", "--comm_hook", "powersgd",
          "--powersgd_rank", str(rank), "--start_powersgd_iter", "2"])
 
+# Tuned overlap: 25 MB buckets, NCCL on 4 channels, compute on a high-priority stream
+# (bench/nccl_tuning.py). PyTorch gets the same NCCL variables and stream priority.
+TUNED_ENV = {"NCCL_MAX_NCHANNELS": "4"}
+CONFIGS["overlap_tuned"] = (
+    "plugin { bucket_sizing { bucket_cap_mb: 25 } } " + LEVERS,
+    ["--bucket_cap_mb", "25", "--static_graph", "--gradient_as_bucket_view", "--high_priority_compute"])
+# config -> (NCCL variables for both, ddplab's distributed fields)
+EXTRA = {"overlap_tuned": (TUNED_ENV, "high_priority_compute: true " + " ".join(
+    f'nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in TUNED_ENV.items()))}
+
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
 
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment
@@ -102,8 +112,10 @@ def main():
             for config in filter(None, a.configs.split(",")):
                 plugins, args = CONFIGS[config]
                 key = f"{config}_{gpus}gpu_{transport}"
-                runs.append((key, {"config": config, "gpus": gpus, "transport": transport},
-                             plugins, args, f"transport: {name}", env, False))
+                nccl_env, fields = EXTRA.get(config, ({}, ""))
+                runs.append((key, {"config": config, "gpus": gpus, "transport": transport,
+                                   "nccl_env": nccl_env},
+                             plugins, args, f"transport: {name} {fields}", dict(env, **nccl_env), False))
 
     for key, meta, plugins, args, transport, env, force in runs:
         meta = dict(meta, batch_size=32, model="vit_l_32", measured_steps=a.measured)

@@ -29,7 +29,7 @@ def main():
     rows = []
     for config_dir in sorted(glob.glob(os.path.join(a.dir, "ddplab", "*"))):
         config = os.path.basename(config_dir)
-        ours = [load(f) for f in sorted(glob.glob(os.path.join(config_dir, "*", "*", "*.json")))]
+        ours = [load(f) for f in sorted(glob.glob(os.path.join(config_dir, "*", "*", config + ".json")))]
         theirs = [load(f) for f in sorted(glob.glob(os.path.join(a.dir, "pytorch", config, "*.json")))]
         if not ours or not theirs:
             continue

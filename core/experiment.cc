@@ -434,6 +434,27 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
                     "selects NCCL's transport, but this experiment uses Gloo: leave transport "
                     "out or use the NCCL backend on GPUs");
   }
+  for (int i = 0; i < dist.sweep_transport_size(); ++i) {
+    std::string path = absl::StrCat("distributed.sweep_transport[", i, "]");
+    if (dist.transport() != v1::Distributed::TRANSPORT_UNSPECIFIED) {
+      return at.Error(root, "distributed.transport",
+                      "contradicts sweep_transport: a sweep sets the transport of each run; leave "
+                      "transport out");
+    }
+    if (dist.sweep_transport(i) == v1::Distributed::TRANSPORT_UNSPECIFIED) {
+      return at.Error(root, path, "must name a transport: NVLINK, HOST_MEMORY or NETWORK");
+    }
+    if (cpu || dist.backend() == v1::Distributed::GLOO) {
+      return at.Error(root, path, "selects NCCL's transport, but this experiment uses Gloo");
+    }
+    for (int j = 0; j < i; ++j) {
+      if (dist.sweep_transport(j) == dist.sweep_transport(i)) {
+        return at.Error(root, path,
+                        absl::StrCat("repeats ", v1::Distributed::Transport_Name(dist.sweep_transport(i)),
+                                     " (sweep_transport[", j, "])"));
+      }
+    }
+  }
   for (int i = 0; i < dist.nccl_env_size(); ++i) {
     const v1::EnvironmentVariable& var = dist.nccl_env(i);
     std::string path = absl::StrCat("distributed.nccl_env[", i, "]");
@@ -552,7 +573,15 @@ absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::stri
   for (int i = 0; i < suite.experiment_size(); ++i) {
     v1::Experiment resolved = suite.defaults();
     const v1::Experiment& own = suite.experiment(i);
+    // An experiment's lists replace the defaults' (merging would append to them), and
+    // its own transport replaces a default transport sweep.
     if (own.plugin_size() > 0) resolved.clear_plugin();
+    const v1::Distributed& own_dist = own.distributed();
+    if (own_dist.sweep_transport_size() > 0 ||
+        own_dist.transport() != v1::Distributed::TRANSPORT_UNSPECIFIED) {
+      resolved.mutable_distributed()->clear_sweep_transport();
+    }
+    if (own_dist.nccl_env_size() > 0) resolved.mutable_distributed()->clear_nccl_env();
     resolved.MergeFrom(own);
     ApplyDefaults(resolved);
     Locator at(file, {tree.GetTreeForNested(experiment_field, i), defaults_tree},
@@ -582,6 +611,74 @@ absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path) {
     return absl::DataLossError(absl::StrCat(path, ": cannot read experiment file"));
   }
   return ParseExperimentText(buffer.str(), path);
+}
+
+namespace {
+
+// A bucket_sizing sweep becomes one run per cap, named <name>_<cap>mb.
+std::vector<SuiteRun> ExpandCapSweeps(const v1::Suite& suite) {
+  std::vector<SuiteRun> out;
+  for (const v1::Experiment& e : suite.experiment()) {
+    int sweep = -1;
+    for (int i = 0; i < e.plugin_size(); ++i) {
+      if (e.plugin(i).has_bucket_sizing() && e.plugin(i).bucket_sizing().sweep_cap_mb_size() > 0) sweep = i;
+    }
+    if (sweep < 0) {
+      out.push_back({e, ""});
+      continue;
+    }
+    for (double cap : e.plugin(sweep).bucket_sizing().sweep_cap_mb()) {
+      v1::Experiment one = e;
+      one.set_name(absl::StrCat(e.name(), "_", cap, "mb"));
+      v1::BucketSizingConfig* sizing = one.mutable_plugin(sweep)->mutable_bucket_sizing();
+      sizing->clear_sweep_cap_mb();
+      sizing->set_bucket_cap_mb(cap);
+      out.push_back({one, e.name()});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// Then a transport sweep becomes one run per transport, named <name>_<transport>: all the
+// suite's runs over the first transport, then all over the next. Runs of one process use
+// no transport and run once, among the first.
+std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite) {
+  std::vector<SuiteRun> runs = ExpandCapSweeps(suite);
+  std::vector<v1::Distributed::Transport> order;
+  for (const SuiteRun& run : runs) {
+    for (int t : run.experiment.distributed().sweep_transport()) {
+      auto transport = static_cast<v1::Distributed::Transport>(t);
+      if (std::find(order.begin(), order.end(), transport) == order.end()) order.push_back(transport);
+    }
+  }
+  if (order.empty()) return runs;
+  std::vector<SuiteRun> out;
+  for (size_t k = 0; k < order.size(); ++k) {
+    for (const SuiteRun& run : runs) {
+      const v1::Distributed& d = run.experiment.distributed();
+      const bool one_process = d.gpus_per_node() == 1 && d.nodes() <= 1;
+      if (d.sweep_transport_size() == 0 || one_process) {
+        if (k > 0) continue;
+        out.push_back(run);
+        out.back().experiment.mutable_distributed()->clear_sweep_transport();
+        continue;
+      }
+      if (std::find(d.sweep_transport().begin(), d.sweep_transport().end(), order[k]) ==
+          d.sweep_transport().end()) {
+        continue;
+      }
+      const std::string suffix = absl::AsciiStrToLower(v1::Distributed::Transport_Name(order[k]));
+      SuiteRun one = run;
+      one.experiment.set_name(absl::StrCat(run.experiment.name(), "_", suffix));
+      one.experiment.mutable_distributed()->clear_sweep_transport();
+      one.experiment.mutable_distributed()->set_transport(order[k]);
+      if (!run.sweep.empty()) one.sweep = absl::StrCat(run.sweep, "_", suffix);
+      out.push_back(std::move(one));
+    }
+  }
+  return out;
 }
 
 }  // namespace ddplab

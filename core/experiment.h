@@ -19,6 +19,7 @@
 #define DDPLAB_CORE_EXPERIMENT_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -41,6 +42,18 @@ inline constexpr char kDefaultOutputDirectory[] = "ddplab_results";
 // The name of the plugin a Plugin entry selects (the field set in its oneof), or "" when
 // none is set.
 std::string PluginName(const v1::Plugin& plugin);
+
+// One run of a suite: an experiment with its sweeps resolved.
+struct SuiteRun {
+  v1::Experiment experiment;
+  std::string sweep;  // the bucket-cap sweep it belongs to (for "the fastest"), or ""
+};
+
+// The suite's runs in order. A bucket_sizing sweep becomes one run per cap, named
+// <name>_<cap>mb; then a transport sweep (distributed.sweep_transport) one run per
+// transport, named <name>_<transport in lower case>: every run over the first transport,
+// then every run over the next. Runs of one process use no transport and run once.
+std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite);
 
 }  // namespace ddplab
 

@@ -82,6 +82,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"nccl_env_with_gloo",
                 ":6:44: distributed.nccl_env[0]: sets NCCL's environment, but this experiment "
                 "uses Gloo"},
+        BadCase{"sweep_transport_repeats",
+                ":6:32: distributed.sweep_transport[2]: repeats NVLINK (sweep_transport[0])"},
         BadCase{"pin_memory_on_cpu",
                 ":3:22: data.pin_memory: pins host memory for copies to a GPU, but "
                 "distributed.device is CPU"},
@@ -178,6 +180,51 @@ TEST(ExperimentTextTest, SuiteMergesDefaultsAndExperimentPluginsReplaceThem) {
   ASSERT_EQ(b.plugin_size(), 2);
   EXPECT_EQ(PluginName(b.plugin(0)), "bucket_view");
   EXPECT_EQ(PluginName(b.plugin(1)), "bucket_sizing");
+}
+
+TEST(ExpandSweepsTest, CapsThenTransportsOneProcessRunsOnce) {
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(R"pb(
+    # proto-message: ddplab.v1.Suite
+    name: "s"
+    defaults {
+      model { preset: VIT_TINY_TEST }
+      data { batch_size: 4 }
+      steps { measured: 2 }
+      optimizer { sgd { learning_rate: 0.1 } }
+      distributed { gpus_per_node: 2 sweep_transport: [NVLINK, HOST_MEMORY] }
+    }
+    experiment { name: "single" distributed { gpus_per_node: 1 } }
+    experiment {
+      name: "caps"
+      plugin { bucket_sizing { sweep_cap_mb: [25, 50] } }
+    }
+    experiment { name: "pinned" distributed { transport: NETWORK } }
+    experiment {
+      name: "tuned"
+      distributed {
+        sweep_transport: [HOST_MEMORY]
+        nccl_env { name: "NCCL_MAX_NCHANNELS" value: "4" }
+      }
+    }
+  )pb", "inline");
+  ASSERT_TRUE(suite.ok()) << suite.status();
+  std::vector<SuiteRun> runs = ExpandSweeps(*suite);
+  std::vector<std::string> names, sweeps, transports;
+  for (const SuiteRun& run : runs) {
+    names.push_back(run.experiment.name());
+    sweeps.push_back(run.sweep);
+    transports.push_back(v1::Distributed::Transport_Name(run.experiment.distributed().transport()));
+    EXPECT_EQ(run.experiment.distributed().sweep_transport_size(), 0) << run.experiment.name();
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"single", "caps_25mb_nvlink", "caps_50mb_nvlink",
+                                             "pinned", "caps_25mb_host_memory",
+                                             "caps_50mb_host_memory", "tuned_host_memory"}));
+  EXPECT_EQ(sweeps, (std::vector<std::string>{"", "caps_nvlink", "caps_nvlink", "", "caps_host_memory",
+                                              "caps_host_memory", ""}));
+  EXPECT_EQ(transports,
+            (std::vector<std::string>{"TRANSPORT_UNSPECIFIED", "NVLINK", "NVLINK", "NETWORK",
+                                      "HOST_MEMORY", "HOST_MEMORY", "HOST_MEMORY"}));
+  EXPECT_EQ(runs.back().experiment.distributed().nccl_env_size(), 1);
 }
 
 TEST(ExperimentTextTest, PowerSgdDefaultsCompressFromTheFirstStep) {

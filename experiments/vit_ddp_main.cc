@@ -12,12 +12,14 @@
 // worker under torchrun, Slurm or mpirun, which set RANK, WORLD_SIZE, MASTER_ADDR, ...
 //
 // Rank 0 prints each run's summary and writes its result as JSON under the output
-// directory. A bucket_sizing sweep runs once per cap and names the fastest.
+// directory. A bucket_sizing sweep runs once per cap and names the fastest; a transport
+// sweep (distributed.sweep_transport) runs each experiment once per transport.
 
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <cstdlib>
@@ -34,6 +36,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
@@ -148,35 +151,6 @@ int ProcessesPerNode(const v1::Experiment& experiment, const DeviceReport& devic
   return cpu ? 2 : static_cast<int>(device.gpus.size());
 }
 
-struct Run {
-  v1::Experiment experiment;
-  std::string sweep;  // the sweeping experiment's name, or ""
-};
-
-// A bucket_sizing sweep becomes one run per cap, named <name>_<cap>mb.
-std::vector<Run> ExpandSweeps(const v1::Suite& suite) {
-  std::vector<Run> out;
-  for (const v1::Experiment& e : suite.experiment()) {
-    int sweep = -1;
-    for (int i = 0; i < e.plugin_size(); ++i) {
-      if (e.plugin(i).has_bucket_sizing() && e.plugin(i).bucket_sizing().sweep_cap_mb_size() > 0) sweep = i;
-    }
-    if (sweep < 0) {
-      out.push_back({e, ""});
-      continue;
-    }
-    for (double cap : e.plugin(sweep).bucket_sizing().sweep_cap_mb()) {
-      v1::Experiment one = e;
-      one.set_name(absl::StrCat(e.name(), "_", cap, "mb"));
-      v1::BucketSizingConfig* sizing = one.mutable_plugin(sweep)->mutable_bucket_sizing();
-      sizing->clear_sweep_cap_mb();
-      sizing->set_bucket_cap_mb(cap);
-      out.push_back({one, e.name()});
-    }
-  }
-  return out;
-}
-
 // The result rank 0 wrote for `experiment`.
 absl::StatusOr<v1::RunResult> ReadResult(const std::string& directory, const std::string& suite,
                                          const std::string& experiment) {
@@ -257,7 +231,7 @@ int Main(int argc, char** argv) {
 
   if (!is_worker) std::cout << FormatDeviceReport(device) << "\n";
 
-  std::vector<Run> experiments = ExpandSweeps(*suite);
+  std::vector<SuiteRun> experiments = ExpandSweeps(*suite);
   const std::string only = absl::GetFlag(FLAGS_only);
   if (!is_worker) {
     std::cout << "Suite \"" << suite->name() << "\" from " << (file.empty() ? DefaultExperiment(device) : file)
@@ -269,7 +243,7 @@ int Main(int argc, char** argv) {
   std::vector<v1::RunResult> results;  // for the report, in order
   std::string report_dir;
   int index = 0;
-  for (Run& run : experiments) {
+  for (SuiteRun& run : experiments) {
     v1::Experiment& experiment = run.experiment;
     ++index;
     if (!only.empty() && experiment.name() != only) continue;
