@@ -120,7 +120,8 @@ absl::StatusOr<at::Device> ChooseDevice(const v1::Experiment& e, int local_rank)
   return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
 }
 
-// mkdir -p
+}  // namespace
+
 absl::Status MakeDirectories(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i) {
     if (i < path.size() && path[i] != '/') continue;
@@ -132,8 +133,6 @@ absl::Status MakeDirectories(const std::string& path) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 std::string DescribeEngineOptions(const EngineOptions& o) {
   std::string out = absl::StrCat("bucket_cap ", o.bucket_cap_bytes / 1e6, " MB, first bucket ",

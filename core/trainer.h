@@ -50,6 +50,9 @@ std::string DescribeEngineOptions(const EngineOptions& options);
 
 // Trains `experiment` (resolved and validated) in this process and measures it. Fails
 // with a message when the experiment asks for what this build or machine lacks.
+// Creates `path` and its missing parents (mkdir -p).
+absl::Status MakeDirectories(const std::string& path);
+
 absl::StatusOr<v1::RunResult> Train(const v1::Experiment& experiment, const TrainOptions& options);
 
 // A few lines for a person: throughput, phases, memory, data waiting.

@@ -296,11 +296,10 @@ int Main(int argc, char** argv) {
     }
     if (!is_worker && (processes > 1 || !nsys.empty())) {
       // Start the workers: this binary again, for this experiment only.
-      if (mkdir(experiment.output().directory().c_str(), 0755) != 0 && errno != EEXIST) {
-        std::cerr << "vit_ddp: cannot create " << experiment.output().directory() << "\n";
+      if (absl::Status made = MakeDirectories(run_dir); !made.ok()) {
+        std::cerr << "vit_ddp: " << made.message() << "\n";
         return 1;
       }
-      mkdir(run_dir.c_str(), 0755);
       std::vector<std::string> args;
       if (!nsys.empty()) {
         args = {nsys, "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
@@ -365,8 +364,10 @@ int Main(int argc, char** argv) {
     train.plugins = &*plugins;
     if (is_worker) train.worker = **worker;
     if (speaks) train.progress_label = is_worker ? absl::GetFlag(FLAGS_progress_label) : label;
-    mkdir(experiment.output().directory().c_str(), 0755);
-    mkdir(run_dir.c_str(), 0755);
+    if (absl::Status made = MakeDirectories(run_dir); !made.ok()) {
+      std::cerr << "vit_ddp: " << made.message() << "\n";
+      return 1;
+    }
     train.trace_path = absl::StrCat(run_dir, "/", experiment.name(), ".trace.rank",
                                     is_worker ? (*worker)->rank : 0, ".json");
     absl::StatusOr<v1::RunResult> result = Train(experiment, train);

@@ -7,7 +7,8 @@ err="$TEST_TMPDIR/err.txt"
 fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; cat "$err"; exit 1; }
 
 # The CPU suite runs in either build (the default suite of a CUDA build trains ViT-L/32).
-results="$TEST_TMPDIR/results"
+# A nested output directory that does not exist yet (created like mkdir -p).
+results="$TEST_TMPDIR/results/nested/dir"
 "$bin" --experiment="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto" --output_dir="$results" \
   >"$out" 2>"$err"
 code=$?
