@@ -26,7 +26,8 @@ from ddp_matrix import CONFIGS, EXTRA, TRANSPORTS, run  # noqa: E402
 
 # PyTorch's counterparts, most wanted first (the acceptance rows of the issues).
 PRIORITY = ["single_gpu", "ddp_1gpu", "overlap_tuned", "bucket_caps_25mb", "bucket_caps_100mb",
-            "naive_ddp", "powersgd_rank1", "powersgd_rank4", "bf16_25mb", "bf16_100mb",
+            "naive_ddp", "powersgd_rank1_25mb", "powersgd_rank4_25mb", "bf16_25mb", "powersgd_rank1_2000mb",
+            "powersgd_rank4_2000mb", "bf16_100mb",
             "static_graph_bucket_view", "static_graph", "bucket_view", "bucket_caps_50mb",
             "bucket_caps_200mb", "bf16_2000mb"]
 
@@ -41,6 +42,9 @@ def bench_config(base):
     m = re.fullmatch(r"bf16_(\d+)mb", base)
     if m:
         return f"bf16_cap{m.group(1)}"
+    m = re.fullmatch(r"(powersgd_rank\d+)_(\d+)mb", base)
+    if m:
+        return m.group(1) + ("" if m.group(2) == "2000" else f"_cap{m.group(2)}")
     return base if base in CONFIGS else None
 
 

@@ -194,19 +194,22 @@ class PowerSgdHook : public ddplab::CommHook {
     for (auto& [shape, matrices] : by_shape) {
       Group g;
       g.matrices = matrices;
-      std::vector<at::Tensor> ms, qs;
-      for (const Matrix& matrix : matrices) {
-        at::Tensor m = matrix.view;
-        if (error_feedback_) {
-          at::Tensor& error = error_[matrix.parameter];
-          if (!error.defined()) error = at::zeros_like(m);
-          m = m + error;
+      // [batch, rows, cols]: the local gradients with their errors, each written once.
+      g.m = at::empty({static_cast<int64_t>(matrices.size()), shape[0], shape[1]},
+                      buffer.options());
+      std::vector<at::Tensor> qs;
+      for (size_t i = 0; i < matrices.size(); ++i) {
+        const Matrix& matrix = matrices[i];
+        at::Tensor slot = g.m.select(0, static_cast<int64_t>(i));
+        const at::Tensor& error = error_[matrix.parameter];
+        if (error_feedback_ && error.defined()) {
+          at::add_out(slot, matrix.view, error);
+        } else {
+          slot.copy_(matrix.view);
         }
-        ms.push_back(m);
         const int64_t r = std::min({rank_, shape[0], shape[1]});
-        qs.push_back(QFor(matrix.parameter, shape[1], r, bucket.step, m.options()));
+        qs.push_back(QFor(matrix.parameter, shape[1], r, bucket.step, buffer.options()));
       }
-      g.m = at::stack(ms);  // [batch, rows, cols], the local gradient with its error
       g.q = at::stack(qs);  // [batch, cols, r]
       g.p = at::bmm(g.m, g.q);
       groups.push_back(std::move(g));
@@ -236,9 +239,12 @@ class PowerSgdHook : public ddplab::CommHook {
         g.q.copy_(q_flat.narrow(0, offset, g.q.numel()).view(g.q.sizes()));
         offset += g.q.numel();
         at::Tensor approx = at::bmm(g.p, g.q.transpose(1, 2));  // the mean, projected
+        // What the approximation left out, in one pass over the group: each parameter's
+        // error is a view into it, kept until the parameter's next step.
+        if (error_feedback_) g.m.sub_(approx);
         for (size_t i = 0; i < g.matrices.size(); ++i) {
           const Matrix& matrix = g.matrices[i];
-          if (error_feedback_) error_[matrix.parameter] = g.m[i] - approx[i];
+          if (error_feedback_) error_[matrix.parameter] = g.m.select(0, static_cast<int64_t>(i));
           if (warm_start_) q_[matrix.parameter] = Refill(g.q[i], matrix.parameter);
           matrix.view.copy_(approx[i]);
         }
