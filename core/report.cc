@@ -52,13 +52,21 @@ std::string JsonNumber(std::optional<double> v) { return v ? absl::StrFormat("%.
 SuiteReport MakeReport(const std::vector<v1::RunResult>& runs) {
   SuiteReport report;
   const v1::RunResult* single = nullptr;
-  const v1::RunResult* naive = nullptr;
   for (const v1::RunResult& r : runs) {
     if (report.suite.empty()) report.suite = r.suite();
     if (!single && r.world_size() == 1 && !r.engine()) single = &r;
-    if (!naive && r.experiment() == "naive_ddp") naive = &r;
   }
   for (const v1::RunResult& r : runs) {
+    // Naive DDP on the same processes and transport ("naive_ddp", or "naive_ddp_<transport>"
+    // from a transport sweep).
+    const v1::RunResult* naive = nullptr;
+    for (const v1::RunResult& n : runs) {
+      if ((n.experiment() == "naive_ddp" || absl::StartsWith(n.experiment(), "naive_ddp_")) &&
+          n.world_size() == r.world_size() && n.transport() == r.transport()) {
+        naive = &n;
+        break;
+      }
+    }
     ReportRow row;
     row.experiment = r.experiment();
     row.gpus = r.world_size();
@@ -126,19 +134,20 @@ std::string FormatJson(const SuiteReport& report) {
   return out;
 }
 
-std::string Recommend(const SuiteReport& report) {
+namespace {
+
+// The recommendation for the runs of several processes over one transport.
+std::string RecommendAmong(const std::vector<const ReportRow*>& rows) {
   const ReportRow* best = nullptr;
-  const ReportRow* naive = nullptr;
-  for (const ReportRow& r : report.rows) {
-    if (r.experiment == "naive_ddp") naive = &r;
-    if (r.gpus > 1 && (!best || r.steps_per_s > best->steps_per_s)) best = &r;
+  const ReportRow* best_lossless = nullptr;
+  for (const ReportRow* r : rows) {
+    if (!best || r->steps_per_s > best->steps_per_s) best = r;
+    if (!r->gradient_error && (!best_lossless || r->steps_per_s > best_lossless->steps_per_s)) best_lossless = r;
   }
-  if (!best) return "Recommendation: no run of several processes completed; nothing to compare.\n";
-  std::string out = absl::StrFormat("Recommendation: %s is the fastest on this machine, %.3f steps/s on %d %s",
-                                    best->experiment, best->steps_per_s, best->gpus,
-                                    best->gpus == 1 ? "process" : "processes");
-  if (naive && best != naive) {
-    absl::StrAppendFormat(&out, ", %.0f%% over naive DDP", 100 * (best->steps_per_s / naive->steps_per_s - 1));
+  std::string out = absl::StrFormat("%s is the fastest on this machine, %.3f steps/s on %d %s", best->experiment,
+                                    best->steps_per_s, best->gpus, best->gpus == 1 ? "process" : "processes");
+  if (best->vs_naive && *best->vs_naive != 1) {
+    absl::StrAppendFormat(&out, ", %.0f%% over naive DDP", 100 * (*best->vs_naive - 1));
   }
   if (best->vs_single) absl::StrAppendFormat(&out, ", %.3f of the single-process step rate", *best->vs_single);
   absl::StrAppend(&out, ".");
@@ -155,8 +164,39 @@ std::string Recommend(const SuiteReport& report) {
   if (best->gradient_error) {
     absl::StrAppendFormat(&out, " It is lossy: gradients differ from exact all-reduce by %.1e (relative).",
                           *best->gradient_error);
+    if (best_lossless) {
+      absl::StrAppendFormat(&out, " The fastest exact one is %s, %.3f steps/s", best_lossless->experiment,
+                            best_lossless->steps_per_s);
+      if (best_lossless->vs_single) {
+        absl::StrAppendFormat(&out, " (%.3f of the single-process step rate)", *best_lossless->vs_single);
+      }
+      absl::StrAppend(&out, ".");
+    }
   }
-  return out + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string Recommend(const SuiteReport& report) {
+  // Runs of several processes by transport, in the order they ran.
+  std::vector<std::pair<std::string, std::vector<const ReportRow*>>> groups;
+  for (const ReportRow& r : report.rows) {
+    if (r.gpus <= 1) continue;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == r.transport; });
+    if (it == groups.end()) {
+      groups.push_back({r.transport, {}});
+      it = groups.end() - 1;
+    }
+    it->second.push_back(&r);
+  }
+  if (groups.empty()) return "Recommendation: no run of several processes completed; nothing to compare.\n";
+  if (groups.size() == 1) return absl::StrCat("Recommendation: ", RecommendAmong(groups[0].second), "\n");
+  std::string out = "Recommendation, by transport:\n";
+  for (const auto& [transport, rows] : groups) {
+    absl::StrAppend(&out, "- over ", transport, ": ", RecommendAmong(rows), "\n");
+  }
+  return out;
 }
 
 std::string RenderChartPng(const SuiteReport& report) {

@@ -86,11 +86,37 @@ TEST(ReportTest, RecommendsTheFastestAndSaysWhetherCommunicationIsExposed) {
             "Recommendation: bf16 is the fastest on this machine, 11.800 steps/s on 4 processes, 7% "
             "over naive DDP, 0.944 of the single-process step rate. Communication is hidden behind "
             "backward (0.10 ms exposed of 84.7 ms). It is lossy: gradients differ from exact "
-            "all-reduce by 3.0e-03 (relative).\n");
+            "all-reduce by 3.0e-03 (relative). The fastest exact one is naive_ddp, 11.000 steps/s "
+            "(0.880 of the single-process step rate).\n");
   std::vector<v1::RunResult> runs = Runs();
   runs.pop_back();
   EXPECT_NE(Recommend(MakeReport(runs)).find("Communication is still exposed: 7.0 ms of its 90.9 ms step"),
             std::string::npos);
+}
+
+TEST(ReportTest, ByTransportWithSweptNames) {
+  std::vector<v1::RunResult> runs{ddplab::Run("single_gpu", 1, 12.5, false)};
+  for (const char* transport : {"NVLINK", "HOST_MEMORY"}) {
+    const bool host = std::string(transport) == "HOST_MEMORY";
+    std::string suffix = host ? "_host_memory" : "_nvlink";
+    runs.push_back(ddplab::Run("naive_ddp" + suffix, 4, host ? 8.0 : 11.0, true));
+    runs.push_back(ddplab::Run("tuned" + suffix, 4, host ? 9.0 : 11.5, true));
+    runs[runs.size() - 2].set_transport(transport);
+    runs.back().set_transport(transport);
+  }
+  SuiteReport report = MakeReport(runs);
+  EXPECT_DOUBLE_EQ(*report.rows[2].vs_naive, 11.5 / 11.0);
+  EXPECT_DOUBLE_EQ(*report.rows[4].vs_naive, 9.0 / 8.0);
+  std::string text = Recommend(report);
+  EXPECT_EQ(text.substr(0, text.find('\n')), "Recommendation, by transport:");
+  EXPECT_NE(text.find("- over NVLINK: tuned_nvlink is the fastest on this machine, 11.500 steps/s on 4 "
+                      "processes, 5% over naive DDP"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("- over HOST_MEMORY: tuned_host_memory is the fastest on this machine, 9.000 "
+                      "steps/s on 4 processes, 12% over naive DDP"),
+            std::string::npos)
+      << text;
 }
 
 TEST(NcclTransportTest, ReadsTheChannelLines) {
