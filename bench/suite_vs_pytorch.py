@@ -69,10 +69,10 @@ def main():
 
     records = {}
     for path in sorted(glob.glob(f"{out}/suite/*/*.json")):
-        if os.path.basename(path).startswith("report"):
-            continue
         with open(path) as f:
             r = json.load(f)
+        if not isinstance(r, dict) or "steps_per_s" not in r:
+            continue  # the report, traces
         records[r["experiment"]] = (path, r)
     todo = []
     for name, (path, r) in records.items():
