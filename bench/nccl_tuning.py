@@ -57,6 +57,7 @@ distributed {{
   gpus_per_node: {gpus} device: CUDA transport: {transport}
   high_priority_compute: {high}
 {env}}}
+profiling {{ bucket_timing: true }}
 plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }}
 plugin {{ static_graph {{}} }}
 plugin {{ bucket_view {{}} }}

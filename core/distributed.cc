@@ -91,8 +91,6 @@ absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nc
   try {
     if (nccl) {
 #if defined(USE_C10D_NCCL)
-      // Let each collective's time on NCCL's stream be read (per-bucket bus bandwidth).
-      setenv("TORCH_NCCL_ENABLE_TIMING", "1", /*overwrite=*/0);
       auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
       nccl_options->timeout = timeout;
       return ProcessGroupPtr(

@@ -193,7 +193,10 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     }
     if (env.master_port == 0) env.master_port = FreePort();
     // NCCL reads its environment when the communicator is created.
-    ScopedEnvironment nccl_env(cuda ? NcclEnvironment(e.distributed()) : EnvironmentList());
+    EnvironmentList nccl_variables = cuda ? NcclEnvironment(e.distributed()) : EnvironmentList();
+    // Per-bucket timing on NCCL's stream, when asked for (it costs a little of the step).
+    if (cuda && e.profiling().bucket_timing()) nccl_variables.emplace_back("TORCH_NCCL_ENABLE_TIMING", "1");
+    ScopedEnvironment nccl_env(nccl_variables);
     absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(
         env, cuda, std::chrono::seconds(e.distributed().timeout_seconds()));
     if (!group.ok()) return group.status();
