@@ -181,7 +181,6 @@ struct DataParallelEngine::State {
       wire_dtype = sent.scalar_type();
       b.mean = StartMean(*group, sent, cuda);
     }
-    if (b.exact.defined()) b.exact_mean = StartMean(*group, b.exact, cuda);
     b.launched = true;
   }
 
@@ -377,7 +376,6 @@ absl::Status DataParallelEngine::EndBackward() {
   }
 #endif
   if (timed) s.timed_works.emplace_back();
-  double error_sq = 0, exact_sq = 0;
   for (Bucket& b : s.buckets) {
     if (timed) s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
     if (b.mean) {
@@ -389,6 +387,15 @@ absl::Status DataParallelEngine::EndBackward() {
       at::Tensor result = value.isTensor() ? value.toTensor() : value.toTensorVector().at(0);
       if (!result.is_same(b.buffer)) b.buffer.copy_(result);
     }
+  }
+  // Sampled steps: the exact means, started only now that every bucket's own reduction
+  // is done. A hook may issue its collectives from a thread of its own; starting these
+  // from this thread while it does could order the collectives differently on each rank.
+  for (Bucket& b : s.buckets) {
+    if (b.exact.defined()) b.exact_mean = StartMean(*s.group, b.exact, s.cuda);
+  }
+  double error_sq = 0, exact_sq = 0;
+  for (Bucket& b : s.buckets) {
     if (b.exact_mean) {
       b.exact_mean->wait();
       error_sq += (b.buffer - b.exact).pow(2).sum().item<double>();

@@ -13,11 +13,19 @@
 // one shape are multiplied and orthogonalized as a batch. Per-parameter state (Q, error)
 // is keyed by the parameter, so it survives the engine's regrouping of buckets.
 //
-// On a GPU the work runs on a stream of its own, ordered after the bucket's gradients,
-// so that backward goes on while the bucket is compressed and reduced; the engine waits
-// for the result only after backward.
+// The work runs on a thread of its own, one bucket after another in the order the engine
+// hands them over (the same on every rank, so the collectives match), and on a GPU on a
+// stream of its own ordered after the bucket's gradients. Backward goes on meanwhile, on
+// the device and on the host: a bucket costs some dozens of small kernels (more with a
+// higher rank), and launching them from autograd's thread held back backward's own
+// launches. The engine waits for the result only after backward.
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -49,26 +57,24 @@ constexpr double kDependentColumn = 1e-4;
 // rank than its columns (a gradient from few samples, or a zero one).
 void GramSchmidt(at::Tensor& p) {
   const int64_t rank = p.size(2);
-  at::Tensor original = p.norm(2, {1});  // [batch, rank]
+  at::Tensor threshold = p.norm(2, {1}, /*keepdim=*/true).mul_(kDependentColumn);  // [batch, 1, rank]
   for (int64_t j = 0; j < rank; ++j) {
-    at::Tensor col = p.select(2, j);  // [batch, rows]
-    at::Tensor norm = col.norm(2, {1}, /*keepdim=*/true);  // [batch, 1]
-    at::Tensor independent = norm > original.select(1, j).unsqueeze(1) * kDependentColumn;
-    col.mul_(at::where(independent, norm.reciprocal(), at::zeros_like(norm)));
+    at::Tensor col = p.narrow(2, j, 1);  // [batch, rows, 1]
+    at::Tensor norm = col.norm(2, {1}, /*keepdim=*/true);  // [batch, 1, 1]
+    col.mul_(at::where(norm > threshold.narrow(2, j, 1), norm.reciprocal(), 0.0));
     if (j + 1 < rank) {
       at::Tensor rest = p.narrow(2, j + 1, rank - j - 1);  // [batch, rows, rest]
       // rest -= col (col^T rest)
-      at::Tensor proj = at::bmm(col.unsqueeze(1), rest);  // [batch, 1, rest]
-      rest.sub_(at::bmm(col.unsqueeze(2), proj));
+      rest.baddbmm_(col, at::bmm(col.transpose(1, 2), rest), /*beta=*/1, /*alpha=*/-1);
     }
   }
 }
 
 // Orthonormal columns in float32: the second pass removes what rounding left of the
-// earlier directions ("twice is enough").
+// earlier directions ("twice is enough"). One column has no earlier directions: one pass.
 void Orthogonalize(at::Tensor& p) {
   GramSchmidt(p);
-  GramSchmidt(p);
+  if (p.size(2) > 1) GramSchmidt(p);
 }
 
 // The configuration, read once from the PowerSgdConfig message.
@@ -92,33 +98,47 @@ class PowerSgdHook : public ddplab::CommHook {
         seed_(settings.seed),
         context_(context) {
     if (context_.options != nullptr) wire_dtype_ = context_.options->comm_dtype;
+    worker_ = std::thread([this] { Work(); });
   }
 
-  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
-    at::Tensor buffer = bucket.buffer;
-#if defined(DDPLAB_CUDA)
-    if (buffer.is_cuda()) {
-      // Compress on a stream of our own, after the gradients the bucket holds.
-      const c10::DeviceIndex device = buffer.device().index();
-      if (!stream_) stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
-      at::cuda::CUDAEvent ready;
-      ready.record(c10::cuda::getCurrentCUDAStream(device));
-      ready.block(*stream_);
-      c10::cuda::CUDAStreamGuard guard(*stream_);
-      Reduce(bucket);
-      auto future = c10::make_intrusive<c10::ivalue::Future>(
-          c10::TensorType::get(), std::vector<c10::Device>{buffer.device()});
-      future->markCompleted(c10::IValue(buffer));  // records an event on our stream
-      return future;
+  ~PowerSgdHook() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
     }
+    wake_.notify_all();
+    worker_.join();  // finishes what was handed over: the engine waits for it anyway
+  }
+
+  // Hands the bucket to the worker and returns at once; the future completes when the
+  // worker has reduced the bucket (on a GPU: has queued the reduction on its stream).
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
+    Task task;
+    task.bucket = bucket;  // the engine's is gone when Run returns
+#if defined(DDPLAB_CUDA)
+    if (bucket.buffer.is_cuda()) {
+      // Ordered after the gradients the bucket holds, on the stream that made them.
+      const c10::DeviceIndex device = bucket.buffer.device().index();
+      task.ready = std::make_shared<at::cuda::CUDAEvent>();
+      task.ready->record(c10::cuda::getCurrentCUDAStream(device));
+      task.future = c10::make_intrusive<c10::ivalue::Future>(
+          c10::TensorType::get(), std::vector<c10::Device>{bucket.buffer.device()});
+    } else
 #endif
-    Reduce(bucket);
-    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
-    future->markCompleted(c10::IValue(buffer));
+    {
+      task.future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+    }
+    c10::intrusive_ptr<c10::ivalue::Future> future = task.future;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    wake_.notify_one();
     return future;
   }
 
   std::map<std::string, double> Stats() const override {
+    std::lock_guard<std::mutex> lock(stats_mu_);
     std::map<std::string, double> stats;
     if (sent_elements_ > 0) {
       stats["compression_ratio"] = static_cast<double>(gradient_elements_) / sent_elements_;
@@ -129,6 +149,45 @@ class PowerSgdHook : public ddplab::CommHook {
   }
 
  private:
+  struct Task {
+    GradBucket bucket;
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+#if defined(DDPLAB_CUDA)
+    std::shared_ptr<at::cuda::CUDAEvent> ready;
+#endif
+  };
+
+  void Work() {
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;  // stopping, nothing left
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      try {
+#if defined(DDPLAB_CUDA)
+        if (task.ready) {
+          const c10::DeviceIndex device = task.bucket.buffer.device().index();
+          c10::cuda::CUDAGuard device_guard(device);
+          if (!stream_) stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+          task.ready->block(*stream_);
+          c10::cuda::CUDAStreamGuard guard(*stream_);
+          Reduce(task.bucket);
+          task.future->markCompleted(c10::IValue(task.bucket.buffer));  // an event on our stream
+          continue;
+        }
+#endif
+        Reduce(task.bucket);
+        task.future->markCompleted(c10::IValue(task.bucket.buffer));
+      } catch (...) {
+        task.future->setError(std::current_exception());
+      }
+    }
+  }
+
   struct Matrix {
     size_t parameter;
     at::Tensor view;  // rows x cols, into the bucket
@@ -154,17 +213,17 @@ class PowerSgdHook : public ddplab::CommHook {
       ddplab::StartMean(*context_.process_group, buffer, context_.nccl).wait();
       return;
     }
-    if (first_compressed_step_ < 0) first_compressed_step_ = static_cast<double>(bucket.step);
 
     // Which gradients are compressed; the rest travel as they are, in one batch.
     std::map<std::vector<int64_t>, std::vector<Matrix>> by_shape;
     std::vector<at::Tensor> plain;
+    int64_t gradient_elements = 0, sent_elements = 0;
     for (size_t k = 0; k < bucket.parameters.size(); ++k) {
       const std::vector<int64_t>& size = bucket.sizes[k];
       int64_t numel = 1;
       for (int64_t d : size) numel *= d;
       at::Tensor flat = buffer.narrow(0, bucket.offsets[k], numel);
-      gradient_elements_ += numel;
+      gradient_elements += numel;
       if (size.size() >= 2) {
         const int64_t rows = size[0], cols = numel / size[0];
         const int64_t r = std::min({rank_, rows, cols});
@@ -181,72 +240,79 @@ class PowerSgdHook : public ddplab::CommHook {
     std::optional<ddplab::PendingMean> plain_mean;
     if (!plain.empty()) {
       plain_flat = at::cat(plain);
-      sent_elements_ += plain_flat.numel();
+      sent_elements += plain_flat.numel();
       plain_mean = ddplab::StartMean(*context_.process_group, plain_flat, context_.nccl);
     }
 
-    // Per shape: stack M (with error feedback), P = M Q.
+    // Per shape: M (with error feedback) stacked, and P and Q as views of one buffer each,
+    // so that all P (and then all Q) of the bucket travel in one all-reduce.
     struct Group {
       std::vector<Matrix> matrices;
-      at::Tensor m, p, q, m_local;
+      int64_t r;
+      at::Tensor m, p, q;
     };
     std::vector<Group> groups;
+    int64_t p_elements = 0, q_elements = 0;
     for (auto& [shape, matrices] : by_shape) {
       Group g;
       g.matrices = matrices;
-      // [batch, rows, cols]: the local gradients with their errors, each written once.
-      g.m = at::empty({static_cast<int64_t>(matrices.size()), shape[0], shape[1]},
-                      buffer.options());
-      std::vector<at::Tensor> qs;
-      for (size_t i = 0; i < matrices.size(); ++i) {
-        const Matrix& matrix = matrices[i];
-        at::Tensor slot = g.m.select(0, static_cast<int64_t>(i));
-        const at::Tensor& error = error_[matrix.parameter];
-        if (error_feedback_ && error.defined()) {
-          at::add_out(slot, matrix.view, error);
-        } else {
-          slot.copy_(matrix.view);
-        }
-        const int64_t r = std::min({rank_, shape[0], shape[1]});
-        qs.push_back(QFor(matrix.parameter, shape[1], r, bucket.step, buffer.options()));
-      }
-      g.q = at::stack(qs);  // [batch, cols, r]
-      g.p = at::bmm(g.m, g.q);
+      g.r = std::min({rank_, shape[0], shape[1]});
+      p_elements += static_cast<int64_t>(matrices.size()) * shape[0] * g.r;
+      q_elements += static_cast<int64_t>(matrices.size()) * shape[1] * g.r;
       groups.push_back(std::move(g));
     }
     if (!groups.empty()) {
-      // Mean of all P in one all-reduce, then orthogonalize.
-      std::vector<at::Tensor> ps;
-      for (const Group& g : groups) ps.push_back(g.p.reshape(-1));
-      at::Tensor p_flat = Wire(at::cat(ps));
-      sent_elements_ += p_flat.numel();
-      ddplab::StartMean(*context_.process_group, p_flat, context_.nccl).wait();
-      int64_t offset = 0;
+      at::Tensor p_flat = at::empty({p_elements}, buffer.options());
+      at::Tensor q_flat = at::empty({q_elements}, buffer.options());
+      int64_t p_offset = 0, q_offset = 0;
       for (Group& g : groups) {
-        g.p.copy_(p_flat.narrow(0, offset, g.p.numel()).view(g.p.sizes()));
-        offset += g.p.numel();
+        const int64_t batch = static_cast<int64_t>(g.matrices.size());
+        const int64_t rows = g.matrices[0].view.size(0), cols = g.matrices[0].view.size(1);
+        // [batch, rows, cols]: the local gradients with their errors, each written once.
+        g.m = at::empty({batch, rows, cols}, buffer.options());
+        std::vector<at::Tensor> qs;
+        for (int64_t i = 0; i < batch; ++i) {
+          const Matrix& matrix = g.matrices[static_cast<size_t>(i)];
+          at::Tensor slot = g.m.select(0, i);
+          const at::Tensor& error = error_[matrix.parameter];
+          if (error_feedback_ && error.defined()) {
+            at::add_out(slot, matrix.view, error);
+          } else {
+            slot.copy_(matrix.view);
+          }
+          qs.push_back(QFor(matrix.parameter, cols, g.r, bucket.step, buffer.options()));
+        }
+        g.p = p_flat.narrow(0, p_offset, batch * rows * g.r).view({batch, rows, g.r});
+        g.q = q_flat.narrow(0, q_offset, batch * cols * g.r).view({batch, cols, g.r});
+        p_offset += g.p.numel();
+        q_offset += g.q.numel();
+        at::bmm_out(g.p, g.m, batch == 1 ? qs[0].unsqueeze(0) : at::stack(qs));
+      }
+      // Mean of all P in one all-reduce, then orthogonalize; Q = M^T P.
+      Mean(p_flat);
+      sent_elements += p_flat.numel();
+      for (Group& g : groups) {
         Orthogonalize(g.p);
-        g.q = at::bmm(g.m.transpose(1, 2), g.p);  // [batch, cols, r]
+        at::bmm_out(g.q, g.m.transpose(1, 2), g.p);
       }
       // Mean of all Q in one all-reduce.
-      std::vector<at::Tensor> qs;
-      for (const Group& g : groups) qs.push_back(g.q.reshape(-1));
-      at::Tensor q_flat = Wire(at::cat(qs));
-      sent_elements_ += q_flat.numel();
-      ddplab::StartMean(*context_.process_group, q_flat, context_.nccl).wait();
-      offset = 0;
+      Mean(q_flat);
+      sent_elements += q_flat.numel();
       for (Group& g : groups) {
-        g.q.copy_(q_flat.narrow(0, offset, g.q.numel()).view(g.q.sizes()));
-        offset += g.q.numel();
-        at::Tensor approx = at::bmm(g.p, g.q.transpose(1, 2));  // the mean, projected
-        // What the approximation left out, in one pass over the group: each parameter's
-        // error is a view into it, kept until the parameter's next step.
-        if (error_feedback_) g.m.sub_(approx);
+        at::Tensor qt = g.q.transpose(1, 2);
         for (size_t i = 0; i < g.matrices.size(); ++i) {
-          const Matrix& matrix = g.matrices[i];
-          if (error_feedback_) error_[matrix.parameter] = g.m.select(0, static_cast<int64_t>(i));
-          if (warm_start_) q_[matrix.parameter] = Refill(g.q[i], matrix.parameter);
-          matrix.view.copy_(approx[i]);
+          Matrix& matrix = g.matrices[i];
+          const int64_t b = static_cast<int64_t>(i);
+          at::mm_out(matrix.view, g.p.select(0, b), qt.select(0, b));  // the mean, projected
+          if (warm_start_) q_[matrix.parameter] = Refill(g.q.select(0, b), matrix.parameter);
+        }
+        if (error_feedback_) {
+          // What the approximation left out, in one pass over the group (M -= P Q^T):
+          // each parameter's error is a view into it, kept until its next step.
+          g.m.baddbmm_(g.p, qt, /*beta=*/1, /*alpha=*/-1);
+          for (size_t i = 0; i < g.matrices.size(); ++i) {
+            error_[g.matrices[i].parameter] = g.m.select(0, static_cast<int64_t>(i));
+          }
         }
       }
     }
@@ -258,6 +324,22 @@ class PowerSgdHook : public ddplab::CommHook {
         offset += t.numel();
       }
     }
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    if (first_compressed_step_ < 0) first_compressed_step_ = static_cast<double>(bucket.step);
+    gradient_elements_ += gradient_elements;
+    sent_elements_ += sent_elements;
+  }
+
+  // Averages `t` over the ranks in place, as P and Q travel: in bfloat16 when the bf16
+  // plugin is listed too.
+  void Mean(at::Tensor& t) const {
+    if (wire_dtype_ == at::ScalarType::Undefined || wire_dtype_ == t.scalar_type()) {
+      ddplab::StartMean(*context_.process_group, t, context_.nccl).wait();
+      return;
+    }
+    at::Tensor wire = t.to(wire_dtype_);
+    ddplab::StartMean(*context_.process_group, wire, context_.nccl).wait();
+    t.copy_(wire);
   }
 
   // The next step's Q: this step's, with its zero columns (directions P dropped as
@@ -275,12 +357,6 @@ class PowerSgdHook : public ddplab::CommHook {
     return at::where(zero, fill, q);
   }
 
-  // What P or Q travel as: bfloat16 when the bf16 plugin is listed too.
-  at::Tensor Wire(at::Tensor t) const {
-    if (wire_dtype_ == at::ScalarType::Undefined || wire_dtype_ == t.scalar_type()) return t;
-    return t.to(wire_dtype_);
-  }
-
   const int64_t rank_;
   const int64_t start_step_;
   const bool error_feedback_;
@@ -293,8 +369,14 @@ class PowerSgdHook : public ddplab::CommHook {
   int64_t gradient_elements_ = 0, sent_elements_ = 0;
   double first_compressed_step_ = -1;
 #if defined(DDPLAB_CUDA)
-  std::optional<c10::cuda::CUDAStream> stream_;
+  std::optional<c10::cuda::CUDAStream> stream_;  // the worker's
 #endif
+  mutable std::mutex stats_mu_;  // the counters above: the worker writes, Stats reads
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Task> tasks_;
+  bool stopping_ = false;
+  std::thread worker_;  // last: started once everything it uses exists
 };
 
 void Register(ddplab::PluginRegistrar& registrar) {
