@@ -21,11 +21,9 @@ namespace {
 
 using Buckets = std::vector<std::vector<size_t>>;
 
-// A Gloo group of this process alone, rendezvousing on a free local port.
+// A Gloo group of this process alone (its rendezvous store is in memory).
 absl::StatusOr<ProcessGroupPtr> OneProcessGroup() {
-  WorkerEnv env;
-  env.master_port = FreePort();
-  return CreateProcessGroup(env, /*nccl=*/false, std::chrono::seconds(30));
+  return CreateProcessGroup(WorkerEnv(), /*nccl=*/false, std::chrono::seconds(30));
 }
 
 TEST(AssignBucketsTest, FirstBucketSmallThenTheCap) {

@@ -1,12 +1,27 @@
 #include "core/distributed.h"
 
-#include <cstdlib>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <mutex>
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 #if defined(USE_C10D_GLOO)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -32,6 +47,29 @@ absl::StatusOr<int> IntFromEnv(std::initializer_list<const char*> names, int fal
     return n;
   }
   return fallback;
+}
+
+// The ranks span several hosts (as far as the environment tells: Slurm without
+// LOCAL_WORLD_SIZE looks like one node).
+bool SeveralNodes(const WorkerEnv& env) { return env.world_size > env.local_world_size; }
+
+bool IsLoopback(const sockaddr* addr) {
+  if (addr->sa_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(addr)->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (addr->sa_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+  }
+  return false;
+}
+
+std::string Numeric(const addrinfo& a) {
+  char host[NI_MAXHOST];
+  if (getnameinfo(a.ai_addr, a.ai_addrlen, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0) {
+    return "?";
+  }
+  return host;
 }
 
 }  // namespace
@@ -70,24 +108,121 @@ absl::StatusOr<std::optional<WorkerEnv>> WorkerEnvFromEnvironment() {
     return absl::InvalidArgumentError(absl::StrCat("MASTER_PORT ", env.master_port,
                                                    " is not a TCP port"));
   }
+  if (const char* file = std::getenv("DDPLAB_RENDEZVOUS_FILE"); file != nullptr) env.store_file = file;
+  // Exactly Python's str(True), as torch.distributed compares it.
+  if (const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+      agent != nullptr && std::string(agent) == "True") {
+    absl::StatusOr<int> restart = IntFromEnv({"TORCHELASTIC_RESTART_COUNT"}, 0, nullptr);
+    if (!restart.ok()) return restart.status();
+    env.agent_store = true;
+    env.restart_count = *restart;
+  }
   return std::optional<WorkerEnv>(env);
+}
+
+absl::StatusOr<int> ListenSocket(const std::string& address, int port,
+                                 bool reachable_from_other_hosts) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;  // IPv4 or IPv6, as the address says
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve \"", address, "\": ", gai_strerror(rc)));
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owner(found, &freeaddrinfo);
+  std::string error;
+  std::vector<std::string> loopback;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    // A name of this host can resolve to loopback here (Debian's /etc/hosts maps the
+    // hostname to 127.0.1.1) while the other nodes resolve it to the real address: a
+    // store bound there would never see them.
+    if (reachable_from_other_hosts && IsLoopback(a->ai_addr)) {
+      loopback.push_back(Numeric(*a));
+      continue;
+    }
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      error = absl::StrCat("socket: ", std::strerror(errno));
+      continue;
+    }
+    // A restarted job can bind the port while connections of the last one linger.
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) return fd;
+    error = absl::StrCat("cannot listen at ", Numeric(*a), " port ", port, ": ", std::strerror(errno));
+    close(fd);
+  }
+  if (error.empty() && !loopback.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "\"", address, "\" is a loopback address on this host (", absl::StrJoin(loopback, ", "),
+        "), which other hosts cannot reach: give an address of this host that they can"));
+  }
+  return absl::UnavailableError(error.empty() ? absl::StrCat("\"", address, "\" has no address") : error);
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenRendezvousStore(
+    const WorkerEnv& env, std::chrono::milliseconds timeout) {
+  const std::string where = env.store_file.empty()
+                                ? absl::StrCat(env.master_addr, ":", env.master_port)
+                                : env.store_file;
+  try {
+    if (env.world_size == 1) {
+      // No one to meet: nothing to listen on.
+      c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+      store->setTimeout(timeout);
+      return store;
+    }
+    if (!env.store_file.empty()) {
+      c10::intrusive_ptr<c10d::Store> store =
+          c10::make_intrusive<c10d::FileStore>(env.store_file, env.world_size);
+      store->setTimeout(timeout);
+      return store;
+    }
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(env.master_port);
+    // Under torchrun's agent store rank 0 serving too would find the port taken.
+    options.isServer = env.rank == 0 && !env.agent_store;
+    options.numWorkers = static_cast<std::size_t>(env.world_size);
+    options.timeout = timeout;
+    if (options.isServer) {
+      if (compat::kTcpStoreTakesListenFd) {
+        absl::StatusOr<int> fd = ListenSocket(env.master_addr, env.master_port, SeveralNodes(env));
+        if (!fd.ok()) {
+          return absl::Status(fd.status().code(),
+                              absl::StrCat("rank ", env.rank, ": cannot serve the rendezvous at ", where,
+                                           " (MASTER_ADDR:MASTER_PORT): ", fd.status().message()));
+        }
+        compat::SetMasterListenFd(options, *fd);  // the store owns it from here
+      } else if (SeveralNodes(env)) {
+        static std::once_flag said;
+        std::call_once(said, [&] {
+          std::cerr << "ddplab: rank 0: this LibTorch's TCPStore listens on every interface, not only on "
+                    << env.master_addr << " (LibTorch 2.x, whose TCPStoreOptions has masterListenFd, "
+                    << "listens on MASTER_ADDR only)\n";
+        });
+      }
+    }
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    if (env.agent_store) {
+      // As torch.distributed's env:// rendezvous: each restart of the workers meets under
+      // its own prefix of the agent's long-lived store.
+      return c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::PrefixStore>(
+          absl::StrCat("/worker/attempt_", env.restart_count), tcp));
+    }
+    return c10::intrusive_ptr<c10d::Store>(tcp);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("rank ", env.rank, ": rendezvous at ", where,
+                                               " failed: ", compat::WhatWithoutBacktrace(e)));
+  }
 }
 
 absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nccl,
                                                    std::chrono::milliseconds timeout) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<std::uint16_t>(env.master_port);
-  options.isServer = env.rank == 0;
-  options.numWorkers = static_cast<std::size_t>(env.world_size);
-  options.timeout = timeout;
-  c10::intrusive_ptr<c10d::Store> store;
-  try {
-    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("rank ", env.rank, ": rendezvous at ",
-                                               env.master_addr, ":", env.master_port,
-                                               " failed: ", compat::WhatWithoutBacktrace(e)));
-  }
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store_or = OpenRendezvousStore(env, timeout);
+  if (!store_or.ok()) return store_or.status();
+  // Unused in a build with neither NCCL nor Gloo.
+  [[maybe_unused]] const c10::intrusive_ptr<c10d::Store>& store = *store_or;
   try {
     if (nccl) {
 #if defined(USE_C10D_NCCL)
@@ -102,7 +237,9 @@ absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nc
 #if defined(USE_C10D_GLOO)
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
     // On one node Gloo talks over loopback; across nodes over the host's own interface.
-    bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
+    // A rendezvous file means ddplab's launcher on one node.
+    bool loopback = !env.store_file.empty() || env.master_addr == "127.0.0.1" ||
+                    env.master_addr == "localhost";
     gloo_options->devices.push_back(loopback
                                         ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                         : c10d::ProcessGroupGloo::createDefaultDevice());

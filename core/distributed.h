@@ -3,8 +3,23 @@
 // A worker learns its place from the environment, as torchrun, Slurm and mpirun set it:
 // RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE (torchrun and ddplab's launcher);
 // SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS; OMPI_COMM_WORLD_RANK,
-// OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_SIZE. MASTER_ADDR and MASTER_PORT name
-// the rendezvous: rank 0 serves a c10d TCPStore there and every rank connects to it.
+// OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_SIZE.
+//
+// The rendezvous (the c10d store through which the ranks find each other) listens on no
+// more than it must:
+// - ddplab's launcher, on one node, sets DDPLAB_RENDEZVOUS_FILE to a file in a private
+//   directory (mode 0700) it removes when the job ends: the ranks meet through a
+//   c10d::FileStore there, and nothing listens.
+// - under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) the agent already serves a
+//   TCPStore at MASTER_ADDR:MASTER_PORT: every rank is its client, under the prefix
+//   /worker/attempt_<TORCHELASTIC_RESTART_COUNT>, as torch.distributed's env:// does.
+// - otherwise (several nodes, Slurm, mpirun) rank 0 serves a TCPStore at
+//   MASTER_ADDR:MASTER_PORT. Where LibTorch's TCPStoreOptions has masterListenFd (2.x)
+//   rank 0 binds that address itself, so the store listens there only (across nodes, a
+//   MASTER_ADDR that is loopback on rank 0's host is an error); an older LibTorch's
+//   store listens on every interface (said once, on several nodes).
+// The first that applies wins. A world of one process meets no one: its store is in
+// memory.
 //
 //   absl::StatusOr<ddplab::WorkerEnv> env = ddplab::WorkerEnvFromEnvironment();
 //   absl::StatusOr<ddplab::ProcessGroupPtr> group =
@@ -32,6 +47,12 @@ struct WorkerEnv {
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // DDPLAB_RENDEZVOUS_FILE: meet through a FileStore at this path instead of a TCPStore.
+  std::string store_file;
+  // TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent serves the TCPStore; meet there
+  // as clients, under the prefix of this restart (TORCHELASTIC_RESTART_COUNT).
+  bool agent_store = false;
+  int restart_count = 0;
 };
 
 // The worker's place from the environment; std::nullopt when no launcher set one (a
@@ -40,8 +61,19 @@ absl::StatusOr<std::optional<WorkerEnv>> WorkerEnvFromEnvironment();
 
 using ProcessGroupPtr = c10::intrusive_ptr<compat::CollectiveGroup>;
 
-// Rendezvous through a TCPStore at env.master_addr:master_port and create the NCCL
-// (GPU) or Gloo (CPU) process group. Collectives that wait longer than `timeout` fail.
+// The rendezvous store of `env` (see the top of this file), connected; a rank that
+// serves a TCPStore returns once every rank has joined, or fails after `timeout`.
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenRendezvousStore(
+    const WorkerEnv& env, std::chrono::milliseconds timeout);
+
+// A TCP socket bound to `address` (a name, an IPv4 or IPv6 address) and `port`, listening,
+// close-on-exec; the caller owns it. With `reachable_from_other_hosts`, loopback addresses
+// are passed over, and an address that resolves only to loopback is an error.
+absl::StatusOr<int> ListenSocket(const std::string& address, int port,
+                                 bool reachable_from_other_hosts);
+
+// Rendezvous (OpenRendezvousStore) and create the NCCL (GPU) or Gloo (CPU) process group.
+// Collectives that wait longer than `timeout` fail.
 absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nccl,
                                                    std::chrono::milliseconds timeout);
 

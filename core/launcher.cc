@@ -1,6 +1,7 @@
 #include "core/launcher.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -12,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +31,45 @@ std::string Describe(int rank, int status) {
 }
 
 bool Failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+// A directory of mkdtemp's (mode 0700, a name no one else had) under $TMPDIR or /tmp,
+// removed with the files in it when this goes out of scope, however the job ended.
+class PrivateDirectory {
+ public:
+  PrivateDirectory() {
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string pattern =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/ddplab-rendezvous-XXXXXX");
+    std::string name = pattern;  // mkdtemp fills in the Xs, even when it fails
+    if (mkdtemp(name.data()) != nullptr) {
+      path_ = name;
+    } else {
+      error_ = absl::StrCat("cannot create a directory for the rendezvous as ", pattern, ": ",
+                            std::strerror(errno));
+    }
+  }
+  ~PrivateDirectory() {
+    if (path_.empty()) return;
+    // Only files: the workers' FileStore (which may have removed it already).
+    if (DIR* dir = opendir(path_.c_str())) {
+      while (const dirent* entry = readdir(dir)) {
+        const std::string name = entry->d_name;
+        if (name != "." && name != "..") unlink((path_ + "/" + name).c_str());
+      }
+      closedir(dir);
+    }
+    rmdir(path_.c_str());
+  }
+  PrivateDirectory(const PrivateDirectory&) = delete;
+  PrivateDirectory& operator=(const PrivateDirectory&) = delete;
+
+  const std::string& path() const { return path_; }  // empty when it could not be made
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string path_;
+  std::string error_;
+};
 
 }  // namespace
 
@@ -51,6 +93,16 @@ int FreePort() {
 LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
   const int world = options.nproc_per_node * options.nnodes;
   const int port = options.master_port > 0 ? options.master_port : FreePort();
+  // On one node the workers meet through a file only this user can reach, and nothing
+  // listens (c10d's TCPStore server may listen on every interface). Across nodes they
+  // need the TCPStore at master_addr.
+  std::optional<PrivateDirectory> rendezvous;
+  std::string store_file;
+  if (options.nnodes == 1) {
+    rendezvous.emplace();
+    if (rendezvous->path().empty()) return {1, rendezvous->error()};
+    store_file = rendezvous->path() + "/store";
+  }
   std::map<pid_t, int> running;  // pid -> global rank
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -71,6 +123,14 @@ LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& o
       setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node).c_str(), 1);
       setenv("MASTER_ADDR", options.master_addr.c_str(), 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      if (!store_file.empty()) {
+        setenv("DDPLAB_RENDEZVOUS_FILE", store_file.c_str(), 1);
+      } else {
+        unsetenv("DDPLAB_RENDEZVOUS_FILE");
+      }
+      // The workers meet at this launcher's rendezvous, not at the store of a torchrun
+      // agent that may have started the launcher.
+      unsetenv("TORCHELASTIC_USE_AGENT_STORE");
       // A worker ends with the launcher, even when the launcher is killed outright.
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       execv(args[0], args.data());

@@ -6,8 +6,12 @@
 //   if (r.exit_code != 0) std::cerr << r.message;   // "rank 1 exited with code 3"
 //
 // Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
-// MASTER_PORT. When one worker fails (non-zero exit or a signal), the launcher sends the
-// others SIGTERM, then SIGKILL after `grace`, and reports which rank failed and how.
+// MASTER_PORT; on one node (nnodes == 1) also DDPLAB_RENDEZVOUS_FILE, a file in a
+// directory that the launcher makes for the job (mkdtemp under $TMPDIR or /tmp, mode
+// 0700) and removes when it ends, through which the workers meet without listening on
+// any port (see core/distributed.h). When one worker fails (non-zero exit or a signal),
+// the launcher sends the others SIGTERM, then SIGKILL after `grace`, and reports which
+// rank failed and how.
 
 #ifndef DDPLAB_CORE_LAUNCHER_H_
 #define DDPLAB_CORE_LAUNCHER_H_

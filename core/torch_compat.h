@@ -7,9 +7,12 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -57,6 +60,42 @@ inline std::optional<double> WorkDurationMs(const c10::intrusive_ptr<c10d::Work>
   (void)work;
   return std::nullopt;
 #endif
+}
+
+// Whether a TCPStoreOptions-like type has the member masterListenFd (LibTorch 2.x: the
+// server takes over a socket the caller already bound, so the caller chooses the address),
+// and useLibUV. Detected, not inferred from the version number.
+template <typename T, typename = void>
+struct HasMasterListenFd : std::false_type {};
+template <typename T>
+struct HasMasterListenFd<T, std::void_t<decltype(std::declval<T&>().masterListenFd)>>
+    : std::true_type {};
+template <typename T, typename = void>
+struct HasUseLibUV : std::false_type {};
+template <typename T>
+struct HasUseLibUV<T, std::void_t<decltype(std::declval<T&>().useLibUV)>> : std::true_type {};
+
+inline constexpr bool kTcpStoreTakesListenFd = HasMasterListenFd<c10d::TCPStoreOptions>::value;
+
+// Hands the server a listening socket; false (and `options` untouched) where this
+// LibTorch's TCPStore has no masterListenFd. From then on the store owns `fd`, and closes
+// it, even when its constructor throws. A template so that the assignments are compiled
+// only where the members exist.
+template <typename Options>
+bool SetMasterListenFd(Options& options, int fd) {
+  if constexpr (HasMasterListenFd<Options>::value) {
+    options.masterListenFd = fd;
+    if constexpr (HasUseLibUV<Options>::value) {
+      // Before 2.8 the libuv server adopted the fd but never accepted on it (it lacked
+      // uv_listen, pytorch#150215): the clients hung. The classic server takes it.
+      if constexpr (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 8) options.useLibUV = false;
+    }
+    return true;
+  } else {
+    (void)options;
+    (void)fd;
+    return false;
+  }
 }
 
 }  // namespace ddplab::compat

@@ -24,7 +24,6 @@
 #include "absl/time/time.h"
 #include "core/build_flags.h"
 #include "core/ddp_engine.h"
-#include "core/launcher.h"
 #include "core/device_report.h"
 #include "core/nvtx.h"
 #include "core/sgd.h"
@@ -185,13 +184,9 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
   EngineOptions engine_options =
       options.plugins ? options.plugins->ResolveEngineOptions() : EngineOptions();
   if (world > 1 || e.distributed().force_engine()) {
+    // One process alone (no worker environment) meets no one: its store is in memory.
     WorkerEnv env;
-    if (options.worker) {
-      env = *options.worker;
-    } else {
-      env.master_port = 0;  // one process: any free port
-    }
-    if (env.master_port == 0) env.master_port = FreePort();
+    if (options.worker) env = *options.worker;
     // NCCL reads its environment when the communicator is created.
     EnvironmentList nccl_variables = cuda ? NcclEnvironment(e.distributed()) : EnvironmentList();
     // Per-bucket timing on NCCL's stream, when asked for (it costs a little of the step).
