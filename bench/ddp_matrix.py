@@ -4,7 +4,7 @@ alternately, over NVLink and over host memory (NCCL_P2P_DISABLE=1, as a PCIe-onl
 machine), then the table. Run from the repository root after building vit_ddp.
 
   python3 bench/ddp_matrix.py --out DIR [--gpus 2,4] [--transports nvlink,host]
-                              [--configs naive,static_graph,...] [--reps 1]
+                              [--configs naive,static_graph,...] [--reps 1] [--deadline S]
 
 Writes DIR/configs/<key>.json, DIR/ddplab/<key>/<rep>/..., DIR/pytorch/<key>/<rep>.json and
 DIR/ddp.json (bench/results' format, with ratios to the single-GPU step).
@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -54,9 +55,14 @@ TUNED_ENV = {"NCCL_MAX_NCHANNELS": "4"}
 CONFIGS["overlap_tuned"] = (
     "plugin { bucket_sizing { bucket_cap_mb: 25 } } " + LEVERS,
     ["--bucket_cap_mb", "25", "--static_graph", "--gradient_as_bucket_view", "--high_priority_compute"])
+# The same for bf16 with 25 MB buckets: over host memory NCCL's copies through shared
+# memory slow backward down; fewer channels and compute first may leave it more.
+CONFIGS["bf16_tuned"] = (
+    CONFIGS["bf16_cap25"][0], CONFIGS["bf16_cap25"][1] + ["--high_priority_compute"])
+TUNED_FIELDS = "high_priority_compute: true " + " ".join(
+    f'nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in TUNED_ENV.items())
 # config -> (NCCL variables for both, ddplab's distributed fields)
-EXTRA = {"overlap_tuned": (TUNED_ENV, "high_priority_compute: true " + " ".join(
-    f'nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in TUNED_ENV.items()))}
+EXTRA = {"overlap_tuned": (TUNED_ENV, TUNED_FIELDS), "bf16_tuned": (TUNED_ENV, TUNED_FIELDS)}
 
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
 
@@ -91,7 +97,10 @@ def main():
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--measured", type=int, default=20)
+    p.add_argument("--deadline", type=float, default=0,
+                   help="seconds after start: no new run after (0: none); the table still comes")
     a = p.parse_args()
+    start = time.time()
     out = os.path.abspath(a.out)
     for d in ("configs", "ddplab", "pytorch", "logs"):
         os.makedirs(os.path.join(out, d), exist_ok=True)
@@ -128,6 +137,9 @@ def main():
                                       transport=transport, force="force_engine: true" if force else "",
                                       plugins=plugins))
         for rep in range(1, a.reps + 1):
+            if a.deadline and time.time() - start > a.deadline:
+                print(f"deadline: {key} rep {rep} not run", flush=True)
+                continue
             print(f"{key} rep {rep}", flush=True)
             run(["bazel-bin/experiments/vit_ddp", f"--experiment={textproto}",
                  f"--output_dir={out}/ddplab/{key}/{rep}"], f"{out}/logs/ddplab_{key}_{rep}.log")

@@ -70,11 +70,21 @@ void GramSchmidt(at::Tensor& p) {
   }
 }
 
-// Orthonormal columns in float32: the second pass removes what rounding left of the
-// earlier directions ("twice is enough"). One column has no earlier directions: one pass.
+// Orthonormal columns in float32, dependent or zero ones zeroed. One column: normalized
+// (one pass of the above). More: Householder QR, whose Q is orthonormal to rounding
+// without a second pass, in a number of kernel launches that does not grow with the rank
+// (Gram-Schmidt launches several per column, and a bucket's work is bound by launches).
+// Column j of Q is kept, with R's sign so that P = Q R as Gram-Schmidt gives it, where
+// |R_jj| (the part of column j orthogonal to the earlier ones) passes the same threshold.
 void Orthogonalize(at::Tensor& p) {
-  GramSchmidt(p);
-  if (p.size(2) > 1) GramSchmidt(p);
+  if (p.size(2) == 1) {
+    GramSchmidt(p);
+    return;
+  }
+  auto [q, r] = at::linalg_qr(p);  // [batch, rows, rank], [batch, rank, rank]
+  at::Tensor diagonal = r.diagonal(0, 1, 2).unsqueeze(1);  // [batch, 1, rank]
+  at::Tensor threshold = p.norm(2, {1}, /*keepdim=*/true).mul_(kDependentColumn);
+  p.copy_(q.mul_(at::where(diagonal.abs() > threshold, diagonal.sign(), 0.0)));
 }
 
 // The configuration, read once from the PowerSgdConfig message.

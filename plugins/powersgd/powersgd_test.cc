@@ -103,6 +103,27 @@ TEST(PowerSgdHookTest, ErrorFeedbackCarriesTheResidualToTheNextStep) {
     }
   }
 }
+// Rank 4 of a matrix of rank 2: P has two dependent columns. They are dropped (zero), not
+// blown up to unit noise, so P Q^T is still the matrix; a zero gradient gives zero, and
+// nothing is NaN.
+TEST(PowerSgdHookTest, DependentColumnsAreDroppedNotAmplified) {
+  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
+      "plugin { powersgd { rank: 4 min_compression_rate: 0.001 disable_error_feedback: true } }");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EngineOptions options = set->ResolveEngineOptions();
+  std::unique_ptr<CommHook> hook = testing::MakeHook(*set, options);
+  torch::manual_seed(5);
+  at::Tensor m = at::matmul(torch::randn({40, 2}), torch::randn({2, 30}));
+  at::Tensor out = Reduce(*hook, m, 0);
+  EXPECT_FALSE(out.isnan().any().item<bool>());
+  EXPECT_LT(((out - m).norm() / m.norm()).item<double>(), 1e-4);
+  at::Tensor zero = Reduce(*hook, torch::zeros({40, 30}), 1);
+  EXPECT_FALSE(zero.isnan().any().item<bool>());
+  EXPECT_EQ(zero.norm().item<double>(), 0.0);
+  // And the step after the zero one (warm start refilled the dropped columns) is exact again.
+  at::Tensor again = Reduce(*hook, m, 2);
+  EXPECT_LT(((again - m).norm() / m.norm()).item<double>(), 1e-4);
+}
 #endif
 
 }  // namespace
