@@ -70,15 +70,28 @@ void GramSchmidt(at::Tensor& p) {
   }
 }
 
-// Orthonormal columns in float32, dependent or zero ones zeroed. One column: normalized
-// (one pass of the above). More: Householder QR, whose Q is orthonormal to rounding
-// without a second pass, in a number of kernel launches that does not grow with the rank
-// (Gram-Schmidt launches several per column, and a bucket's work is bound by launches).
-// Column j of Q is kept, with R's sign so that P = Q R as Gram-Schmidt gives it, where
-// |R_jj| (the part of column j orthogonal to the earlier ones) passes the same threshold.
+// Orthonormal columns in float32, dependent or zero ones zeroed, for a batch of matrices.
+// - One column: normalized (one pass of the above).
+// - A few matrices (a bucket of some tens of MB holds one or two of a shape): Householder
+//   QR, orthonormal to rounding without a second pass, in a number of launches that does
+//   not grow with the rank, where Gram-Schmidt launches several per column and a small
+//   bucket's work is bound by launches (4 H200, rank 4, 25 MB buckets: 0.56 -> 0.81 of
+//   one GPU). Column j of Q is kept, with R's sign so that P = Q R as Gram-Schmidt gives
+//   it, where |R_jj| (the part of column j orthogonal to the earlier ones) passes the
+//   same threshold.
+// - Many matrices (one large bucket): two passes of batched Gram-Schmidt, whose launches
+//   do not grow with the batch; LibTorch's QR runs one solver call per matrix (rank 4,
+//   one 2000 MB bucket: 0.85 with Gram-Schmidt, 0.80 with QR).
+constexpr int64_t kMostMatricesForQr = 4;
+
 void Orthogonalize(at::Tensor& p) {
   if (p.size(2) == 1) {
     GramSchmidt(p);
+    return;
+  }
+  if (p.size(0) > kMostMatricesForQr) {
+    GramSchmidt(p);
+    GramSchmidt(p);  // what rounding left of the earlier directions ("twice is enough")
     return;
   }
   auto [q, r] = at::linalg_qr(p);  // [batch, rows, rank], [batch, rank, rank]

@@ -124,6 +124,39 @@ TEST(PowerSgdHookTest, DependentColumnsAreDroppedNotAmplified) {
   at::Tensor again = Reduce(*hook, m, 2);
   EXPECT_LT(((again - m).norm() / m.norm()).item<double>(), 1e-4);
 }
+// Many matrices of one shape in a bucket (the batched Gram-Schmidt path, not QR): each of
+// rank 2 under rank 4 comes back whole.
+TEST(PowerSgdHookTest, ManyMatricesOfOneShapeWithDependentColumns) {
+  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
+      "plugin { powersgd { rank: 4 min_compression_rate: 0.001 disable_error_feedback: true } }");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EngineOptions options = set->ResolveEngineOptions();
+  std::unique_ptr<CommHook> hook = testing::MakeHook(*set, options);
+  torch::manual_seed(6);
+  std::vector<at::Tensor> parts;
+  for (int k = 0; k < 6; ++k) parts.push_back(at::matmul(torch::randn({20, 2}), torch::randn({2, 16})));
+  GradBucket bucket;
+  std::vector<at::Tensor> flat;
+  int64_t position = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    bucket.offsets.push_back(position);
+    bucket.sizes.push_back(parts[k].sizes().vec());
+    bucket.parameters.push_back(k);
+    flat.push_back(parts[k].reshape(-1));
+    position += parts[k].numel();
+  }
+  bucket.buffer = at::cat(flat);
+  c10::intrusive_ptr<c10::ivalue::Future> future = hook->Run(bucket);
+  future->wait();
+  at::Tensor out = future->value().toTensor();
+  EXPECT_FALSE(out.isnan().any().item<bool>());
+  int64_t offset = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    at::Tensor got = out.narrow(0, offset, parts[k].numel()).view(parts[k].sizes());
+    offset += parts[k].numel();
+    EXPECT_LT(((got - parts[k]).norm() / parts[k].norm()).item<double>(), 1e-4) << k;
+  }
+}
 #endif
 
 }  // namespace
