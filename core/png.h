@@ -1,6 +1,7 @@
 // A small RGB canvas that draws rectangles and 5x7 text and encodes itself as PNG, for
-// charts without a graphics library. The PNG uses stored (uncompressed) deflate blocks:
-// every decoder reads it, and it needs no zlib.
+// charts without a graphics library. The PNG's deflate stream is written here (fixed
+// Huffman codes, runs coded as copies): every decoder reads it, it needs no zlib, and a
+// chart of flat colours comes out some tens of KB rather than megabytes.
 #ifndef DDPLAB_CORE_PNG_H_
 #define DDPLAB_CORE_PNG_H_
 
