@@ -376,17 +376,31 @@ absl::Status DataParallelEngine::EndBackward() {
   }
 #endif
   if (timed) s.timed_works.emplace_back();
-  for (Bucket& b : s.buckets) {
+  std::string hook_error;  // the first bucket's, once every bucket is done with
+  for (size_t i = 0; i < s.buckets.size(); ++i) {
+    Bucket& b = s.buckets[i];
     if (timed) s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
     if (b.mean) {
       b.mean->wait();
       if (b.wire.defined()) b.buffer.copy_(b.wire);
     } else if (b.future) {
       b.future->wait();
+      if (b.future->hasError()) {
+        if (hook_error.empty()) {
+          hook_error = absl::StrCat("the communication hook failed on bucket ", i, " of step ",
+                                    s.synced_steps, ": ", b.future->tryRetrieveErrorMessage());
+        }
+        continue;
+      }
       c10::IValue value = b.future->value();
       at::Tensor result = value.isTensor() ? value.toTensor() : value.toTensorVector().at(0);
       if (!result.is_same(b.buffer)) b.buffer.copy_(result);
     }
+  }
+  if (!hook_error.empty()) {
+    // c10::Error's message goes on with a C++ backtrace: not for a person.
+    if (size_t cut = hook_error.find("\nException raised from"); cut != std::string::npos) hook_error.resize(cut);
+    return absl::InternalError(hook_error);
   }
   // Sampled steps: the exact means, started only now that every bucket's own reduction
   // is done. A hook may issue its collectives from a thread of its own; starting these

@@ -105,6 +105,40 @@ TEST(DataParallelEngineTest, OneProcessKeepsTheLocalGradientsWithoutBuckets) {
   EXPECT_EQ(engine.stats().bucket_memory_bytes, 0);
 }
 
+// A hook that fails (its future holds an error) is the step's error, naming the bucket,
+// once every bucket's future is done; not an exception out of the engine.
+class FailingHook : public CommHook {
+ public:
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+    if (bucket.index == 0) {
+      future->setError(std::make_exception_ptr(std::runtime_error("no wire today")));
+    } else {
+      future->markCompleted(c10::IValue(bucket.buffer));
+    }
+    return future;
+  }
+};
+
+TEST(DataParallelEngineTest, AFailingHookIsTheStepsError) {
+  REQUIRE_GLOO();
+  absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();
+  ASSERT_TRUE(group.ok()) << group.status();
+  at::Tensor p0 = torch::ones({4}).requires_grad_();
+  at::Tensor p1 = torch::ones({4}).requires_grad_();
+  EngineOptions options;
+  options.bucket_cap_bytes = 1;
+  options.first_bucket_cap_bytes = 1;
+  DataParallelEngine engine({p0, p1}, *group, options,
+                            [](const CommContext&) { return std::make_unique<FailingHook>(); });
+  engine.ZeroGrad();
+  engine.BeginStep(true);
+  (p0 * p1).sum().backward();
+  absl::Status s = engine.EndBackward();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(s.message(), "the communication hook failed on bucket 0 of step 0: no wire today");
+}
+
 TEST(DataParallelEngineTest, MissingGradientIsAnError) {
   REQUIRE_GLOO();
   absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();

@@ -157,6 +157,24 @@ TEST(PowerSgdHookTest, ManyMatricesOfOneShapeWithDependentColumns) {
     EXPECT_LT(((got - parts[k]).norm() / parts[k].norm()).item<double>(), 1e-4) << k;
   }
 }
+// The hook reduces on a thread of its own: what goes wrong there comes back as the
+// future's error (not a crash, not a hang), and the hook still serves the next bucket.
+TEST(PowerSgdHookTest, AnErrorOnTheHooksThreadIsTheFuturesError) {
+  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
+      "plugin { powersgd { rank: 1 min_compression_rate: 0.001 } }");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EngineOptions options = set->ResolveEngineOptions();
+  std::unique_ptr<CommHook> hook = testing::MakeHook(*set, options);
+  GradBucket bad = testing::OneGradientBucket(torch::randn({6, 5}), 0);
+  bad.offsets[0] = 1000;  // past the end of the buffer
+  c10::intrusive_ptr<c10::ivalue::Future> future = hook->Run(bad);
+  future->wait();
+  EXPECT_TRUE(future->hasError());
+  at::Tensor m = torch::randn({6, 5});
+  at::Tensor out = Reduce(*hook, m, 1);
+  EXPECT_EQ(out.sizes(), m.sizes());
+  EXPECT_FALSE(out.isnan().any().item<bool>());
+}
 #endif
 
 }  // namespace
