@@ -87,6 +87,29 @@ def run(cmd, log, env=None):
     return code
 
 
+def prepare_output(path):
+    """The run directory's layout (summarize.py reads it) and the environment record."""
+    out = os.path.abspath(path)
+    for d in ("configs", "ddplab", "pytorch", "logs"):
+        os.makedirs(os.path.join(out, d), exist_ok=True)
+    with open(os.path.join(out, "environment.json"), "w") as f:
+        json.dump(environment.environment(), f, indent=1)
+    return out
+
+
+def pytorch_command(gpus, warmup, measured, output, ddp_args):
+    """PyTorch's reference run: one process, or torchrun for several GPUs; `ddp_args`
+    None for no DDP wrapper (the single-GPU baseline)."""
+    py = [sys.executable, os.path.join(HERE, "pytorch_vit.py"), "--warmup", str(warmup),
+          "--measured", str(measured), "--output", output]
+    if ddp_args is not None:
+        py += ["--ddp"] + ddp_args
+    if gpus > 1:
+        py = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+              f"--nproc_per_node={gpus}"] + py[1:]
+    return py
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -101,11 +124,7 @@ def main():
                    help="seconds after start: no new run after (0: none); the table still comes")
     a = p.parse_args()
     start = time.time()
-    out = os.path.abspath(a.out)
-    for d in ("configs", "ddplab", "pytorch", "logs"):
-        os.makedirs(os.path.join(out, d), exist_ok=True)
-    with open(os.path.join(out, "environment.json"), "w") as f:
-        json.dump(environment.environment(), f, indent=1)
+    out = prepare_output(a.out)
 
     runs = []  # (key, meta, ddplab plugins, pytorch args, transport env, force engine)
     for base in filter(None, a.baselines.split(",")):
@@ -144,15 +163,8 @@ def main():
             run(["bazel-bin/experiments/vit_ddp", f"--experiment={textproto}",
                  f"--output_dir={out}/ddplab/{key}/{rep}"], f"{out}/logs/ddplab_{key}_{rep}.log")
             os.makedirs(f"{out}/pytorch/{key}", exist_ok=True)
-            cmd_env = dict(os.environ, **env)
-            py = [sys.executable, os.path.join(HERE, "pytorch_vit.py"), "--warmup", str(a.warmup),
-                  "--measured", str(a.measured), "--output", f"{out}/pytorch/{key}/{rep}.json"]
-            if args is not None:
-                py += ["--ddp"] + args
-            if meta["gpus"] > 1:
-                py = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                      f"--nproc_per_node={meta['gpus']}"] + py[1:]
-            run(py, f"{out}/logs/pytorch_{key}_{rep}.log", env=cmd_env)
+            py = pytorch_command(meta["gpus"], a.warmup, a.measured, f"{out}/pytorch/{key}/{rep}.json", args)
+            run(py, f"{out}/logs/pytorch_{key}_{rep}.log", env=dict(os.environ, **env))
 
     subprocess.check_call([sys.executable, os.path.join(HERE, "summarize.py"), "--name", "ddp",
                            "--dir", out, "--output", os.path.join(out, "ddp.json")])

@@ -21,8 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import environment  # noqa: E402
-from ddp_matrix import CONFIGS, EXTRA, TRANSPORTS, run  # noqa: E402
+from ddp_matrix import CONFIGS, EXTRA, TRANSPORTS, prepare_output, pytorch_command, run  # noqa: E402
 
 # PyTorch's counterparts, most wanted first (the acceptance rows of the issues).
 PRIORITY = ["single_gpu", "ddp_1gpu", "overlap_tuned", "bucket_caps_25mb", "bucket_caps_100mb",
@@ -54,11 +53,7 @@ def main():
     p.add_argument("--deadline", type=float, default=540, help="seconds after start: no new run after")
     a = p.parse_args()
     start = time.time()
-    out = os.path.abspath(a.out)
-    for d in ("configs", "ddplab", "pytorch", "logs"):
-        os.makedirs(os.path.join(out, d), exist_ok=True)
-    with open(os.path.join(out, "environment.json"), "w") as f:
-        json.dump(environment.environment(), f, indent=1)
+    out = prepare_output(a.out)
 
     t0 = time.time()
     with open(os.path.join(out, "suite.txt"), "w") as f:
@@ -105,13 +100,8 @@ def main():
         nccl_env = EXTRA.get(config, ({}, ""))[0]
         env.update(nccl_env)
         os.makedirs(f"{out}/pytorch/{name}", exist_ok=True)
-        py = [sys.executable, os.path.join(HERE, "pytorch_vit.py"), "--warmup", "10",
-              "--measured", str(meta["measured_steps"]), "--output", f"{out}/pytorch/{name}/1.json"]
-        if base != "single_gpu":
-            py += ["--ddp"] + CONFIGS[config][1]
-        if meta["gpus"] > 1:
-            py = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                  f"--nproc_per_node={meta['gpus']}"] + py[1:]
+        py = pytorch_command(meta["gpus"], 10, meta["measured_steps"], f"{out}/pytorch/{name}/1.json",
+                             None if base == "single_gpu" else CONFIGS[config][1])
         print(f"pytorch {name}", flush=True)
         run(py, f"{out}/logs/pytorch_{name}.log", env=env)
 

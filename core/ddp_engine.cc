@@ -388,7 +388,8 @@ absl::Status DataParallelEngine::EndBackward() {
       if (b.future->hasError()) {
         if (hook_error.empty()) {
           hook_error = absl::StrCat("the communication hook failed on bucket ", i, " of step ",
-                                    s.synced_steps, ": ", b.future->tryRetrieveErrorMessage());
+                                    s.synced_steps, ": ",
+                                    compat::WithoutBacktrace(b.future->tryRetrieveErrorMessage()));
         }
         continue;
       }
@@ -397,11 +398,7 @@ absl::Status DataParallelEngine::EndBackward() {
       if (!result.is_same(b.buffer)) b.buffer.copy_(result);
     }
   }
-  if (!hook_error.empty()) {
-    // c10::Error's message goes on with a C++ backtrace: not for a person.
-    if (size_t cut = hook_error.find("\nException raised from"); cut != std::string::npos) hook_error.resize(cut);
-    return absl::InternalError(hook_error);
-  }
+  if (!hook_error.empty()) return absl::InternalError(hook_error);
   // Sampled steps: the exact means, started only now that every bucket's own reduction
   // is done. A hook may issue its collectives from a thread of its own; starting these
   // from this thread while it does could order the collectives differently on each rank.

@@ -7,17 +7,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/launcher.h"
+#include "core/testing/gloo.h"
 #include "gtest/gtest.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 namespace ddplab {
 namespace {
-
-#if defined(USE_C10D_GLOO)
-#define REQUIRE_GLOO()
-#else
-#define REQUIRE_GLOO() GTEST_SKIP() << "this build's LibTorch has no Gloo"
-#endif
 
 using Buckets = std::vector<std::vector<size_t>>;
 

@@ -23,16 +23,11 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "core/launcher.h"
+#include "core/testing/gloo.h"
 #include "gtest/gtest.h"
 
 namespace ddplab {
 namespace {
-
-#if defined(USE_C10D_GLOO)
-#define REQUIRE_GLOO()
-#else
-#define REQUIRE_GLOO() GTEST_SKIP() << "this build's LibTorch has no Gloo"
-#endif
 
 class WorkerEnvTest : public ::testing::Test {
  protected:

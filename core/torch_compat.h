@@ -39,12 +39,12 @@ using CollectiveGroup = c10d::Backend;
 using CollectiveGroup = c10d::ProcessGroup;
 #endif
 
-// An exception's message without the C++ backtrace that c10::Error appends.
-inline std::string WhatWithoutBacktrace(const std::exception& e) {
-  std::string what = e.what();
-  if (size_t cut = what.find("\nException raised from"); cut != std::string::npos) what.resize(cut);
-  return what;
+// A c10::Error message without the C++ backtrace that c10 appends to it.
+inline std::string WithoutBacktrace(std::string message) {
+  if (size_t cut = message.find("\nException raised from"); cut != std::string::npos) message.resize(cut);
+  return message;
 }
+inline std::string WhatWithoutBacktrace(const std::exception& e) { return WithoutBacktrace(e.what()); }
 
 // Milliseconds a finished collective took on its stream, where c10d measures it (NCCL
 // with TORCH_NCCL_ENABLE_TIMING=1 since LibTorch 2.1); nullopt elsewhere. Call only once

@@ -278,10 +278,10 @@ class PowerSgdHook : public ddplab::CommHook {
     int64_t p_elements = 0, q_elements = 0;
     for (auto& [shape, matrices] : by_shape) {
       Group g;
-      g.matrices = matrices;
+      g.matrices = std::move(matrices);
       g.r = std::min({rank_, shape[0], shape[1]});
-      p_elements += static_cast<int64_t>(matrices.size()) * shape[0] * g.r;
-      q_elements += static_cast<int64_t>(matrices.size()) * shape[1] * g.r;
+      p_elements += static_cast<int64_t>(g.matrices.size()) * shape[0] * g.r;
+      q_elements += static_cast<int64_t>(g.matrices.size()) * shape[1] * g.r;
       groups.push_back(std::move(g));
     }
     if (!groups.empty()) {
