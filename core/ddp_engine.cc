@@ -271,6 +271,11 @@ void DataParallelEngine::UpdateBucketStats() {
 
 DataParallelEngine::~DataParallelEngine() = default;
 
+absl::Status DataParallelEngine::ShutDown() {
+  state_->hook.reset();
+  return ShutDownProcessGroup(*state_->group);
+}
+
 void DataParallelEngine::BroadcastParameters() {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> flat{at::cat(

@@ -102,6 +102,10 @@ class DataParallelEngine {
   void FinishTiming();
 
   const EngineStats& stats() const { return stats_; }
+  // After the last step, on every rank: ends the hook (and any thread of its) and the
+  // process group's communicators. Nothing is reduced after it.
+  absl::Status ShutDown();
+
   // The communication hook's own figures (CommHook::Stats), if there is a hook.
   std::map<std::string, double> hook_stats() const;
   // The parameters of each bucket (indices into `params`), in launch order.

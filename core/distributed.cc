@@ -257,6 +257,20 @@ absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nc
   }
 }
 
+absl::Status ShutDownProcessGroup([[maybe_unused]] compat::CollectiveGroup& group) {
+#if defined(USE_C10D_NCCL)
+  if (auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(&group)) {
+    try {
+      compat::ShutDown(*nccl);
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("shutting the NCCL process group down failed: ",
+                                              compat::WhatWithoutBacktrace(e)));
+    }
+  }
+#endif
+  return absl::OkStatus();
+}
+
 EnvironmentList NcclEnvironment(const v1::Distributed& distributed) {
   EnvironmentList env;
   switch (distributed.transport()) {

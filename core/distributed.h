@@ -77,6 +77,11 @@ absl::StatusOr<int> ListenSocket(const std::string& address, int port,
 absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nccl,
                                                    std::chrono::milliseconds timeout);
 
+// After the last collective of every rank: ends an NCCL group's communicators (as
+// torch.distributed.destroy_process_group() does); nothing for Gloo. Only on the normal
+// path: it waits for the group's outstanding collectives.
+absl::Status ShutDownProcessGroup(compat::CollectiveGroup& group);
+
 using EnvironmentList = std::vector<std::pair<std::string, std::string>>;
 
 // NCCL's environment for an experiment: its transport's variables (host memory:

@@ -200,8 +200,18 @@ std::string Recommend(const SuiteReport& report) {
 }
 
 std::string RenderChartPng(const SuiteReport& report) {
-  const int scale = 2, bar_h = 22, gap = 8, left = 16, label_w = 320, right = 170;
-  const int width = left + label_w + 420 + right;
+  // Each label in full (up to kMostLabelChars): the column is as wide as the longest.
+  constexpr size_t kMostLabelChars = 64;
+  const int scale = 2, bar_h = 22, gap = 8, left = 16, bars_w = 420, right = 170;
+  const auto label_of = [](const ReportRow& r) {
+    std::string label = r.gpus > 1 ? absl::StrCat(r.experiment, " x", r.gpus) : r.experiment;
+    if (label.size() > kMostLabelChars) label = label.substr(0, kMostLabelChars);
+    return label;
+  };
+  size_t longest = 8;
+  for (const ReportRow& r : report.rows) longest = std::max(longest, label_of(r).size());
+  const int label_w = static_cast<int>(longest) * 6 * scale + 16;
+  const int width = left + label_w + bars_w + right;
   const int top = 44;
   const int height = top + static_cast<int>(report.rows.size()) * (bar_h + gap) + 16;
   Canvas canvas(width, height, Rgb{255, 255, 255});
@@ -212,10 +222,8 @@ std::string RenderChartPng(const SuiteReport& report) {
   for (size_t i = 0; i < report.rows.size(); ++i) {
     const ReportRow& r = report.rows[i];
     const int y = top + static_cast<int>(i) * (bar_h + gap);
-    std::string label = r.gpus > 1 ? absl::StrCat(r.experiment, " x", r.gpus) : r.experiment;
-    if (label.size() > 26) label = label.substr(0, 26);
-    canvas.Text(left, y + 4, label, Rgb{0, 0, 0}, scale);
-    const int w = max_rate > 0 ? static_cast<int>(420 * r.steps_per_s / max_rate) : 0;
+    canvas.Text(left, y + 4, label_of(r), Rgb{0, 0, 0}, scale);
+    const int w = max_rate > 0 ? static_cast<int>(bars_w * r.steps_per_s / max_rate) : 0;
     canvas.FillRect(left + label_w, y, std::max(w, 1), bar_h, r.gpus == 1 ? single : r.gradient_error ? lossy : lossless);
     canvas.Text(left + label_w + w + 8, y + 4, absl::StrFormat("%.2f", r.steps_per_s), Rgb{0, 0, 0}, scale);
   }

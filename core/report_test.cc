@@ -48,6 +48,26 @@ TEST(ReportTest, RatiosAgainstTheSingleProcessRunAndNaive) {
   EXPECT_EQ(report.rows[0].transport, "-");
 }
 
+// The chart's label column fits the longest name (the default suite's are up to 40
+// characters): a name is never cut short, and the chart grows with it.
+TEST(ReportTest, ChartLabelsAreNotCutShort) {
+  const auto png_width = [](const std::string& png) {
+    // IHDR follows the 8-byte signature and the chunk's length and type: width, big-endian.
+    EXPECT_GE(png.size(), 24u);
+    uint32_t w = 0;
+    for (int i = 16; i < 20; ++i) w = (w << 8) | static_cast<uint8_t>(png[i]);
+    return w;
+  };
+  std::vector<v1::RunResult> runs = Runs();
+  const uint32_t short_width = png_width(RenderChartPng(MakeReport(runs)));
+  const std::string name = "static_graph_bucket_view_host_memory";  // 36 characters, " x4" after it
+  runs[1].set_experiment(name);
+  const uint32_t long_width = png_width(RenderChartPng(MakeReport(runs)));
+  // 5x7 glyphs drawn twice their size, one column between: 12 pixels a character.
+  EXPECT_GE(long_width, short_width + 12 * (name.size() + 3 - std::string("naive_ddp x4").size()));
+  EXPECT_GE(long_width, 12 * (name.size() + 3));
+}
+
 // Every figure of the Markdown table is the JSON's, printed as the table prints it.
 TEST(ReportTest, TheTablesFiguresEqualTheJsons) {
   SuiteReport report = MakeReport(Runs());

@@ -98,6 +98,26 @@ bool SetMasterListenFd(Options& options, int fd) {
   }
 }
 
+// Ends a process group's communicators after its last collective, as
+// torch.distributed.destroy_process_group() does, where the group has shutdown()
+// (ProcessGroupNCCL in LibTorch 2.x, which otherwise warns at exit that it was never
+// destroyed); false where it has none (LibTorch 1.13), and there is nothing to end.
+template <typename Group, typename = void>
+struct HasShutdown : std::false_type {};
+template <typename Group>
+struct HasShutdown<Group, std::void_t<decltype(std::declval<Group&>().shutdown())>> : std::true_type {};
+
+template <typename Group>
+bool ShutDown(Group& group) {
+  if constexpr (HasShutdown<Group>::value) {
+    group.shutdown();
+    return true;
+  } else {
+    (void)group;
+    return false;
+  }
+}
+
 }  // namespace ddplab::compat
 
 #endif  // DDPLAB_CORE_TORCH_COMPAT_H_

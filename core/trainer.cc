@@ -395,6 +395,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     r.set_wire_bytes(stats.wire_bytes);
     r.set_wire_dtype(stats.wire_dtype);
     for (const auto& [name, value] : engine->hook_stats()) (*r.mutable_hook_stats())[name] = value;
+    if (absl::Status s = engine->ShutDown(); !s.ok()) return s;
   }
   r.set_transport(v1::Distributed::Transport_Name(e.distributed().transport()));
   if (options.plugins) {
