@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import environment  # noqa: E402
 
-# name -> (transport, bucket cap MB, NCCL variables, high-priority compute)
+# name -> (transport, bucket cap MB, NCCL variables, high-priority compute[, more plugins])
 VARIANTS = {
     "nvlink_cap25": ("NVLINK", 25, {}, False),
     "nvlink_cap25_cta_efficiency": ("NVLINK", 25, {"NCCL_CTA_POLICY": "1"}, False),
@@ -45,6 +45,17 @@ VARIANTS = {
     "host_cap100_high_priority": ("HOST_MEMORY", 100, {}, True),
     "host_cap25": ("HOST_MEMORY", 25, {}, False),
     "host_cap25_shm_copy_engine": ("HOST_MEMORY", 25, {"NCCL_SHM_USE_CUDA_MEMCPY": "1"}, False),
+    # Nothing exchanged (the no_communication diagnostic): what is left of the step's
+    # slowdown against one GPU is the engine's and the processes', not communication's.
+    "cap25_no_communication": ("NVLINK", 25, {}, False, "plugin { no_communication {} }"),
+    "cap25_high_priority_no_communication": ("NVLINK", 25, {}, True, "plugin { no_communication {} }"),
+    # PowerSGD rank 1 on few NCCL channels with compute first (its all-reduces are small).
+    "powersgd_rank1_cap25": ("NVLINK", 25, {}, False, "plugin { powersgd { rank: 1 } }"),
+    "powersgd_rank1_cap25_tuned": (
+        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { rank: 1 } }"),
+    "host_powersgd_rank1_cap25_tuned": (
+        "HOST_MEMORY", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { rank: 1 } }"),
+    "bf16_host_cap25_tuned": ("HOST_MEMORY", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { bf16 {} }"),
 }
 
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment
@@ -61,6 +72,7 @@ profiling {{ bucket_timing: true }}
 plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }}
 plugin {{ static_graph {{}} }}
 plugin {{ bucket_view {{}} }}
+{more}
 """
 
 
@@ -78,12 +90,13 @@ def main():
         json.dump(environment.environment(), f, indent=1)
     rows = []
     for name in a.variants.split(","):
-        transport, cap, env, high = VARIANTS[name]
+        transport, cap, env, high, *more = VARIANTS[name]
         lines = "".join(f'  nccl_env {{ name: "{k}" value: "{v}" }}\n' for k, v in env.items())
         path = os.path.join(out, name + ".textproto")
         with open(path, "w") as f:
             f.write(EXPERIMENT.format(name=name, measured=a.measured, gpus=a.gpus, transport=transport,
-                                      high="true" if high else "false", env=lines, cap=cap))
+                                      high="true" if high else "false", env=lines, cap=cap,
+                                      more="".join(more)))
         log = os.path.join(out, name + ".log")
         with open(log, "w") as f:
             try:

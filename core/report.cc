@@ -87,6 +87,7 @@ SuiteReport MakeReport(const std::vector<v1::RunResult>& runs) {
     }
     row.peak_memory_gib = r.peak_memory_gib();
     if (r.gradient_error_samples() > 0) row.gradient_error = r.gradient_error();
+    row.no_communication = r.hook_stats().count("no_communication") > 0;
     report.rows.push_back(row);
   }
   return report;
@@ -179,10 +180,11 @@ std::string RecommendAmong(const std::vector<const ReportRow*>& rows) {
 }  // namespace
 
 std::string Recommend(const SuiteReport& report) {
-  // Runs of several processes by transport, in the order they ran.
+  // Runs of several processes by transport, in the order they ran; not the diagnostic
+  // runs that exchange nothing.
   std::vector<std::pair<std::string, std::vector<const ReportRow*>>> groups;
   for (const ReportRow& r : report.rows) {
-    if (r.gpus <= 1) continue;
+    if (r.gpus <= 1 || r.no_communication) continue;
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == r.transport; });
     if (it == groups.end()) {
       groups.push_back({r.transport, {}});

@@ -68,6 +68,21 @@ TEST(ReportTest, ChartLabelsAreNotCutShort) {
   EXPECT_GE(long_width, 12 * (name.size() + 3));
 }
 
+// The no_communication diagnostic exchanges nothing: however fast, it is never the
+// recommendation.
+TEST(ReportTest, NeverRecommendsARunThatExchangedNothing) {
+  std::vector<v1::RunResult> runs = Runs();
+  runs.push_back(::ddplab::Run("no_communication", 4, 12.4, true));
+  (*runs.back().mutable_hook_stats())["no_communication"] = 1;
+  SuiteReport report = MakeReport(runs);
+  ASSERT_EQ(report.rows.size(), 4u);
+  EXPECT_TRUE(report.rows[3].no_communication);
+  EXPECT_FALSE(report.rows[2].no_communication);
+  const std::string text = Recommend(report);
+  EXPECT_EQ(text.find("no_communication"), std::string::npos) << text;
+  EXPECT_NE(text.find("bf16 is the fastest"), std::string::npos) << text;
+}
+
 // Every figure of the Markdown table is the JSON's, printed as the table prints it.
 TEST(ReportTest, TheTablesFiguresEqualTheJsons) {
   SuiteReport report = MakeReport(Runs());

@@ -8,6 +8,7 @@ PLUGINS = [
     "bf16",
     "bucket_sizing",
     "bucket_view",
+    "no_communication",
     "powersgd",
     "static_graph",
 ]
