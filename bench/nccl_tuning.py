@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """On a GPU machine: what NCCL's settings and the compute stream's priority do to
-ddplab's lossless data-parallel step (static graph, bucket views), over NVLink and over
-host memory. Each variant is an experiment file (distributed.nccl_env,
+ddplab's data-parallel step (static graph, bucket views; some variants add a compression
+plugin or the no_communication diagnostic), over NVLink and over host memory. Each variant is an experiment file (distributed.nccl_env,
 distributed.high_priority_compute), so the one that wins is one a user can write.
 Run from the repository root after building vit_ddp.
 
@@ -114,7 +114,7 @@ def main():
             r = json.load(f)
         busbw = r.get("bucket_busbw_gbps", [])
         row = {"variant": name, "transport": transport, "bucket_cap_mb": cap, "nccl_env": env,
-               "high_priority_compute": high, "steps_per_s": r["steps_per_s"],
+               "high_priority_compute": high, "plugins": "".join(more), "steps_per_s": r["steps_per_s"],
                "backward_ms": r["phases"]["backward_ms"], "step_ms": r["phases"]["step_ms"],
                "exposed_comm_ms": r.get("exposed_comm_ms", 0.0),
                "mean_busbw_gbps": sum(busbw) / len(busbw) if busbw else 0.0,

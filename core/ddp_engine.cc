@@ -84,6 +84,7 @@ struct DataParallelEngine::State {
   size_t next_to_launch = 0;
   bool sync = false;
   std::string error;  // found by a hook, reported by EndBackward
+  bool shut_down = false;  // ShutDown was called: no more steps
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
 #if defined(DDPLAB_CUDA)
   // (end of backward, last bucket reduced) per timed step, read in FinishTiming.
@@ -272,8 +273,11 @@ void DataParallelEngine::UpdateBucketStats() {
 DataParallelEngine::~DataParallelEngine() = default;
 
 absl::Status DataParallelEngine::ShutDown() {
-  state_->hook.reset();
-  return ShutDownProcessGroup(*state_->group);
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.shut_down) return absl::OkStatus();
+  s.shut_down = true;
+  return ShutDownProcessGroup(*s.group);
 }
 
 void DataParallelEngine::BroadcastParameters() {
@@ -295,9 +299,19 @@ void DataParallelEngine::BroadcastParameters() {
 void DataParallelEngine::ZeroGrad() {
   State& s = *state_;
   if (s.view_mode() && !s.identity()) {
-    for (Bucket& b : s.buckets) b.buffer.zero_();
+    // A parameter that receives a gradient each step starts the step with none: autograd
+    // then hands over its gradient without a kernel, and MarkReady copies it into the
+    // bucket and makes the view the gradient again (one pass over the gradient) instead
+    // of zeroing the bucket and adding into it (two passes, three times the bytes).
+    // Only the others keep a zeroed view.
     for (size_t i = 0; i < s.params.size(); ++i) {
-      s.params[i].mutable_grad() = s.buckets[s.bucket_of[i]].views[s.slot_of[i]];
+      at::Tensor& view = s.buckets[s.bucket_of[i]].views[s.slot_of[i]];
+      if (s.expected[i]) {
+        s.params[i].mutable_grad() = at::Tensor();
+      } else {
+        view.zero_();
+        s.params[i].mutable_grad() = view;
+      }
     }
     return;
   }
@@ -321,13 +335,21 @@ void DataParallelEngine::BeginStep(bool sync) {
     s.group->broadcast(tensors)->wait();
     shared = shared.cpu();
     for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<size_t>(shared[k].item<int64_t>());
+    // Gradients so far (accumulated micro-steps) move into the new buckets; a parameter
+    // without one (ZeroGrad just dropped it) stays without.
     std::vector<at::Tensor> grads;
     if (s.view_mode()) {
-      for (const at::Tensor& p : s.params) grads.push_back(p.grad().clone());
+      for (const at::Tensor& p : s.params) grads.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
     }
     s.Build(order);
     if (s.view_mode()) {
-      for (size_t i = 0; i < s.params.size(); ++i) s.params[i].mutable_grad().copy_(grads[i]);
+      for (size_t i = 0; i < s.params.size(); ++i) {
+        if (grads[i].defined()) {
+          s.params[i].mutable_grad().copy_(grads[i]);
+        } else {
+          s.params[i].mutable_grad() = at::Tensor();
+        }
+      }
     }
     s.rebuilt = true;
     stats_.rebuilt = true;
@@ -339,6 +361,7 @@ void DataParallelEngine::BeginStep(bool sync) {
 absl::Status DataParallelEngine::EndBackward() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
+  if (s.shut_down) return absl::FailedPreconditionError("the engine was shut down: no more steps");
   if (!s.sync) return absl::OkStatus();
   if (!s.error.empty()) return absl::InternalError(s.error);
   std::vector<size_t> missing;

@@ -102,8 +102,8 @@ class DataParallelEngine {
   void FinishTiming();
 
   const EngineStats& stats() const { return stats_; }
-  // After the last step, on every rank: ends the hook (and any thread of its) and the
-  // process group's communicators. Nothing is reduced after it.
+  // After the last step, on every rank: ends the process group's communicators (NCCL's;
+  // nothing for Gloo). A second call does nothing; EndBackward fails after it.
   absl::Status ShutDown();
 
   // The communication hook's own figures (CommHook::Stats), if there is a hook.

@@ -211,6 +211,8 @@ TEST(RendezvousTest, RanksMeetThroughAFileAndAllReduce) {
     (*group)->allreduce(tensors)->wait();
     EXPECT_TRUE(tensors[0].eq(tensors[0][0]).all().item<bool>());
     sums[env.rank] = tensors[0][0].item<float>();
+    // Gloo has nothing to end: shutting down is a no-op that succeeds.
+    EXPECT_TRUE(ShutDownProcessGroup(**group).ok());
   });
   EXPECT_EQ(sums, std::vector<float>(3, 6.0f));
 }
@@ -408,6 +410,28 @@ TEST(TorchCompatTest, MasterListenFdIsFoundByItsMember) {
   EXPECT_FALSE(compat::SetMasterListenFd(without, 7));
   std::printf("this LibTorch (%s): TCPStoreOptions %s masterListenFd\n", TORCH_VERSION,
               compat::kTcpStoreTakesListenFd ? "has" : "has no");
+}
+
+// A group type with shutdown() (ProcessGroupNCCL in LibTorch 2.x) is shut down; one
+// without (LibTorch 1.13) is left alone; a shutdown that takes arguments is not called.
+struct GroupWithShutdown {
+  int calls = 0;
+  void shutdown() { ++calls; }
+};
+struct GroupWithoutShutdown {};
+struct GroupWithShutdownArgument {
+  void shutdown(int how) { (void)how; }
+};
+
+TEST(TorchCompatTest, ShutDownWhereTheGroupHasIt) {
+  EXPECT_TRUE(compat::HasShutdown<GroupWithShutdown>::value);
+  EXPECT_FALSE(compat::HasShutdown<GroupWithoutShutdown>::value);
+  EXPECT_FALSE(compat::HasShutdown<GroupWithShutdownArgument>::value);
+  GroupWithShutdown with;
+  EXPECT_TRUE(compat::ShutDown(with));
+  EXPECT_EQ(with.calls, 1);
+  GroupWithoutShutdown without;
+  EXPECT_FALSE(compat::ShutDown(without));
 }
 
 TEST(NcclEnvironmentTest, TransportThenTheExperimentsOwnVariables) {

@@ -192,7 +192,9 @@ std::string Recommend(const SuiteReport& report) {
     }
     it->second.push_back(&r);
   }
-  if (groups.empty()) return "Recommendation: no run of several processes completed; nothing to compare.\n";
+  if (groups.empty()) {
+    return "Recommendation: no run of several processes that communicates completed; nothing to compare.\n";
+  }
   if (groups.size() == 1) return absl::StrCat("Recommendation: ", RecommendAmong(groups[0].second), "\n");
   std::string out = "Recommendation, by transport:\n";
   for (const auto& [transport, rows] : groups) {
@@ -220,13 +222,16 @@ std::string RenderChartPng(const SuiteReport& report) {
   canvas.Text(left, 12, absl::StrCat(report.suite, ": steps/s"), Rgb{0, 0, 0}, scale);
   double max_rate = 0;
   for (const ReportRow& r : report.rows) max_rate = std::max(max_rate, r.steps_per_s);
-  const Rgb single{120, 120, 120}, lossless{46, 110, 180}, lossy{214, 120, 40};
+  const Rgb single{120, 120, 120}, lossless{46, 110, 180}, lossy{214, 120, 40}, exchanged_nothing{190, 190, 190};
   for (size_t i = 0; i < report.rows.size(); ++i) {
     const ReportRow& r = report.rows[i];
     const int y = top + static_cast<int>(i) * (bar_h + gap);
     canvas.Text(left, y + 4, label_of(r), Rgb{0, 0, 0}, scale);
     const int w = max_rate > 0 ? static_cast<int>(bars_w * r.steps_per_s / max_rate) : 0;
-    canvas.FillRect(left + label_w, y, std::max(w, 1), bar_h, r.gpus == 1 ? single : r.gradient_error ? lossy : lossless);
+    canvas.FillRect(left + label_w, y, std::max(w, 1), bar_h, r.gpus == 1                ? single
+                       : r.no_communication ? exchanged_nothing
+                       : r.gradient_error   ? lossy
+                                            : lossless);
     canvas.Text(left + label_w + w + 8, y + 4, absl::StrFormat("%.2f", r.steps_per_s), Rgb{0, 0, 0}, scale);
   }
   return canvas.EncodePng();

@@ -49,11 +49,12 @@ TEST(ReportTest, RatiosAgainstTheSingleProcessRunAndNaive) {
 }
 
 // The chart's label column fits the longest name (the default suite's are up to 40
-// characters): a name is never cut short, and the chart grows with it.
+// characters; a label is cut only beyond 64): the chart grows with it.
 TEST(ReportTest, ChartLabelsAreNotCutShort) {
   const auto png_width = [](const std::string& png) {
     // IHDR follows the 8-byte signature and the chunk's length and type: width, big-endian.
     EXPECT_GE(png.size(), 24u);
+    if (png.size() < 24) return uint32_t{0};
     uint32_t w = 0;
     for (int i = 16; i < 20; ++i) w = (w << 8) | static_cast<uint8_t>(png[i]);
     return w;
@@ -65,7 +66,6 @@ TEST(ReportTest, ChartLabelsAreNotCutShort) {
   const uint32_t long_width = png_width(RenderChartPng(MakeReport(runs)));
   // 5x7 glyphs drawn twice their size, one column between: 12 pixels a character.
   EXPECT_GE(long_width, short_width + 12 * (name.size() + 3 - std::string("naive_ddp x4").size()));
-  EXPECT_GE(long_width, 12 * (name.size() + 3));
 }
 
 // The no_communication diagnostic exchanges nothing: however fast, it is never the

@@ -140,6 +140,15 @@ int Main(int argc, char** argv) {
         std::cerr << "rank " << rank << ": " << s << "\n";
         return 12;
       }
+      if (options.gradient_as_bucket_view && micro == accumulate - 1) {
+        // After the synced micro-step every gradient is its bucket's view again.
+        for (const at::Tensor& p : model->parameters()) {
+          if (!p.grad().defined() || !p.grad().is_view()) {
+            std::cerr << "rank " << rank << " step " << step << ": a gradient is not a bucket view\n";
+            return 16;
+          }
+        }
+      }
       std::vector<at::Tensor> images, labels;
       for (int r = 0; r < world; ++r) {
         Batch b = MakeBatch(r, index);
