@@ -45,6 +45,14 @@ VARIANTS = {
     "host_cap100_high_priority": ("HOST_MEMORY", 100, {}, True),
     "host_cap25": ("HOST_MEMORY", 25, {}, False),
     "host_cap25_shm_copy_engine": ("HOST_MEMORY", 25, {"NCCL_SHM_USE_CUDA_MEMCPY": "1"}, False),
+    # Fewer SMs, or fewer threads on each, for NCCL beside backward (compute first).
+    "nvlink_cap25_high_priority_channels2": ("NVLINK", 25, {"NCCL_MAX_NCHANNELS": "2"}, True),
+    "nvlink_cap25_high_priority_channels1": ("NVLINK", 25, {"NCCL_MAX_NCHANNELS": "1"}, True),
+    "nvlink_cap25_high_priority_channels4_threads128": (
+        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "4", "NCCL_NTHREADS": "128"}, True),
+    "nvlink_cap25_high_priority_channels4_ll128": (
+        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "4", "NCCL_PROTO": "LL128"}, True),
+    "nvlink_cap50_high_priority_channels4": ("NVLINK", 50, {"NCCL_MAX_NCHANNELS": "4"}, True),
     # Nothing exchanged (the no_communication diagnostic): what is left of the step's
     # slowdown against one GPU is the engine's and the processes', not communication's.
     "cap25_no_communication": ("NVLINK", 25, {}, False, "plugin { no_communication {} }"),
