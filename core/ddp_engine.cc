@@ -301,8 +301,8 @@ void DataParallelEngine::ZeroGrad() {
   if (s.view_mode() && !s.identity()) {
     // A parameter that receives a gradient each step starts the step with none: autograd
     // then hands over its gradient without a kernel, and MarkReady copies it into the
-    // bucket and makes the view the gradient again (one pass over the gradient) instead
-    // of zeroing the bucket and adding into it (two passes, three times the bytes).
+    // bucket and makes the view the gradient again (read once, written once) instead of
+    // zeroing the bucket and adding into it (written twice, read twice: twice the bytes).
     // Only the others keep a zeroed view.
     for (size_t i = 0; i < s.params.size(); ++i) {
       at::Tensor& view = s.buckets[s.bucket_of[i]].views[s.slot_of[i]];

@@ -50,6 +50,14 @@ class RecordingHook : public CommHook {
   std::vector<size_t>* calls_;
 };
 
+// Bucket caps of one byte: each parameter in a bucket of its own.
+EngineOptions OneParameterPerBucket() {
+  EngineOptions options;
+  options.bucket_cap_bytes = 1;
+  options.first_bucket_cap_bytes = 1;
+  return options;
+}
+
 // One process, Gloo, with a hook (so that buckets are used): buckets start in reverse
 // parameter order and are rebuilt once in the order gradients became ready. Here p0's
 // gradient is ready before p1's. The hook sees every bucket, in order.
@@ -59,9 +67,7 @@ TEST(DataParallelEngineTest, RebuildsBucketsInTheOrderGradientsBecomeReady) {
   ASSERT_TRUE(group.ok()) << group.status();
   at::Tensor p0 = torch::ones({4}).requires_grad_();
   at::Tensor p1 = torch::ones({4}).requires_grad_();
-  EngineOptions options;
-  options.bucket_cap_bytes = 1;  // one parameter per bucket
-  options.first_bucket_cap_bytes = 1;
+  const EngineOptions options = OneParameterPerBucket();
   std::vector<size_t> calls;
   DataParallelEngine engine({p0, p1}, *group, options, [&](const CommContext& context) {
     EXPECT_EQ(context.world_size, 1);
@@ -121,9 +127,7 @@ TEST(DataParallelEngineTest, AFailingHookIsTheStepsError) {
   ASSERT_TRUE(group.ok()) << group.status();
   at::Tensor p0 = torch::ones({4}).requires_grad_();
   at::Tensor p1 = torch::ones({4}).requires_grad_();
-  EngineOptions options;
-  options.bucket_cap_bytes = 1;
-  options.first_bucket_cap_bytes = 1;
+  const EngineOptions options = OneParameterPerBucket();
   DataParallelEngine engine({p0, p1}, *group, options,
                             [](const CommContext&) { return std::make_unique<FailingHook>(); });
   engine.ZeroGrad();

@@ -107,6 +107,10 @@ struct CommContext {
   const EngineOptions* options = nullptr;
 };
 
+// The CommHook::Stats key of a hook that exchanges nothing (the no_communication
+// diagnostic): its runs are marked so (RunResult.no_communication) and never recommended.
+inline constexpr char kStatNoCommunication[] = "no_communication";
+
 // Reduces buckets across ranks (c10d's comm hook). The engine calls Run for each bucket
 // as soon as its gradients are ready and waits on the future before the optimizer step.
 class CommHook {

@@ -87,7 +87,7 @@ SuiteReport MakeReport(const std::vector<v1::RunResult>& runs) {
     }
     row.peak_memory_gib = r.peak_memory_gib();
     if (r.gradient_error_samples() > 0) row.gradient_error = r.gradient_error();
-    row.no_communication = r.hook_stats().count("no_communication") > 0;
+    row.no_communication = r.no_communication();
     report.rows.push_back(row);
   }
   return report;

@@ -73,7 +73,7 @@ TEST(ReportTest, ChartLabelsAreNotCutShort) {
 TEST(ReportTest, NeverRecommendsARunThatExchangedNothing) {
   std::vector<v1::RunResult> runs = Runs();
   runs.push_back(::ddplab::Run("no_communication", 4, 12.4, true));
-  (*runs.back().mutable_hook_stats())["no_communication"] = 1;
+  runs.back().set_no_communication(true);
   SuiteReport report = MakeReport(runs);
   ASSERT_EQ(report.rows.size(), 4u);
   EXPECT_TRUE(report.rows[3].no_communication);

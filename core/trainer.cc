@@ -396,6 +396,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     r.set_wire_bytes(stats.wire_bytes);
     r.set_wire_dtype(stats.wire_dtype);
     for (const auto& [name, value] : engine->hook_stats()) (*r.mutable_hook_stats())[name] = value;
+    r.set_no_communication(r.hook_stats().count(kStatNoCommunication) > 0);
     // The run is measured and kept whatever this says.
     if (absl::Status s = engine->ShutDown(); !s.ok()) std::cerr << "ddplab: rank " << rank << ": " << s << "\n";
   }

@@ -14,8 +14,7 @@ class KeepLocalHook : public ddplab::CommHook {
     future->markCompleted(c10::IValue(bucket.buffer));
     return future;
   }
-  // The report reads this key: such runs are never recommended.
-  std::map<std::string, double> Stats() const override { return {{"no_communication", 1}}; }
+  std::map<std::string, double> Stats() const override { return {{ddplab::kStatNoCommunication, 1}}; }
 };
 
 void Register(ddplab::PluginRegistrar& registrar) {

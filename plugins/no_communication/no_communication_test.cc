@@ -23,7 +23,7 @@ TEST(NoCommunicationPluginTest, TheBucketComesBackUntouched) {
   const at::Tensor out = future->value().toTensor();
   EXPECT_TRUE(at::equal(out, values));
   EXPECT_EQ(out.data_ptr(), bucket.buffer.data_ptr());  // the bucket itself: nothing copied
-  EXPECT_EQ(hook->Stats().count("no_communication"), 1u);
+  EXPECT_EQ(hook->Stats().count(kStatNoCommunication), 1u);
 }
 
 TEST(NoCommunicationPluginTest, DoesNotComposeWithAnotherHook) {
