@@ -37,4 +37,28 @@ PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nc
   return {work, [work] { work->wait(); }};
 }
 
+PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::Tensor> tensors,
+                               bool nccl) {
+  if (tensors.size() == 1) return StartMean(group, tensors[0], nccl);
+#if TORCH_VERSION_MAJOR < 2
+  if (!nccl && tensors[0].scalar_type() == at::kBFloat16) {
+    // No bfloat16 in this Gloo: each through StartMean's own way, one after another.
+    std::vector<PendingMean> each;
+    for (at::Tensor& t : tensors) each.push_back(StartMean(group, t, nccl));
+    c10::intrusive_ptr<c10d::Work> last = each.back().work;
+    return {last, [each]() mutable {
+              for (PendingMean& m : each) m.wait();
+            }};
+  }
+#endif
+  c10d::AllreduceCoalescedOptions options;
+  if (nccl) {
+    options.reduceOp = c10d::ReduceOp::AVG;
+  } else {
+    for (at::Tensor& t : tensors) t.div_(group.getSize());
+  }
+  c10::intrusive_ptr<c10d::Work> work = group.allreduce_coalesced(tensors, options);
+  return {work, [work] { work->wait(); }};
+}
+
 }  // namespace ddplab

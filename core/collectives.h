@@ -8,6 +8,7 @@
 #define DDPLAB_CORE_COLLECTIVES_H_
 
 #include <functional>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -25,6 +26,12 @@ struct PendingMean {
   std::function<void()> wait;
 };
 PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nccl);
+
+// As StartMean for several tensors of one dtype and device, each averaged in place where
+// it lies, in one grouped collective (c10d's allreduce_coalesced: on NCCL one group of
+// all-reduces, one launch; Gloo flattens them itself). No flat copy of them is made.
+PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::Tensor> tensors,
+                               bool nccl);
 
 }  // namespace ddplab
 

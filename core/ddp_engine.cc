@@ -2,9 +2,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <optional>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <torch/csrc/autograd/function.h>
@@ -18,6 +22,8 @@
 
 #if defined(DDPLAB_CUDA)
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #endif
 
 namespace ddplab {
@@ -47,7 +53,7 @@ struct Bucket {
   int64_t bytes = 0;
   std::vector<size_t> params;
   std::vector<int64_t> offsets;  // elements into `buffer`
-  at::Tensor buffer;             // the flattened gradients
+  at::Tensor buffer;             // the flattened gradients (none when reduced in place)
   std::vector<at::Tensor> views;  // per parameter, shaped like it
   int pending = 0;               // expected gradients not yet in
   bool launched = false;
@@ -56,6 +62,16 @@ struct Bucket {
   c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
   at::Tensor exact;              // sampled steps: the exact mean, for the error
   std::optional<PendingMean> exact_mean;
+};
+
+// A bucket's collective for the launch thread: what to reduce, and (on a GPU) an event
+// after the gradients on autograd's stream.
+struct LaunchJob {
+  size_t index = 0;
+  std::vector<at::Tensor> tensors;
+#if defined(DDPLAB_CUDA)
+  std::optional<at::cuda::CUDAEvent> ready;
+#endif
 };
 
 }  // namespace
@@ -93,10 +109,41 @@ struct DataParallelEngine::State {
   // Each timed step's collectives, per bucket, read in FinishTiming.
   std::vector<std::vector<c10::intrusive_ptr<c10d::Work>>> timed_works;
 
+  // The launch thread (options.launch_thread), started at the first job. It stores each
+  // bucket's PendingMean; EndBackward reads them once `launched` reaches `enqueued`.
+  std::thread launcher;
+  std::mutex launch_mu;
+  std::condition_variable launch_cv;
+  std::deque<LaunchJob> jobs;
+  size_t enqueued = 0, launched = 0;  // this step
+  bool stop_launcher = false;
+  std::string launch_error;
+#if defined(DDPLAB_CUDA)
+  std::optional<c10::cuda::CUDAStream> launch_stream;
+#endif
+
+  ~State() {
+    if (launcher.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(launch_mu);
+        stop_launcher = true;
+      }
+      launch_cv.notify_all();
+      launcher.join();
+    }
+  }
+
   bool view_mode() const { return options.gradient_as_bucket_view; }
   // One process and no hook: the average of one gradient is itself, so there is
   // nothing to copy, reduce or wait for.
   bool identity() const { return world == 1 && !hook; }
+  // Gradients averaged where they lie (EngineOptions::reduce_in_place), where nothing
+  // needs them flat: the engine's own all-reduce in their own dtype, no bucket views.
+  bool in_place() const {
+    return options.reduce_in_place && !identity() && !hook && !view_mode() &&
+           (options.comm_dtype == at::ScalarType::Undefined ||
+            (!params.empty() && options.comm_dtype == params[0].scalar_type()));
+  }
 
   void Build(const std::vector<size_t>& order) {
     std::vector<int64_t> bytes;
@@ -116,9 +163,14 @@ struct DataParallelEngine::State {
         total += params[i].numel();
         bucket.bytes += bytes[i];
       }
-      // With one process and no hook the buckets are never filled: no memory for them.
-      bucket.buffer = identity() ? at::Tensor() : at::zeros({total}, params[bucket.params[0]].options());
-      if (identity()) continue;
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        bucket_of[bucket.params[k]] = b;
+        slot_of[bucket.params[k]] = k;
+      }
+      // With one process and no hook the buckets are never filled, and gradients reduced
+      // in place need none: no memory for them.
+      if (identity() || in_place()) continue;
+      bucket.buffer = at::zeros({total}, params[bucket.params[0]].options());
       if (options.comm_dtype != at::ScalarType::Undefined && options.comm_dtype != bucket.buffer.scalar_type() &&
           !hook) {
         // What the bucket travels as, allocated once: the collectives of a step then
@@ -128,8 +180,6 @@ struct DataParallelEngine::State {
       for (size_t k = 0; k < bucket.params.size(); ++k) {
         const at::Tensor& p = params[bucket.params[k]];
         bucket.views.push_back(bucket.buffer.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes()));
-        bucket_of[bucket.params[k]] = b;
-        slot_of[bucket.params[k]] = k;
       }
     }
     if (view_mode() && !identity()) {
@@ -176,13 +226,103 @@ struct DataParallelEngine::State {
       grad_bucket.step = synced_steps;
       b.future = hook->Run(grad_bucket);
     } else {
-      if (b.wire.defined()) b.wire.copy_(b.buffer);  // the cast
-      const at::Tensor& sent = b.wire.defined() ? b.wire : b.buffer;
-      wire_bytes += sent.numel() * sent.element_size();
-      wire_dtype = sent.scalar_type();
-      b.mean = StartMean(*group, sent, cuda);
+      std::vector<at::Tensor> sent;
+      if (in_place()) {
+        for (size_t i : b.params) {
+          // Every rank sends the same list: a parameter without a gradient here (unused
+          // in this step on this rank) sends zeros, as its share of a bucket would be.
+          at::Tensor& grad = params[i].mutable_grad();
+          if (!grad.defined()) {
+            grad = at::zeros_like(params[i], at::MemoryFormat::Contiguous);
+          } else if (!grad.is_contiguous()) {
+            grad = grad.contiguous();
+          }
+          sent.push_back(grad);
+        }
+      } else {
+        if (b.wire.defined()) b.wire.copy_(b.buffer);  // the cast
+        sent.push_back(b.wire.defined() ? b.wire : b.buffer);
+      }
+      for (const at::Tensor& t : sent) wire_bytes += t.numel() * t.element_size();
+      wire_dtype = sent[0].scalar_type();
+      if (options.launch_thread) {
+        Enqueue(index, std::move(sent));
+      } else {
+        b.mean = StartMeanCoalesced(*group, std::move(sent), cuda);
+      }
     }
     b.launched = true;
+  }
+
+  // Hands a bucket's collective to the launch thread (started at the first job).
+  void Enqueue(size_t index, std::vector<at::Tensor> tensors) {
+    LaunchJob job;
+    job.index = index;
+    job.tensors = std::move(tensors);
+#if defined(DDPLAB_CUDA)
+    if (cuda) {
+      const c10::DeviceIndex device = params[0].device().index();
+      if (!launch_stream) launch_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+      job.ready.emplace(cudaEventDisableTiming);
+      job.ready->record(c10::cuda::getCurrentCUDAStream(device));
+    }
+#endif
+    {
+      std::lock_guard<std::mutex> lock(launch_mu);
+      jobs.push_back(std::move(job));
+      ++enqueued;
+      if (!launcher.joinable()) launcher = std::thread([this] { LaunchLoop(); });
+    }
+    launch_cv.notify_all();
+  }
+
+  void LaunchLoop() {
+    while (true) {
+      LaunchJob job;
+      {
+        std::unique_lock<std::mutex> lock(launch_mu);
+        launch_cv.wait(lock, [this] { return stop_launcher || !jobs.empty(); });
+        if (stop_launcher) return;
+        job = std::move(jobs.front());
+        jobs.pop_front();
+      }
+      std::optional<PendingMean> mean;
+      std::string failure;
+      try {
+#if defined(DDPLAB_CUDA)
+        if (job.ready) {
+          // c10d orders its collective after the calling thread's current stream.
+          c10::cuda::CUDAStreamGuard guard(*launch_stream);
+          job.ready->block(*launch_stream);
+          mean = StartMeanCoalesced(*group, std::move(job.tensors), cuda);
+        } else
+#endif
+        {
+          mean = StartMeanCoalesced(*group, std::move(job.tensors), cuda);
+        }
+      } catch (const std::exception& e) {
+        failure = absl::StrCat("launching the all-reduce of bucket ", job.index, ": ",
+                               compat::WhatWithoutBacktrace(e));
+      }
+      {
+        std::lock_guard<std::mutex> lock(launch_mu);
+        buckets[job.index].mean = std::move(mean);
+        if (!failure.empty() && launch_error.empty()) launch_error = std::move(failure);
+        ++launched;
+      }
+      launch_cv.notify_all();
+    }
+  }
+
+  // Waits until the launch thread has started every collective handed to it this step;
+  // its first failure, if any.
+  std::string WaitLaunched() {
+    std::unique_lock<std::mutex> lock(launch_mu);
+    launch_cv.wait(lock, [this] { return launched == enqueued; });
+    enqueued = launched = 0;
+    std::string failure = std::move(launch_error);
+    launch_error.clear();
+    return failure;
   }
 
   // Launches complete buckets in order: every rank must issue the same collectives in
@@ -210,11 +350,13 @@ struct DataParallelEngine::State {
     if (!first_step_done) ready_order.push_back(i);
     if (identity()) return;
     Bucket& b = buckets[bucket_of[i]];
-    at::Tensor& view = b.views[slot_of[i]];
-    const at::Tensor& grad = params[i].grad();
-    if (!grad.is_alias_of(view)) {
-      view.copy_(grad);
-      if (view_mode()) params[i].mutable_grad() = view;
+    if (!in_place()) {
+      at::Tensor& view = b.views[slot_of[i]];
+      const at::Tensor& grad = params[i].grad();
+      if (!grad.is_alias_of(view)) {
+        view.copy_(grad);
+        if (view_mode()) params[i].mutable_grad() = view;
+      }
     }
     if (--b.pending == 0) LaunchReady();
   }
@@ -321,6 +463,9 @@ void DataParallelEngine::ZeroGrad() {
 void DataParallelEngine::BeginStep(bool sync) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
+  // A step that ended early (an error) may have left collectives with the launch thread:
+  // they are started before the buckets change.
+  if (s.options.launch_thread) s.WaitLaunched();
   s.sync = sync;
   if (sync && s.first_step_done && !s.rebuilt && !s.identity()) {
     // Regroup once in the order gradients became ready, rank 0's order for everyone.
@@ -376,7 +521,7 @@ absl::Status DataParallelEngine::EndBackward() {
         s.expected[i] = false;
         if (s.identity()) continue;
         Bucket& b = s.buckets[s.bucket_of[i]];
-        b.views[s.slot_of[i]].zero_();
+        if (!s.in_place()) b.views[s.slot_of[i]].zero_();  // in place: zeros at launch
         if (--b.pending == 0) s.LaunchReady();
       }
     } else {
@@ -404,6 +549,15 @@ absl::Status DataParallelEngine::EndBackward() {
   }
 #endif
   if (timed) s.timed_works.emplace_back();
+  if (s.options.launch_thread) {
+    if (std::string failure = s.WaitLaunched(); !failure.empty()) {
+      // Every bucket that was launched is waited for before the error is reported.
+      for (Bucket& b : s.buckets) {
+        if (b.mean) b.mean->wait();
+      }
+      return absl::InternalError(failure);
+    }
+  }
   std::string hook_error;  // the first bucket's, once every bucket is done with
   for (size_t i = 0; i < s.buckets.size(); ++i) {
     Bucket& b = s.buckets[i];
@@ -445,7 +599,7 @@ absl::Status DataParallelEngine::EndBackward() {
     stats_.gradient_error_sum += std::sqrt(error_sq / exact_sq);
     stats_.gradient_error_samples++;
   }
-  if (!s.view_mode()) {
+  if (!s.view_mode() && !s.in_place()) {
     for (size_t i = 0; i < s.params.size(); ++i) {
       if (s.expected[i]) s.params[i].mutable_grad().copy_(s.buckets[s.bucket_of[i]].views[s.slot_of[i]]);
     }

@@ -6,6 +6,9 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "core/launcher.h"
 #include "core/testing/gloo.h"
 #include "gtest/gtest.h"
@@ -180,11 +183,13 @@ TEST(DataParallelEngineTest, StaticGraphAllowsAParameterUnusedFromTheStart) {
 }
 
 // Real processes over Gloo: every combination of static_graph, bucket_view and bucket
-// sizing (one bucket, or many small ones with a rebuild), on 2 and 3 ranks.
+// sizing (one bucket, or many small ones with a rebuild), on 2 and 3 ranks; and zero_copy
+// and launch_thread with the levers they compose with.
 struct Combination {
   int ranks;
   bool static_graph, bucket_view, small_buckets;
   int accumulate;
+  const char* plugin = "";  // one more plugin, by name
 };
 
 class EngineProcessesTest : public ::testing::TestWithParam<Combination> {};
@@ -203,6 +208,11 @@ TEST_P(EngineProcessesTest, AveragedGradientsEqualOneProcessOverTheWholeBatch) {
       absl::StrCat("--first_bucket_cap_bytes=", c.small_buckets ? 4'000 : 1'000'000),
       absl::StrCat("--accumulate=", c.accumulate),
       "--steps=3"};
+  std::string plugins;
+  for (absl::string_view name : absl::StrSplit(c.plugin, '+', absl::SkipEmpty())) {
+    absl::StrAppend(&plugins, "plugin { ", name, " {} } ");
+  }
+  argv.push_back(absl::StrCat("--plugins=", plugins));
   LaunchOptions options;
   options.nproc_per_node = c.ranks;
   LaunchResult r = Launch(argv, options);
@@ -219,6 +229,14 @@ std::vector<Combination> AllCombinations() {
   // Gradient accumulation: 3 micro-steps reduced once equal one large batch.
   out.push_back({2, false, false, true, 3});
   out.push_back({2, true, true, true, 3});
+  // Gradients averaged where they lie, alone and with the levers they compose with.
+  for (const char* plugin : {"zero_copy", "launch_thread", "zero_copy+launch_thread"}) {
+    const bool views = std::string(plugin) == "launch_thread";
+    out.push_back({2, false, views, true, 1, plugin});
+    out.push_back({3, true, views, true, 1, plugin});
+    out.push_back({2, true, false, false, 1, plugin});
+    out.push_back({2, true, views, true, 3, plugin});
+  }
   return out;
 }
 
@@ -228,7 +246,8 @@ INSTANTIATE_TEST_SUITE_P(
       const Combination& c = info.param;
       return absl::StrCat(c.ranks, "ranks", c.static_graph ? "_static_graph" : "",
                           c.bucket_view ? "_bucket_view" : "", c.small_buckets ? "_small_buckets" : "",
-                          c.accumulate > 1 ? absl::StrCat("_accumulate", c.accumulate) : "");
+                          c.accumulate > 1 ? absl::StrCat("_accumulate", c.accumulate) : "",
+                          *c.plugin ? "_" : "", absl::StrReplaceAll(c.plugin, {{"+", "_"}}));
     });
 
 }  // namespace

@@ -69,6 +69,15 @@ struct EngineOptions {
   bool static_graph = false;
   // Gradients are views into bucket buffers (DDP's gradient_as_bucket_view).
   bool gradient_as_bucket_view = false;
+  // Gradients are averaged where autograd left them, each bucket's in one grouped
+  // all-reduce: no bucket buffers and no copy (the zero_copy plugin). Only with the
+  // engine's own all-reduce in the gradients' dtype: not with gradient_as_bucket_view,
+  // a communication hook or another comm_dtype (the plugin host refuses those).
+  bool reduce_in_place = false;
+  // The engine's collectives are launched from a thread of its own, on a stream ordered
+  // after the bucket's gradients, instead of from autograd's thread inside backward (the
+  // launch_thread plugin). A hook's work is the hook's own affair.
+  bool launch_thread = false;
   // The dtype gradients travel in (e.g. at::kBFloat16); Undefined: their own. A
   // communication hook reads it for what it sends.
   at::ScalarType comm_dtype = at::ScalarType::Undefined;

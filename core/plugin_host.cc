@@ -107,6 +107,31 @@ BuildIdentity HostBuildIdentity() {
                        DDPLAB_CUDA_BUILD};
 }
 
+// Engine options that cannot hold together, refused when the plugins are loaded rather
+// than found out in a worker: the plugin that asked for each is named.
+absl::Status PluginSet::CheckComposition() const {
+  EngineOptions options;
+  std::string in_place, views, dtype;
+  for (const OptionOwner& owner : option_owners_) {
+    for (size_t k = owner.begin; k < owner.end; ++k) engine_options_[k](options);
+    if (options.reduce_in_place && in_place.empty()) in_place = owner.plugin;
+    if (options.gradient_as_bucket_view && views.empty()) views = owner.plugin;
+    if (options.comm_dtype != at::ScalarType::Undefined && dtype.empty()) dtype = owner.plugin;
+  }
+  if (in_place.empty()) return absl::OkStatus();
+  auto refuse = [&](const std::string& other, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("plugin \"", in_place,
+                                                   "\" (gradients averaged where they lie) does not compose with plugin \"",
+                                                   other, "\": ", why, "; list one of them"));
+  };
+  if (!views.empty()) return refuse(views, "both decide where gradients live");
+  if (!dtype.empty()) return refuse(dtype, "a gradient in another dtype on the wire needs a flat bucket to cast into");
+  if (!comm_hook_owner_.empty()) {
+    return refuse(comm_hook_owner_, "a communication hook takes a flat bucket");
+  }
+  return absl::OkStatus();
+}
+
 EngineOptions PluginSet::ResolveEngineOptions() const {
   EngineOptions options;
   for (const auto& apply : engine_options_) apply(options);
@@ -226,6 +251,7 @@ absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment
           ", but the experiment's field ", name, " holds a ", expected));
     }
     internal_plugin_host::Registrar registrar(config, name, set);
+    const size_t options_before = set.engine_options_.size();
     plugin.info.register_callbacks(registrar);
     if (!registrar.error().empty()) {
       return absl::InvalidArgumentError(
@@ -233,6 +259,10 @@ absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment
                        registrar.error()));
     }
     set.plugins_.push_back(&plugin);
+    set.option_owners_.push_back({name, options_before, set.engine_options_.size()});
+  }
+  if (absl::Status s = set.CheckComposition(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("experiment \"", experiment.name(), "\": ", s.message()));
   }
   return set;
 }

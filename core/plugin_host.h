@@ -66,6 +66,14 @@ class PluginSet {
  private:
   friend class PluginHost;
   friend class internal_plugin_host::Registrar;
+  // Refuses engine options that cannot hold together, naming the plugins that set them.
+  absl::Status CheckComposition() const;
+  // A plugin and the range of engine_options_ it registered.
+  struct OptionOwner {
+    std::string plugin;
+    size_t begin, end;
+  };
+  std::vector<OptionOwner> option_owners_;
   std::vector<const LoadedPlugin*> plugins_;
   std::vector<std::function<void(EngineOptions&)>> engine_options_;
   std::function<std::unique_ptr<CommHook>(const CommContext&)> comm_hook_factory_;

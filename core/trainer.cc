@@ -139,6 +139,8 @@ std::string DescribeEngineOptions(const EngineOptions& o) {
                                  o.first_bucket_cap_bytes / 1e6, " MB, static_graph ",
                                  o.static_graph ? "on" : "off", ", gradient_as_bucket_view ",
                                  o.gradient_as_bucket_view ? "on" : "off");
+  if (o.reduce_in_place) absl::StrAppend(&out, ", gradients reduced in place");
+  if (o.launch_thread) absl::StrAppend(&out, ", collectives launched from the engine's thread");
   if (!o.sweep_bucket_cap_bytes.empty()) {
     std::vector<std::string> caps;
     for (int64_t b : o.sweep_bucket_cap_bytes) caps.push_back(absl::StrCat(b / 1e6));

@@ -8,9 +8,11 @@ PLUGINS = [
     "bf16",
     "bucket_sizing",
     "bucket_view",
+    "launch_thread",
     "no_communication",
     "powersgd",
     "static_graph",
+    "zero_copy",
 ]
 
 def plugin_libraries():

@@ -160,6 +160,11 @@ int Main(int argc, char** argv) {
       reference_loss.backward();
       losses.push_back(loss.item<double>() * accumulate);
     }
+    if (options.reduce_in_place && engine.stats().bucket_memory_bytes != 0) {
+      std::cerr << "rank " << rank << ": gradients reduced in place, but buckets hold "
+                << engine.stats().bucket_memory_bytes << " bytes\n";
+      return 17;
+    }
     const std::string wire = absl::GetFlag(FLAGS_wire_dtype);
     if (!wire.empty() && engine.stats().wire_dtype != wire) {
       std::cerr << "rank " << rank << ": sent " << engine.stats().wire_dtype << ", want " << wire << "\n";
