@@ -62,7 +62,16 @@ CONFIGS["bf16_tuned"] = (
 TUNED_FIELDS = "high_priority_compute: true " + " ".join(
     f'nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in TUNED_ENV.items())
 # config -> (NCCL variables for both, ddplab's distributed fields)
-EXTRA = {"overlap_tuned": (TUNED_ENV, TUNED_FIELDS), "bf16_tuned": (TUNED_ENV, TUNED_FIELDS)}
+# Tuned overlap with gradients averaged where they lie (zero_copy: no bucket memory, no
+# copy; ddplab's own lever, so PyTorch runs its best equivalent, overlap_tuned's), alone
+# and with the collectives launched off autograd's thread (launch_thread).
+CONFIGS["zero_copy_tuned"] = (
+    "plugin { bucket_sizing { bucket_cap_mb: 25 } } plugin { static_graph {} } plugin { zero_copy {} }",
+    CONFIGS["overlap_tuned"][1])
+CONFIGS["zero_copy_launch_thread_tuned"] = (
+    CONFIGS["zero_copy_tuned"][0] + " plugin { launch_thread {} }", CONFIGS["overlap_tuned"][1])
+EXTRA = {name: (TUNED_ENV, TUNED_FIELDS)
+         for name in ("overlap_tuned", "bf16_tuned", "zero_copy_tuned", "zero_copy_launch_thread_tuned")}
 
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
 

@@ -64,6 +64,18 @@ VARIANTS = {
     "host_powersgd_rank1_cap25_tuned": (
         "HOST_MEMORY", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { rank: 1 } }"),
     "bf16_host_cap25_tuned": ("HOST_MEMORY", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { bf16 {} }"),
+    # Gradients averaged where they lie (zero_copy: no bucket, no copy; it replaces
+    # bucket_view) and collectives launched off autograd's thread (launch_thread).
+    "nvlink_cap25_tuned_launch_thread": (
+        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "4"}, True, "plugin { launch_thread {} }"),
+    "nvlink_cap25_tuned_zero_copy": ("NVLINK", 25, {"NCCL_MAX_NCHANNELS": "4"}, True, "plugin { zero_copy {} }"),
+    "nvlink_cap25_tuned_zero_copy_launch_thread": (
+        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "4"}, True, "plugin { zero_copy {} } plugin { launch_thread {} }"),
+    "nvlink_cap100_tuned_zero_copy_launch_thread": (
+        "NVLINK", 100, {"NCCL_MAX_NCHANNELS": "4"}, True, "plugin { zero_copy {} } plugin { launch_thread {} }"),
+    "host_cap100_zero_copy": ("HOST_MEMORY", 100, {}, False, "plugin { zero_copy {} }"),
+    "host_cap100_zero_copy_launch_thread": (
+        "HOST_MEMORY", 100, {}, False, "plugin { zero_copy {} } plugin { launch_thread {} }"),
 }
 
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment
@@ -79,8 +91,7 @@ distributed {{
 profiling {{ bucket_timing: true }}
 plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }}
 plugin {{ static_graph {{}} }}
-plugin {{ bucket_view {{}} }}
-{more}
+{views}{more}
 """
 
 
@@ -104,7 +115,9 @@ def main():
         with open(path, "w") as f:
             f.write(EXPERIMENT.format(name=name, measured=a.measured, gpus=a.gpus, transport=transport,
                                       high="true" if high else "false", env=lines, cap=cap,
-                                      more="".join(more)))
+                                      more="".join(more),
+                                      # zero_copy decides where gradients live instead of bucket_view
+                                      views="" if "zero_copy" in "".join(more) else "plugin { bucket_view {} }\n"))
         log = os.path.join(out, name + ".log")
         with open(log, "w") as f:
             try:
