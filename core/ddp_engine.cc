@@ -1,5 +1,6 @@
 #include "core/ddp_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -106,8 +107,36 @@ struct DataParallelEngine::State {
   // (end of backward, last bucket reduced) per timed step, read in FinishTiming.
   std::vector<std::pair<at::cuda::CUDAEvent, at::cuda::CUDAEvent>> exposed_events;
 #endif
-  // Each timed step's collectives, per bucket, read in FinishTiming.
+  // With bucket times (StartTiming): the collectives of the timed steps not yet read,
+  // per bucket. A collective holds its tensors (with zero_copy, that step's gradients),
+  // so they are read and dropped when the next step begins, before its gradients exist.
+  bool bucket_times = false;
   std::vector<std::vector<c10::intrusive_ptr<c10d::Work>>> timed_works;
+  std::vector<double> bucket_ms_sum;  // per bucket, over the steps read
+  std::vector<int> bucket_ms_count;
+
+  // Reads the durations of the collectives in timed_works and drops them.
+  void HarvestBucketTimes() {
+    if (timed_works.empty()) return;
+#if defined(DDPLAB_CUDA)
+    // They are done on the device once the last timed step's reductions are.
+    if (!exposed_events.empty()) exposed_events.back().second.synchronize();
+#endif
+    for (const auto& works : timed_works) {
+      if (bucket_ms_sum.size() < works.size()) {
+        bucket_ms_sum.resize(works.size(), 0);
+        bucket_ms_count.resize(works.size(), 0);
+      }
+      for (size_t b = 0; b < works.size(); ++b) {
+        if (!works[b]) continue;
+        if (std::optional<double> ms = compat::WorkDurationMs(works[b])) {
+          bucket_ms_sum[b] += *ms;
+          bucket_ms_count[b]++;
+        }
+      }
+    }
+    timed_works.clear();
+  }
 
   // The launch thread (options.launch_thread), started at the first job. It stores each
   // bucket's PendingMean; EndBackward reads them once `launched` reaches `enqueued`.
@@ -466,6 +495,7 @@ void DataParallelEngine::BeginStep(bool sync) {
   // A step that ended early (an error) may have left collectives with the launch thread:
   // they are started before the buckets change.
   if (s.options.launch_thread) s.WaitLaunched();
+  s.HarvestBucketTimes();
   s.sync = sync;
   if (sync && s.first_step_done && !s.rebuilt && !s.identity()) {
     // Regroup once in the order gradients became ready, rank 0's order for everyone.
@@ -548,7 +578,7 @@ absl::Status DataParallelEngine::EndBackward() {
     s.exposed_events.back().first.record();
   }
 #endif
-  if (timed) s.timed_works.emplace_back();
+  if (timed && s.bucket_times) s.timed_works.emplace_back();
   if (s.options.launch_thread) {
     if (std::string failure = s.WaitLaunched(); !failure.empty()) {
       // Every bucket that was launched is waited for before the error is reported.
@@ -561,7 +591,9 @@ absl::Status DataParallelEngine::EndBackward() {
   std::string hook_error;  // the first bucket's, once every bucket is done with
   for (size_t i = 0; i < s.buckets.size(); ++i) {
     Bucket& b = s.buckets[i];
-    if (timed) s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
+    if (timed && s.bucket_times) {
+      s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
+    }
     if (b.mean) {
       b.mean->wait();
       if (b.wire.defined()) b.buffer.copy_(b.wire);
@@ -628,9 +660,12 @@ absl::Status DataParallelEngine::EndBackward() {
   return absl::OkStatus();
 }
 
-void DataParallelEngine::StartTiming() {
+void DataParallelEngine::StartTiming(bool bucket_times) {
   timing_ = true;
   state_->timing = true;
+  state_->bucket_times = bucket_times;
+  state_->bucket_ms_sum.clear();
+  state_->bucket_ms_count.clear();
   stats_.exposed_comm_ms = 0;
   stats_.timed_steps = 0;
   stats_.bucket_allreduce_ms.clear();
@@ -644,6 +679,7 @@ void DataParallelEngine::StartTiming() {
 void DataParallelEngine::FinishTiming() {
   timing_ = false;
   state_->timing = false;
+  state_->HarvestBucketTimes();
 #if defined(DDPLAB_CUDA)
   for (auto& [done, reduced] : state_->exposed_events) {
     reduced.synchronize();
@@ -651,20 +687,10 @@ void DataParallelEngine::FinishTiming() {
   }
   state_->exposed_events.clear();
 #endif
-  // Per-bucket all-reduce times, where c10d measured them (the device is done by now).
-  const auto& steps = state_->timed_works;
-  const size_t n = state_->buckets.size();
-  std::vector<double> sum(n, 0);
-  std::vector<int> count(n, 0);
-  for (const auto& works : steps) {
-    for (size_t b = 0; b < works.size() && b < n; ++b) {
-      if (!works[b]) continue;
-      if (std::optional<double> ms = compat::WorkDurationMs(works[b])) {
-        sum[b] += *ms;
-        count[b]++;
-      }
-    }
-  }
+  // Per-bucket all-reduce times, where c10d measured them.
+  const std::vector<double>& sum = state_->bucket_ms_sum;
+  const std::vector<int>& count = state_->bucket_ms_count;
+  const size_t n = std::min(sum.size(), stats_.bucket_bytes.size());
   const int world = state_->world;
   for (size_t b = 0; b < n && count[b] > 0; ++b) {
     double ms = sum[b] / count[b];
@@ -672,7 +698,6 @@ void DataParallelEngine::FinishTiming() {
     double algbw = stats_.bucket_bytes[b] / (ms * 1e-3) / 1e9;
     stats_.bucket_busbw_gbps.push_back(algbw * 2.0 * (world - 1) / world);
   }
-  state_->timed_works.clear();
 }
 
 std::map<std::string, double> DataParallelEngine::hook_stats() const {

@@ -97,8 +97,10 @@ class DataParallelEngine {
   absl::Status EndBackward();
 
   // Times the exposed communication of the synced steps between the two calls. On a
-  // GPU the events are read (waited for) only in FinishTiming.
-  void StartTiming();
+  // GPU the events are read (waited for) only in FinishTiming. `bucket_times`: also each
+  // collective's duration, where c10d measures it (NCCL with TORCH_NCCL_ENABLE_TIMING);
+  // each step's are read when the next one begins, which waits for them on the host.
+  void StartTiming(bool bucket_times = false);
   void FinishTiming();
 
   const EngineStats& stats() const { return stats_; }

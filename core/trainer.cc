@@ -250,7 +250,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       }
 #endif
       host_wait_before = data.host_wait_seconds();
-      if (engine) engine->StartTiming();
+      if (engine) engine->StartTiming(/*bucket_times=*/e.profiling().bucket_timing());
       window_start = std::chrono::steady_clock::now();
     }
     // The step's name is only built when NVTX is on: nothing on the hot path otherwise.

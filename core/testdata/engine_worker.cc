@@ -127,13 +127,25 @@ int Main(int argc, char** argv) {
   const double grad_tolerance = absl::GetFlag(FLAGS_grad_tolerance);
   std::vector<double> losses;
 
+  // A gradient of the last step: once the next step has begun, nothing else may hold it
+  // (timed steps keep their collectives, which hold the gradients reduced in place).
+  at::Tensor last_grad;
   for (int step = 0; step < absl::GetFlag(FLAGS_steps); ++step) {
+    if (step == 1) engine.StartTiming(/*bucket_times=*/true);
     engine.ZeroGrad();
     reference_sgd.ZeroGrad();
     for (int micro = 0; micro < accumulate; ++micro) {
       const int64_t index = step * accumulate + micro;
       Batch mine = MakeBatch(rank, index);
       engine.BeginStep(/*sync=*/micro == accumulate - 1);
+      if (micro == 0 && last_grad.defined() && !options.gradient_as_bucket_view &&
+          (last_grad.use_count() != 1 || last_grad.storage().use_count() != 1)) {
+        std::cerr << "rank " << rank << " step " << step << ": the last step's gradient is still held ("
+                  << last_grad.use_count() << " references, " << last_grad.storage().use_count()
+                  << " to its storage)\n";
+        return 18;
+      }
+      last_grad = at::Tensor();
       at::Tensor loss = at::cross_entropy_loss(model->forward(mine.images), mine.labels) / accumulate;
       loss.backward();
       if (absl::Status s = engine.EndBackward(); !s.ok()) {
@@ -177,7 +189,9 @@ int Main(int argc, char** argv) {
     }
     sgd.Step();
     reference_sgd.Step();
+    last_grad = model->parameters()[0].grad();
   }
+  engine.FinishTiming();
   const double loss_tolerance = absl::GetFlag(FLAGS_loss_tolerance);
   if (loss_tolerance >= 0) {
     // Both models on the same held-out samples (256 from a stream no step used): the
