@@ -237,6 +237,17 @@ int Main(int argc, char** argv) {
     std::cout << "Suite \"" << suite->name() << "\" from " << (file.empty() ? DefaultExperiment(device) : file)
               << ": " << experiments.size() << " run(s)\n";
   }
+  if (!only.empty() && std::none_of(experiments.begin(), experiments.end(), [&](const SuiteRun& run) {
+        return run.experiment.name() == only;
+      })) {
+    // A name the suite does not have runs nothing: say so, with the names it has (a
+    // swept experiment's runs are named after the sweep, e.g. <name>_nvlink).
+    std::vector<std::string> names;
+    for (const SuiteRun& run : experiments) names.push_back(run.experiment.name());
+    std::cerr << "vit_ddp: --only=" << only << ": " << path << " has no run of that name; its runs: "
+              << absl::StrJoin(names, ", ") << "\n";
+    return 2;
+  }
   int ran = 0, failed = 0;
   // Per sweep: the fastest run and its steps/s.
   std::map<std::string, std::pair<std::string, double>> fastest;

@@ -51,6 +51,13 @@ grep -qF "unknown_plugin.textproto:7:10: Message type \"ddplab.v1.Plugin\" has n
 "$bin" --experiment=/nonexistent.textproto >"$out" 2>"$err"
 [ $? -eq 2 ] || fail "missing file did not exit 2"
 grep -qF "/nonexistent.textproto: cannot open experiment file" "$err" || fail "missing file's error"
+
+# --only with a name the suite does not have: an error naming the runs it has, not a
+# silent run of nothing.
+"$bin" --experiment="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto" --only=no_such_run >"$out" 2>"$err"
+[ $? -eq 2 ] || fail "--only=no_such_run did not exit 2"
+grep -qF -- "--only=no_such_run: " "$err" || fail "--only's error does not name the flag"
+grep -qF "has no run of that name; its runs: single_process, naive_ddp" "$err" || fail "--only's error does not list the runs"
 # --profile=nsys without nsys: a clear error before any worker starts.
 PATH=/usr/bin:/bin "$bin" --profile=nsys --experiment="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto" \
   --output_dir="$TEST_TMPDIR/nsys" >"$out" 2>"$err"
