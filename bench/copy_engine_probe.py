@@ -20,6 +20,7 @@ import datetime
 import json
 import os
 import sys
+import tempfile
 import time
 
 import torch
@@ -179,7 +180,7 @@ def main():
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--output", required=True)
     a = p.parse_args()
-    a.store = f"/tmp/ce_probe_store_{os.getpid()}"
+    a.store = os.path.join(tempfile.mkdtemp(prefix="ce_probe_"), "store")
     ctx = mp.get_context("spawn")
     queues = [ctx.Queue() for _ in range(a.gpus)]
     results = ctx.Queue()
