@@ -77,6 +77,14 @@ CONFIGS["zero_copy_cap100"] = (
     CONFIGS["cap100"][1])
 EXTRA = {name: (TUNED_ENV, TUNED_FIELDS)
          for name in ("overlap_tuned", "bf16_tuned", "zero_copy_tuned", "zero_copy_launch_thread_tuned")}
+# PowerSGD with 25 MB buckets, compute first, NCCL on 2 channels (its all-reduces are
+# small; bench/nccl_tuning.py's powersgd_rank1_cap25_tuned).
+POWERSGD_ENV = {"NCCL_MAX_NCHANNELS": "2"}
+for rank in (1, 4):
+    CONFIGS[f"powersgd_rank{rank}_tuned"] = (
+        CONFIGS[f"powersgd_rank{rank}_cap25"][0], CONFIGS[f"powersgd_rank{rank}_cap25"][1] + ["--high_priority_compute"])
+    EXTRA[f"powersgd_rank{rank}_tuned"] = (POWERSGD_ENV, "high_priority_compute: true " + " ".join(
+        f'nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in POWERSGD_ENV.items()))
 
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
 

@@ -63,6 +63,10 @@ VARIANTS = {
         "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { rank: 1 } }"),
     "host_powersgd_rank1_cap25_tuned": (
         "HOST_MEMORY", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { rank: 1 } }"),
+    "powersgd_rank4_cap25_tuned": (
+        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { rank: 4 } }"),
+    "powersgd_rank4_cap2000": ("NVLINK", 2000, {}, False, "plugin { powersgd { rank: 4 } }"),
+    "powersgd_rank1_cap2000": ("NVLINK", 2000, {}, False, "plugin { powersgd { rank: 1 } }"),
     "bf16_host_cap25_tuned": ("HOST_MEMORY", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { bf16 {} }"),
     # Gradients averaged where they lie (zero_copy: no bucket, no copy; it replaces
     # bucket_view) and collectives launched off autograd's thread (launch_thread).

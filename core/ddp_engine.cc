@@ -63,15 +63,20 @@ struct Bucket {
   c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
   at::Tensor exact;              // sampled steps: the exact mean, for the error
   std::optional<PendingMean> exact_mean;
+#if defined(DDPLAB_CUDA)
+  // With the launch thread: recorded on autograd's stream when the bucket is complete,
+  // one for the whole run (every step's is waited on before the next step records it).
+  std::optional<at::cuda::CUDAEvent> launch_ready;
+#endif
 };
 
-// A bucket's collective for the launch thread: what to reduce, and (on a GPU) an event
-// after the gradients on autograd's stream.
+// A bucket's collective for the launch thread: what to reduce, and (on a GPU) the
+// bucket's event after the gradients on autograd's stream.
 struct LaunchJob {
   size_t index = 0;
   std::vector<at::Tensor> tensors;
 #if defined(DDPLAB_CUDA)
-  std::optional<at::cuda::CUDAEvent> ready;
+  at::cuda::CUDAEvent* ready = nullptr;
 #endif
 };
 
@@ -292,8 +297,10 @@ struct DataParallelEngine::State {
     if (cuda) {
       const c10::DeviceIndex device = params[0].device().index();
       if (!launch_stream) launch_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
-      job.ready.emplace(cudaEventDisableTiming);
-      job.ready->record(c10::cuda::getCurrentCUDAStream(device));
+      Bucket& b = buckets[index];
+      if (!b.launch_ready) b.launch_ready.emplace(cudaEventDisableTiming);
+      b.launch_ready->record(c10::cuda::getCurrentCUDAStream(device));
+      job.ready = &*b.launch_ready;
     }
 #endif
     {

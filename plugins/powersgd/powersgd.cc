@@ -35,6 +35,7 @@
 
 #include "core/collectives.h"
 #include "core/plugin_api.h"
+#include "plugins/powersgd/thin_products.h"
 
 #if defined(DDPLAB_CUDA)
 #include <ATen/cuda/CUDAEvent.h>
@@ -142,8 +143,12 @@ class PowerSgdHook : public ddplab::CommHook {
     if (bucket.buffer.is_cuda()) {
       // Ordered after the gradients the bucket holds, on the stream that made them.
       const c10::DeviceIndex device = bucket.buffer.device().index();
-      task.ready = std::make_shared<at::cuda::CUDAEvent>();
-      task.ready->record(c10::cuda::getCurrentCUDAStream(device));
+      // One event per bucket for the whole run: the engine waits for every bucket's
+      // future before the next step, so the worker is done with this one by then.
+      std::unique_ptr<at::cuda::CUDAEvent>& ready = ready_[bucket.index];
+      if (!ready) ready = std::make_unique<at::cuda::CUDAEvent>(cudaEventDisableTiming);
+      ready->record(c10::cuda::getCurrentCUDAStream(device));
+      task.ready = ready.get();
       task.future = c10::make_intrusive<c10::ivalue::Future>(
           c10::TensorType::get(), std::vector<c10::Device>{bucket.buffer.device()});
     } else
@@ -176,7 +181,7 @@ class PowerSgdHook : public ddplab::CommHook {
     GradBucket bucket;
     c10::intrusive_ptr<c10::ivalue::Future> future;
 #if defined(DDPLAB_CUDA)
-    std::shared_ptr<at::cuda::CUDAEvent> ready;
+    at::cuda::CUDAEvent* ready = nullptr;  // ready_'s, for the bucket
 #endif
   };
 
@@ -216,18 +221,27 @@ class PowerSgdHook : public ddplab::CommHook {
     at::Tensor view;  // rows x cols, into the bucket
   };
 
-  // Q for a parameter: last step's (warm start) or a seeded random one, the same on
-  // every rank (a new one each step without warm start).
-  at::Tensor& QFor(size_t parameter, int64_t cols, int64_t r, int64_t step,
-                   const at::TensorOptions& options) {
-    at::Tensor& q = q_[parameter];
-    if (!q.defined() || !warm_start_) {
-      uint64_t draw = warm_start_ ? 0 : static_cast<uint64_t>(step);
-      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(
-          (seed_ * 1000003 + parameter) * 7919 + draw);
-      q = at::empty({cols, r}).normal_(0.0, 1.0, gen).to(options);
+  // The group's Q, [batch, cols, r]: last step's (warm start) or a seeded random one per
+  // parameter, the same on every rank (a new one each step without warm start). A group
+  // that was the same last step gets last step's batch as it is, without a copy.
+  at::Tensor QsFor(const std::vector<Matrix>& matrices, const std::vector<size_t>& parameters, int64_t cols,
+                   int64_t r, int64_t step, const at::TensorOptions& options) {
+    if (warm_start_) {
+      auto kept = group_q_.find(parameters);
+      if (kept != group_q_.end()) return kept->second;
     }
-    return q;
+    std::vector<at::Tensor> qs;
+    for (const Matrix& matrix : matrices) {
+      at::Tensor& q = q_[matrix.parameter];
+      if (!q.defined() || !warm_start_) {
+        uint64_t draw = warm_start_ ? 0 : static_cast<uint64_t>(step);
+        at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(
+            (seed_ * 1000003 + matrix.parameter) * 7919 + draw);
+        q = at::empty({cols, r}).normal_(0.0, 1.0, gen).to(options);
+      }
+      qs.push_back(q);
+    }
+    return qs.size() == 1 ? qs[0].unsqueeze(0) : at::stack(qs);
   }
 
   void Reduce(GradBucket& bucket) {
@@ -258,19 +272,18 @@ class PowerSgdHook : public ddplab::CommHook {
       plain.push_back(flat);
     }
 
-    // Uncompressed gradients: one mean, started first.
-    at::Tensor plain_flat;
+    // Uncompressed gradients: one grouped mean of them where they lie, started first.
     std::optional<ddplab::PendingMean> plain_mean;
     if (!plain.empty()) {
-      plain_flat = at::cat(plain);
-      sent_elements += plain_flat.numel();
-      plain_mean = ddplab::StartMean(*context_.process_group, plain_flat, context_.nccl);
+      for (const at::Tensor& t : plain) sent_elements += t.numel();
+      plain_mean = ddplab::StartMeanCoalesced(*context_.process_group, plain, context_.nccl);
     }
 
     // Per shape: M (with error feedback) stacked, and P and Q as views of one buffer each,
     // so that all P (and then all Q) of the bucket travel in one all-reduce.
     struct Group {
       std::vector<Matrix> matrices;
+      std::vector<size_t> parameters;  // the key of the group's Q kept for the next step
       int64_t r;
       at::Tensor m, p, q;
     };
@@ -279,6 +292,7 @@ class PowerSgdHook : public ddplab::CommHook {
     for (auto& [shape, matrices] : by_shape) {
       Group g;
       g.matrices = std::move(matrices);
+      for (const Matrix& matrix : g.matrices) g.parameters.push_back(matrix.parameter);
       g.r = std::min({rank_, shape[0], shape[1]});
       p_elements += static_cast<int64_t>(g.matrices.size()) * shape[0] * g.r;
       q_elements += static_cast<int64_t>(g.matrices.size()) * shape[1] * g.r;
@@ -293,7 +307,6 @@ class PowerSgdHook : public ddplab::CommHook {
         const int64_t rows = g.matrices[0].view.size(0), cols = g.matrices[0].view.size(1);
         // [batch, rows, cols]: the local gradients with their errors, each written once.
         g.m = at::empty({batch, rows, cols}, buffer.options());
-        std::vector<at::Tensor> qs;
         for (int64_t i = 0; i < batch; ++i) {
           const Matrix& matrix = g.matrices[static_cast<size_t>(i)];
           at::Tensor slot = g.m.select(0, i);
@@ -303,50 +316,40 @@ class PowerSgdHook : public ddplab::CommHook {
           } else {
             slot.copy_(matrix.view);
           }
-          qs.push_back(QFor(matrix.parameter, cols, g.r, bucket.step, buffer.options()));
         }
         g.p = p_flat.narrow(0, p_offset, batch * rows * g.r).view({batch, rows, g.r});
         g.q = q_flat.narrow(0, q_offset, batch * cols * g.r).view({batch, cols, g.r});
         p_offset += g.p.numel();
         q_offset += g.q.numel();
-        at::bmm_out(g.p, g.m, batch == 1 ? qs[0].unsqueeze(0) : at::stack(qs));
+        ddplab::powersgd::MulMQ(g.m, QsFor(g.matrices, g.parameters, cols, g.r, bucket.step, buffer.options()), g.p);
       }
       // Mean of all P in one all-reduce, then orthogonalize; Q = M^T P.
       Mean(p_flat);
       sent_elements += p_flat.numel();
       for (Group& g : groups) {
         Orthogonalize(g.p);
-        at::bmm_out(g.q, g.m.transpose(1, 2), g.p);
+        ddplab::powersgd::MulMtP(g.m, g.p, g.q);
       }
       // Mean of all Q in one all-reduce.
       Mean(q_flat);
       sent_elements += q_flat.numel();
       for (Group& g : groups) {
-        at::Tensor qt = g.q.transpose(1, 2);
         for (size_t i = 0; i < g.matrices.size(); ++i) {
-          Matrix& matrix = g.matrices[i];
           const int64_t b = static_cast<int64_t>(i);
-          at::mm_out(matrix.view, g.p.select(0, b), qt.select(0, b));  // the mean, projected
-          if (warm_start_) q_[matrix.parameter] = Refill(g.q.select(0, b), matrix.parameter);
+          ddplab::powersgd::OuterInto(g.matrices[i].view, g.p.select(0, b), g.q.select(0, b));  // the mean, projected
         }
+        if (warm_start_) KeepQ(g.parameters, g.q);
         if (error_feedback_) {
           // What the approximation left out, in one pass over the group (M -= P Q^T):
           // each parameter's error is a view into it, kept until its next step.
-          g.m.baddbmm_(g.p, qt, /*beta=*/1, /*alpha=*/-1);
+          ddplab::powersgd::SubtractOuter(g.m, g.p, g.q);
           for (size_t i = 0; i < g.matrices.size(); ++i) {
             error_[g.matrices[i].parameter] = g.m.select(0, static_cast<int64_t>(i));
           }
         }
       }
     }
-    if (plain_mean) {
-      plain_mean->wait();
-      int64_t offset = 0;
-      for (at::Tensor& t : plain) {
-        t.copy_(plain_flat.narrow(0, offset, t.numel()));
-        offset += t.numel();
-      }
-    }
+    if (plain_mean) plain_mean->wait();
     std::lock_guard<std::mutex> lock(stats_mu_);
     if (first_compressed_step_ < 0) first_compressed_step_ = static_cast<double>(bucket.step);
     gradient_elements_ += gradient_elements;
@@ -365,19 +368,25 @@ class PowerSgdHook : public ddplab::CommHook {
     t.copy_(wire);
   }
 
-  // The next step's Q: this step's, with its zero columns (directions P dropped as
-  // dependent) replaced by a fixed random matrix of the parameter, so that a gradient of
-  // low rank in one step does not confine the approximation to that rank in every later
-  // step. Q is the same on every rank, and so are its zero columns and the replacement.
-  // Computed on the device: no synchronization in the hook.
-  at::Tensor Refill(const at::Tensor& q, size_t parameter) {
-    at::Tensor& fill = refill_[parameter];
+  // Keeps the next step's Q of a group: this step's, with its zero columns (directions P
+  // dropped as dependent) replaced by a fixed random matrix of the parameter, so that a
+  // gradient of low rank in one step does not confine the approximation to that rank in
+  // every later step. Q is the same on every rank, and so are its zero columns and the
+  // replacement. Computed on the device for the whole group at once: no synchronization.
+  void KeepQ(const std::vector<size_t>& parameters, const at::Tensor& q) {  // [batch, cols, r]
+    at::Tensor& fill = refill_[parameters];
     if (!fill.defined()) {
-      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>((seed_ * 1000003 + parameter) * 31 + 17);
-      fill = at::empty(q.sizes()).normal_(0.0, 1.0, gen).to(q.options());
+      std::vector<at::Tensor> fills;
+      for (size_t parameter : parameters) {
+        at::Generator gen = at::make_generator<at::CPUGeneratorImpl>((seed_ * 1000003 + parameter) * 31 + 17);
+        fills.push_back(at::empty({q.size(1), q.size(2)}).normal_(0.0, 1.0, gen));
+      }
+      fill = at::stack(fills).to(q.options());
     }
-    at::Tensor zero = q.norm(2, {0}, /*keepdim=*/true) == 0;  // [1, r]
-    return at::where(zero, fill, q);
+    at::Tensor zero = q.norm(2, {1}, /*keepdim=*/true) == 0;  // [batch, 1, r]
+    at::Tensor next = at::where(zero, fill, q);
+    group_q_[parameters] = next;
+    for (size_t i = 0; i < parameters.size(); ++i) q_[parameters[i]] = next.select(0, static_cast<int64_t>(i));
   }
 
   const int64_t rank_;
@@ -388,11 +397,15 @@ class PowerSgdHook : public ddplab::CommHook {
   const uint64_t seed_;
   const CommContext context_;
   at::ScalarType wire_dtype_ = at::ScalarType::Undefined;
-  std::map<size_t, at::Tensor> q_, error_, refill_;  // per parameter
+  std::map<size_t, at::Tensor> q_, error_;  // per parameter
+  // Per group of same-shape matrices in a bucket (its parameters): the kept Q as one
+  // batch, and the replacement for its zero columns.
+  std::map<std::vector<size_t>, at::Tensor> group_q_, refill_;
   int64_t gradient_elements_ = 0, sent_elements_ = 0;
   double first_compressed_step_ = -1;
 #if defined(DDPLAB_CUDA)
   std::optional<c10::cuda::CUDAStream> stream_;  // the worker's
+  std::map<size_t, std::unique_ptr<at::cuda::CUDAEvent>> ready_;  // per bucket index; Run's
 #endif
   mutable std::mutex stats_mu_;  // the counters above: the worker writes, Stats reads
   std::mutex mu_;
