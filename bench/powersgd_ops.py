@@ -7,7 +7,8 @@ Per gradient matrix M (rows x cols) and rank r, one step of the plugin is
 Each is memory-bound (r is 1 to 4), so the figure that matters is the bandwidth it
 reaches against a plain copy's. Every form is timed on the same data, one matrix at a
 time (what a bucket of some tens of MB holds of one shape) and as a batch of 24 (one
-large bucket), with CUDA events over repeated calls after warm-up.
+large bucket), on the device: the calls captured in a CUDA graph and replayed, timed with
+CUDA events, so that the host's time per launch does not count.
 
   python3 bench/powersgd_ops.py --out FILE.json
 
@@ -50,6 +51,30 @@ def timed(fn, reps=20, warmup=3):
     return start.elapsed_time(end) / (3 * reps) * 1e3
 
 
+def split_forms(k, M, O, P, Q, mat, thin):
+    """The four products with each matrix's rows split into k blocks (a function of its own
+    so that each k's lambdas hold their own tensors)."""
+    b, rows, cols = M.shape
+    r = P.shape[2]
+    Mk = M.view(b * k, rows // k, cols)
+    Ok = O.view(b * k, rows // k, cols)
+    Pk = P.view(b * k, rows // k, r)
+
+    def q_blocks():
+        return Q.unsqueeze(1).expand(b, k, cols, r).reshape(b * k, cols, r)
+
+    def qt_blocks():
+        return Q.transpose(1, 2).unsqueeze(1).expand(b, k, r, cols).reshape(b * k, r, cols)
+
+    return {
+        f"split {k}": ("P=MQ", lambda: torch.bmm(Mk, q_blocks(), out=Pk), mat + thin),
+        f"split {k}^T": ("Q=M^TP", lambda: torch.sum(torch.bmm(Mk.transpose(1, 2), Pk).view(b, k, cols, r), 1,
+                                                   out=Q), mat + thin),
+        f"split {k} outer": ("G=PQ^T", lambda: torch.bmm(Pk, qt_blocks(), out=Ok), mat + thin),
+        f"split {k} baddbmm_": ("E=M-PQ^T", lambda: Mk.baddbmm_(Pk, qt_blocks(), beta=1, alpha=-1), 2 * mat + thin),
+    }
+
+
 def forms(b, rows, cols, r):
     """name -> (op, callable, bytes moved) for one batch of b matrices."""
     f = dict(device="cuda", dtype=torch.float32)
@@ -84,18 +109,8 @@ def forms(b, rows, cols, r):
     # Rows split into k blocks, each a matrix of the batch: k times the thread blocks for
     # cuBLAS where one matrix gives it too few (M^T P's blocks summed afterwards).
     for k in (4, 16, 32):
-        if rows % k:
-            continue
-        Mk = M.view(b * k, rows // k, cols)
-        Ok = O.view(b * k, rows // k, cols)
-        Pk = P.view(b * k, rows // k, r)
-        Qk = lambda: Q.unsqueeze(1).expand(b, k, cols, r).reshape(b * k, cols, r)
-        Qkt = lambda: Q.transpose(1, 2).unsqueeze(1).expand(b, k, r, cols).reshape(b * k, r, cols)
-        out[f"split {k}"] = ("P=MQ", lambda: torch.bmm(Mk, Qk(), out=Pk), mat + thin)
-        out[f"split {k}^T"] = ("Q=M^TP", lambda: torch.sum(torch.bmm(Mk.transpose(1, 2), Pk).view(b, k, cols, r),
-                                                           1, out=Q), mat + thin)
-        out[f"split {k} outer"] = ("G=PQ^T", lambda: torch.bmm(Pk, Qkt(), out=Ok), mat + thin)
-        out[f"split {k} baddbmm_"] = ("E=M-PQ^T", lambda: Mk.baddbmm_(Pk, Qkt(), beta=1, alpha=-1), 2 * mat + thin)
+        if rows % k == 0:
+            out.update(split_forms(k, M, O, P, Q, mat, thin))
     if r == 1:
         out["mul broadcast (batch)"] = ("G=PQ^T", lambda: torch.mul(P, Q.transpose(1, 2), out=O), mat + thin)
         out["sum of product (batch)"] = ("P=MQ", lambda: torch.sum(M * Q.transpose(1, 2), 2, keepdim=True), 3 * mat)
