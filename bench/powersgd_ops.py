@@ -75,6 +75,22 @@ def split_forms(k, M, O, P, Q, mat, thin):
     }
 
 
+def column_split_forms(k, m, p, q, mat, thin):
+    """P = M Q and Q = M^T P for one matrix with its columns split into k blocks, each a
+    matrix of a batch (strided views, no copy of M): P sums the blocks' products, Q's
+    blocks are its own rows."""
+    rows, cols = m.shape
+    r = p.shape[1]
+    c = cols // k
+    blocks = m.view(rows, k, c).permute(1, 0, 2)  # [k, rows, c], rows cols apart
+    q_blocks = q.view(k, c, r)
+    return {
+        f"colsplit {k}": ("P=MQ", lambda: torch.sum(torch.bmm(blocks, q_blocks), 0, out=p), mat + thin),
+        f"colsplit {k}^T": ("Q=M^TP", lambda: torch.bmm(blocks.transpose(1, 2), p.unsqueeze(0).expand(k, rows, r),
+                                                      out=q_blocks), mat + thin),
+    }
+
+
 def forms(b, rows, cols, r):
     """name -> (op, callable, bytes moved) for one batch of b matrices."""
     f = dict(device="cuda", dtype=torch.float32)
@@ -100,6 +116,14 @@ def forms(b, rows, cols, r):
         out["mm^T"] = ("Q=M^TP", lambda: torch.mm(m.t(), p, out=q), mat + thin)
         out["mm outer"] = ("G=PQ^T", lambda: torch.mm(p, q.t(), out=o), mat + thin)
         out["addmm_"] = ("E=M-PQ^T", lambda: m.addmm_(p, q.t(), beta=1, alpha=-1), 2 * mat + thin)
+        # The transposed products: P^T = Q^T M^T, Q^T = P^T M (cuBLAS then sees the long
+        # dimension as its N), written into transposed buffers.
+        pt, qt = torch.empty(r, rows, **f), torch.empty(r, cols, **f)
+        out["mm transposed"] = ("P=MQ", lambda: torch.mm(q.t(), m.t(), out=pt), mat + thin)
+        out["mm^T transposed"] = ("Q=M^TP", lambda: torch.mm(p.t(), m, out=qt), mat + thin)
+        for k in (4, 8, 16, 32):
+            if cols % k == 0:
+                out.update(column_split_forms(k, m, p, q, mat, thin))
         if r == 1:
             pv, qv = p[:, 0], q[:, 0]
             out["mv"] = ("P=MQ", lambda: torch.mv(m, qv, out=pv), mat + thin)
