@@ -224,19 +224,19 @@ class PowerSgdHook : public ddplab::CommHook {
   // The group's Q, [batch, cols, r]: last step's (warm start) or a seeded random one per
   // parameter, the same on every rank (a new one each step without warm start). A group
   // that was the same last step gets last step's batch as it is, without a copy.
-  at::Tensor QsFor(const std::vector<Matrix>& matrices, const std::vector<size_t>& parameters, int64_t cols,
-                   int64_t r, int64_t step, const at::TensorOptions& options) {
+  at::Tensor QsFor(const std::vector<size_t>& parameters, int64_t cols, int64_t r, int64_t step,
+                   const at::TensorOptions& options) {
     if (warm_start_) {
       auto kept = group_q_.find(parameters);
       if (kept != group_q_.end()) return kept->second;
     }
     std::vector<at::Tensor> qs;
-    for (const Matrix& matrix : matrices) {
-      at::Tensor& q = q_[matrix.parameter];
+    for (size_t parameter : parameters) {
+      at::Tensor& q = q_[parameter];
       if (!q.defined() || !warm_start_) {
         uint64_t draw = warm_start_ ? 0 : static_cast<uint64_t>(step);
         at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(
-            (seed_ * 1000003 + matrix.parameter) * 7919 + draw);
+            (seed_ * 1000003 + parameter) * 7919 + draw);
         q = at::empty({cols, r}).normal_(0.0, 1.0, gen).to(options);
       }
       qs.push_back(q);
@@ -321,7 +321,7 @@ class PowerSgdHook : public ddplab::CommHook {
         g.q = q_flat.narrow(0, q_offset, batch * cols * g.r).view({batch, cols, g.r});
         p_offset += g.p.numel();
         q_offset += g.q.numel();
-        ddplab::powersgd::MulMQ(g.m, QsFor(g.matrices, g.parameters, cols, g.r, bucket.step, buffer.options()), g.p);
+        ddplab::powersgd::MulMQ(g.m, QsFor(g.parameters, cols, g.r, bucket.step, buffer.options()), g.p);
       }
       // Mean of all P in one all-reduce, then orthogonalize; Q = M^T P.
       Mean(p_flat);
