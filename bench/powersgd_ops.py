@@ -17,11 +17,12 @@ Prints one line per (shape, rank, batch, op, form): microseconds per matrix and 
 """
 import argparse
 import json
+import os
 import sys
 
 import torch
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import environment  # noqa: E402
 
 # ViT-L/32's weight matrices: attention in-projection, out-projection, MLP in, MLP out.
@@ -110,7 +111,7 @@ def forms(b, rows, cols, r):
     out["baddbmm out"] = ("E=M-PQ^T", lambda: torch.baddbmm(M, P, Q.transpose(1, 2), beta=1, alpha=-1, out=O),
                           2 * mat + thin)
     if b == 1:
-        m, o, g, e = M[0], O[0], G[0], E[0]
+        m, o = M[0], O[0]
         p, q = P[0], Q[0]
         out["mm"] = ("P=MQ", lambda: torch.mm(m, q, out=p), mat + thin)
         out["mm^T"] = ("Q=M^TP", lambda: torch.mm(m.t(), p, out=q), mat + thin)
