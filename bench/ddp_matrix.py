@@ -75,8 +75,17 @@ CONFIGS["zero_copy_launch_thread_tuned"] = (
 CONFIGS["zero_copy_cap100"] = (
     "plugin { bucket_sizing { bucket_cap_mb: 100 } } plugin { static_graph {} } plugin { zero_copy {} }",
     CONFIGS["cap100"][1])
+# The optimizer inside backward (optimizer_overlap): each bucket's parameters updated as
+# soon as its average is in; PyTorch's DDP with _apply_optimizer_in_backward beside it.
+# PyTorch's DDP takes no communication hook beside its optimizer in backward, so bf16's
+# row is compared with PyTorch's bf16 hook and its optimizer after backward.
+OVERLAP = " plugin { optimizer_overlap {} }"
+for base in ("zero_copy_tuned", "overlap_tuned", "zero_copy_cap100"):
+    CONFIGS[base + "_optim"] = (CONFIGS[base][0] + OVERLAP, CONFIGS[base][1] + ["--optimizer_in_backward"])
+CONFIGS["bf16_tuned_optim"] = (CONFIGS["bf16_tuned"][0] + OVERLAP, CONFIGS["bf16_tuned"][1])
 EXTRA = {name: (TUNED_ENV, TUNED_FIELDS)
-         for name in ("overlap_tuned", "bf16_tuned", "zero_copy_tuned", "zero_copy_launch_thread_tuned")}
+         for name in ("overlap_tuned", "bf16_tuned", "zero_copy_tuned", "zero_copy_launch_thread_tuned",
+                      "overlap_tuned_optim", "bf16_tuned_optim", "zero_copy_tuned_optim")}
 # PowerSGD with 25 MB buckets, compute first, NCCL on 2 channels (its all-reduces are
 # small; bench/nccl_tuning.py's powersgd_rank1_cap25_tuned).
 POWERSGD_ENV = {"NCCL_MAX_NCHANNELS": "2"}

@@ -51,6 +51,9 @@ def main():
     p.add_argument("--powersgd_rank", type=int, default=1)
     p.add_argument("--start_powersgd_iter", type=int, default=2,
                    help="PyTorch's default is 1000, which a short run never reaches")
+    p.add_argument("--optimizer_in_backward", action="store_true",
+                   help="each parameter's SGD step inside backward, after its bucket's all-reduce "
+                        "(torch.distributed.optim._apply_optimizer_in_backward, which DDP picks up)")
     p.add_argument("--high_priority_compute", action="store_true",
                    help="run the steps on a high-priority CUDA stream (as ddplab's option)")
     p.add_argument("--output", required=True)
@@ -69,6 +72,14 @@ def main():
     torch.manual_seed(0)
     model = getattr(torchvision.models, a.model)().to(device)
     model.train()
+    optimizer = None
+    if a.optimizer_in_backward:
+        # Before the DDP wrapper, which then runs each bucket's optimizers on a stream of
+        # its own after the bucket's all-reduce, and leaves no gradients after backward.
+        from torch.distributed.optim import _apply_optimizer_in_backward
+        _apply_optimizer_in_backward(torch.optim.SGD, model.parameters(), {"lr": a.lr})
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=a.lr)
     if a.ddp:
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[local_rank], bucket_cap_mb=a.bucket_cap_mb,
@@ -82,7 +93,6 @@ def main():
                 process_group=None, matrix_approximation_rank=a.powersgd_rank,
                 start_powerSGD_iter=a.start_powersgd_iter)
             model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
-    optimizer = torch.optim.SGD(model.parameters(), lr=a.lr)
     criterion = torch.nn.CrossEntropyLoss()
     steps = a.warmup + a.measured
     dataset = SyntheticImages(steps * a.batch_size * world, a.image_size, 1000)
@@ -104,6 +114,7 @@ def main():
             "ddp": a.ddp,
             "comm_hook": a.comm_hook,
             "high_priority_compute": a.high_priority_compute,
+            "optimizer_in_backward": a.optimizer_in_backward,
             "torch_version": torch.__version__,
             "device": torch.cuda.get_device_name(local_rank),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -126,6 +137,9 @@ def train(a, loader, model, criterion, optimizer, device):
         images = images.to(device, non_blocking=True)
         labels = labels.to(device, non_blocking=True)
         loss = criterion(model(images), labels)
+        if optimizer is None:  # stepped inside backward
+            loss.backward()
+            continue
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

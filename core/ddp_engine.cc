@@ -58,6 +58,7 @@ struct Bucket {
   std::vector<at::Tensor> views;  // per parameter, shaped like it
   int pending = 0;               // expected gradients not yet in
   bool launched = false;
+  bool finished = false;         // averaged, in place and its parameters updated (overlap)
   at::Tensor wire;               // what the bucket travels as, when another dtype
   std::optional<PendingMean> mean;  // the engine's own reduction
   c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
@@ -108,6 +109,14 @@ struct DataParallelEngine::State {
   std::string error;  // found by a hook, reported by EndBackward
   bool shut_down = false;  // ShutDown was called: no more steps
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  // The optimizer overlapped with backward (EngineOptions::overlap_optimizer).
+  ParameterUpdate update;
+  bool updated = false;  // the last EndBackward's step updated the parameters
+#if defined(DDPLAB_CUDA)
+  // Where the updates run, and their end, which the caller's stream waits for.
+  std::optional<c10::cuda::CUDAStream> update_stream;
+  std::optional<at::cuda::CUDAEvent> updates_done;
+#endif
 #if defined(DDPLAB_CUDA)
   // (end of backward, last bucket reduced) per timed step, read in FinishTiming.
   std::vector<std::pair<at::cuda::CUDAEvent, at::cuda::CUDAEvent>> exposed_events;
@@ -168,6 +177,11 @@ struct DataParallelEngine::State {
   }
 
   bool view_mode() const { return options.gradient_as_bucket_view; }
+  // The optimizer runs per bucket, right after its reduction (overlap_optimizer), where
+  // the engine starts that reduction itself from autograd's thread.
+  bool overlap() const {
+    return options.overlap_optimizer && update && !identity() && !hook && !options.launch_thread;
+  }
   // One process and no hook: the average of one gradient is itself, so there is
   // nothing to copy, reduce or wait for.
   bool identity() const { return world == 1 && !hook; }
@@ -231,6 +245,7 @@ struct DataParallelEngine::State {
       b.pending = 0;
       for (size_t i : b.params) b.pending += expected[i] ? 1 : 0;
       b.launched = false;
+      b.finished = false;
       b.mean.reset();
       b.future.reset();
       b.exact = at::Tensor();
@@ -286,6 +301,33 @@ struct DataParallelEngine::State {
       }
     }
     b.launched = true;
+    if (overlap()) FinishAndUpdate(index);
+  }
+
+  // With the optimizer overlapped: the bucket's average put where the gradients are and
+  // its parameters updated, on the update stream (after the reduction; on Gloo the host
+  // waits for it here), while the compute stream goes on with backward.
+  void FinishAndUpdate(size_t index) {
+    Bucket& b = buckets[index];
+#if defined(DDPLAB_CUDA)
+    std::optional<c10::cuda::CUDAStreamGuard> guard;
+    if (cuda) {
+      if (!update_stream) {
+        update_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, params[0].device().index());
+      }
+      guard.emplace(*update_stream);
+    }
+#endif
+    b.mean->wait();
+    if (b.wire.defined()) b.buffer.copy_(b.wire);
+    std::vector<size_t> with_gradient;
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const size_t i = b.params[k];
+      if (expected[i] && !view_mode() && !in_place()) params[i].mutable_grad().copy_(b.views[k]);
+      if (params[i].grad().defined()) with_gradient.push_back(i);
+    }
+    if (!with_gradient.empty()) update(with_gradient);
+    b.finished = true;
   }
 
   // Hands a bucket's collective to the launch thread (started at the first job).
@@ -474,6 +516,13 @@ void DataParallelEngine::BroadcastParameters() {
   }
 }
 
+void DataParallelEngine::SetParameterUpdate(ParameterUpdate update) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->update = std::move(update);
+}
+
+bool DataParallelEngine::updated_parameters() const { return state_->updated; }
+
 void DataParallelEngine::ZeroGrad() {
   State& s = *state_;
   if (s.view_mode() && !s.identity()) {
@@ -504,6 +553,7 @@ void DataParallelEngine::BeginStep(bool sync) {
   if (s.options.launch_thread) s.WaitLaunched();
   s.HarvestBucketTimes();
   s.sync = sync;
+  s.updated = false;
   if (sync && s.first_step_done && !s.rebuilt && !s.identity()) {
     // Regroup once in the order gradients became ready, rank 0's order for everyone.
     std::vector<size_t> order = s.ready_order;
@@ -601,6 +651,7 @@ absl::Status DataParallelEngine::EndBackward() {
     if (timed && s.bucket_times) {
       s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
     }
+    if (b.finished) continue;  // waited for below, through the update stream
     if (b.mean) {
       b.mean->wait();
       if (b.wire.defined()) b.buffer.copy_(b.wire);
@@ -620,6 +671,15 @@ absl::Status DataParallelEngine::EndBackward() {
     }
   }
   if (!hook_error.empty()) return absl::InternalError(hook_error);
+  const bool updated = s.overlap();
+#if defined(DDPLAB_CUDA)
+  if (updated && s.cuda && s.update_stream) {
+    // What follows (the next forward) waits for every bucket's update.
+    if (!s.updates_done) s.updates_done.emplace(cudaEventDisableTiming);
+    s.updates_done->record(*s.update_stream);
+    s.updates_done->block(c10::cuda::getCurrentCUDAStream(s.params[0].device().index()));
+  }
+#endif
   // Sampled steps: the exact means, started only now that every bucket's own reduction
   // is done. A hook may issue its collectives from a thread of its own; starting these
   // from this thread while it does could order the collectives differently on each rank.
@@ -640,7 +700,8 @@ absl::Status DataParallelEngine::EndBackward() {
   }
   if (!s.view_mode() && !s.in_place()) {
     for (size_t i = 0; i < s.params.size(); ++i) {
-      if (s.expected[i]) s.params[i].mutable_grad().copy_(s.buckets[s.bucket_of[i]].views[s.slot_of[i]]);
+      const Bucket& b = s.buckets[s.bucket_of[i]];
+      if (s.expected[i] && !b.finished) s.params[i].mutable_grad().copy_(b.views[s.slot_of[i]]);
     }
   }
 #if defined(DDPLAB_CUDA)
@@ -658,6 +719,7 @@ absl::Status DataParallelEngine::EndBackward() {
   stats_.wire_bytes = s.wire_bytes;
   stats_.wire_dtype = s.wire_bytes > 0 ? std::string(c10::toString(s.wire_dtype)) : "";
   s.first_step_done = true;
+  s.updated = updated;
   stats_.gradient_memory_bytes = 0;
   if (!s.view_mode()) {
     for (const at::Tensor& p : s.params) {

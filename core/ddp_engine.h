@@ -18,7 +18,7 @@
 //     engine.BeginStep(/*sync=*/true);   // false: accumulate locally, no reduction
 //     loss.backward();
 //     absl::Status s = engine.EndBackward();
-//     optimizer.Step();
+//     if (!engine.updated_parameters()) optimizer.Step();
 //   }
 
 #ifndef DDPLAB_CORE_DDP_ENGINE_H_
@@ -84,6 +84,17 @@ class DataParallelEngine {
 
   // Makes every rank's parameters rank 0's.
   void BroadcastParameters();
+
+  // What updates a bucket's parameters (indices into `params`, each with its averaged
+  // gradient in place) with EngineOptions::overlap_optimizer: called once per bucket and
+  // synced step, on a GPU with a stream of the engine's own current, ordered after the
+  // bucket's reduction. Without it, or with one process and no hook (nothing to
+  // average), the caller's optimizer runs after EndBackward as usual.
+  using ParameterUpdate = std::function<void(const std::vector<size_t>& params)>;
+  void SetParameterUpdate(ParameterUpdate update);
+  // Whether the last EndBackward updated every parameter that had a gradient (the
+  // caller then skips its optimizer step). False after a step that did not sync.
+  bool updated_parameters() const;
 
   // Drops or zeroes the gradients (with bucket views: zeroes the buckets in place).
   void ZeroGrad();

@@ -190,6 +190,7 @@ struct Combination {
   bool static_graph, bucket_view, small_buckets;
   int accumulate;
   const char* plugin = "";  // one more plugin, by name
+  bool momentum = false;    // SGD with momentum and weight decay
 };
 
 class EngineProcessesTest : public ::testing::TestWithParam<Combination> {};
@@ -208,6 +209,10 @@ TEST_P(EngineProcessesTest, AveragedGradientsEqualOneProcessOverTheWholeBatch) {
       absl::StrCat("--first_bucket_cap_bytes=", c.small_buckets ? 4'000 : 1'000'000),
       absl::StrCat("--accumulate=", c.accumulate),
       "--steps=3"};
+  if (c.momentum) {
+    argv.push_back("--momentum=0.9");
+    argv.push_back("--weight_decay=0.01");
+  }
   std::string plugins;
   for (absl::string_view name : absl::StrSplit(c.plugin, '+', absl::SkipEmpty())) {
     absl::StrAppend(&plugins, "plugin { ", name, " {} } ");
@@ -237,6 +242,16 @@ std::vector<Combination> AllCombinations() {
     out.push_back({2, true, false, false, 1, plugin});
     out.push_back({2, true, views, true, 3, plugin});
   }
+  // The optimizer overlapped with backward, with momentum and weight decay: each step's
+  // gradients as above, so every earlier update was the reference's (the worker also
+  // fails if the engine did not do the updates).
+  out.push_back({2, false, false, true, 1, "optimizer_overlap", true});
+  out.push_back({3, true, true, true, 1, "optimizer_overlap", true});
+  out.push_back({2, true, true, false, 1, "optimizer_overlap", true});
+  out.push_back({2, false, false, true, 3, "optimizer_overlap", true});
+  out.push_back({2, true, false, true, 1, "optimizer_overlap+zero_copy", true});
+  out.push_back({3, false, false, true, 1, "optimizer_overlap+zero_copy", true});
+  out.push_back({2, true, false, true, 3, "optimizer_overlap+zero_copy", true});
   return out;
 }
 
@@ -247,7 +262,8 @@ INSTANTIATE_TEST_SUITE_P(
       return absl::StrCat(c.ranks, "ranks", c.static_graph ? "_static_graph" : "",
                           c.bucket_view ? "_bucket_view" : "", c.small_buckets ? "_small_buckets" : "",
                           c.accumulate > 1 ? absl::StrCat("_accumulate", c.accumulate) : "",
-                          *c.plugin ? "_" : "", absl::StrReplaceAll(c.plugin, {{"+", "_"}}));
+                          *c.plugin ? "_" : "", absl::StrReplaceAll(c.plugin, {{"+", "_"}}),
+                          c.momentum ? "_momentum" : "");
     });
 
 }  // namespace
@@ -300,6 +316,10 @@ INSTANTIATE_TEST_SUITE_P(
         // bf16: the exact average within bf16 rounding, sent as bfloat16.
         CompressionCase{"bf16_2ranks", 2, "plugin { bf16 {} }", kBf16Rounding, -1, "BFloat16", 3},
         CompressionCase{"bf16_3ranks", 3, "plugin { bf16 {} }", kBf16Rounding, -1, "BFloat16", 3},
+        // With the optimizer overlapped: each bucket's update reads the bucket's
+        // bfloat16 average, cast back.
+        CompressionCase{"bf16_optimizer_overlap", 2, "plugin { bf16 {} } plugin { optimizer_overlap {} }",
+                        kBf16Rounding, -1, "BFloat16", 3},
         // PowerSGD with a rank at least every matrix's own reproduces the exact average.
         CompressionCase{"powersgd_full_rank",
                         2,

@@ -78,6 +78,12 @@ struct EngineOptions {
   // after the bucket's gradients, instead of from autograd's thread inside backward (the
   // launch_thread plugin). A hook's work is the hook's own affair.
   bool launch_thread = false;
+  // Each bucket's parameters are updated by the optimizer as soon as the bucket's
+  // average is in place, on a stream of their own, while backward goes on (the
+  // optimizer_overlap plugin); the step after backward then has no optimizer pass of its
+  // own. Only with the engine's own all-reduce started from autograd's thread: not with a
+  // communication hook or launch_thread (the plugin host refuses those).
+  bool overlap_optimizer = false;
   // The dtype gradients travel in (e.g. at::kBFloat16); Undefined: their own. A
   // communication hook reads it for what it sends.
   at::ScalarType comm_dtype = at::ScalarType::Undefined;

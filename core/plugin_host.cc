@@ -111,23 +111,42 @@ BuildIdentity HostBuildIdentity() {
 // than found out in a worker: the plugin that asked for each is named.
 absl::Status PluginSet::CheckComposition() const {
   EngineOptions options;
-  std::string in_place, views, dtype;
+  std::string in_place, views, dtype, overlap, launch_thread;
   for (const OptionOwner& owner : option_owners_) {
     for (size_t k = owner.begin; k < owner.end; ++k) engine_options_[k](options);
     if (options.reduce_in_place && in_place.empty()) in_place = owner.plugin;
     if (options.gradient_as_bucket_view && views.empty()) views = owner.plugin;
     if (options.comm_dtype != at::ScalarType::Undefined && dtype.empty()) dtype = owner.plugin;
+    if (options.overlap_optimizer && overlap.empty()) overlap = owner.plugin;
+    if (options.launch_thread && launch_thread.empty()) launch_thread = owner.plugin;
+  }
+  auto refuse = [](const std::string& plugin, const std::string& what, const std::string& other,
+                   const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("plugin \"", plugin, "\" (", what,
+                                                   ") does not compose with plugin \"", other,
+                                                   "\": ", why, "; list one of them"));
+  };
+  if (!overlap.empty()) {
+    const std::string what = "the optimizer overlapped with backward";
+    if (!comm_hook_owner_.empty()) {
+      return refuse(overlap, what, comm_hook_owner_,
+                    "it updates each bucket after the engine's own all-reduce, which a "
+                    "communication hook replaces");
+    }
+    if (!launch_thread.empty()) {
+      return refuse(overlap, what, launch_thread,
+                    "it updates each bucket after the all-reduce that autograd's thread starts, "
+                    "which the launch thread starts instead");
+    }
   }
   if (in_place.empty()) return absl::OkStatus();
-  auto refuse = [&](const std::string& other, const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat("plugin \"", in_place,
-                                                   "\" (gradients averaged where they lie) does not compose with plugin \"",
-                                                   other, "\": ", why, "; list one of them"));
-  };
-  if (!views.empty()) return refuse(views, "both decide where gradients live");
-  if (!dtype.empty()) return refuse(dtype, "a gradient in another dtype on the wire needs a flat bucket to cast into");
+  const std::string what = "gradients averaged where they lie";
+  if (!views.empty()) return refuse(in_place, what, views, "both decide where gradients live");
+  if (!dtype.empty()) {
+    return refuse(in_place, what, dtype, "a gradient in another dtype on the wire needs a flat bucket to cast into");
+  }
   if (!comm_hook_owner_.empty()) {
-    return refuse(comm_hook_owner_, "a communication hook takes a flat bucket");
+    return refuse(in_place, what, comm_hook_owner_, "a communication hook takes a flat bucket");
   }
   return absl::OkStatus();
 }

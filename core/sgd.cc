@@ -13,11 +13,17 @@ Sgd::Sgd(std::vector<at::Tensor> params, double learning_rate, double momentum,
       weight_decay_(weight_decay) {}
 
 void Sgd::Step() {
+  std::vector<size_t> all(params_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  StepParameters(all);
+}
+
+void Sgd::StepParameters(const std::vector<size_t>& which) {
   c10::NoGradGuard no_grad;
   std::vector<at::Tensor> params, grads;
   std::vector<size_t> indices;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const at::Tensor& grad = params_[i].grad();
+  for (size_t i : which) {
+    const at::Tensor& grad = params_.at(i).grad();
     if (!grad.defined()) continue;
     params.push_back(params_[i]);
     grads.push_back(grad);

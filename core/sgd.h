@@ -18,6 +18,10 @@ class Sgd {
 
   // p -= lr * (momentum buffer or gradient); parameters without a gradient are skipped.
   void Step();
+  // The same for some of the parameters (indices into `params`), e.g. one bucket's as
+  // soon as its gradients are averaged: a step over every parameter in parts updates
+  // them exactly as one Step (the updates are elementwise).
+  void StepParameters(const std::vector<size_t>& indices);
   // Drops the gradients (set_to_none=True, PyTorch's default): backward then writes
   // fresh ones instead of adding to zeros.
   void ZeroGrad();

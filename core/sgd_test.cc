@@ -42,6 +42,34 @@ TEST(SgdTest, PlainMatchesTorchOptim) { CompareWithTorch(0.1, 0, 0); }
 TEST(SgdTest, MomentumMatchesTorchOptim) { CompareWithTorch(0.05, 0.9, 0); }
 TEST(SgdTest, WeightDecayMatchesTorchOptim) { CompareWithTorch(0.05, 0.9, 0.01); }
 
+// A step taken in parts (one bucket's parameters at a time, as the engine does with the
+// optimizer overlapped) is one Step, bit for bit, with momentum and weight decay.
+TEST(SgdTest, StepInPartsEqualsOneStep) {
+  torch::manual_seed(1);
+  std::vector<at::Tensor> whole, parts;
+  for (int i = 0; i < 4; ++i) {
+    at::Tensor p = torch::randn({3, 5});
+    whole.push_back(p.clone().requires_grad_());
+    parts.push_back(p.clone().requires_grad_());
+  }
+  Sgd one(whole, 0.05, 0.9, 0.01), split(parts, 0.05, 0.9, 0.01);
+  for (int step = 0; step < 3; ++step) {
+    at::Tensor target = torch::randn({3, 5});
+    one.ZeroGrad();
+    split.ZeroGrad();
+    for (int i = 0; i < 4; ++i) {
+      if (i == 1 && step == 1) continue;  // no gradient this step: skipped in both
+      ((whole[i] - target).pow(2).sum() * (i + 1)).backward();
+      ((parts[i] - target).pow(2).sum() * (i + 1)).backward();
+    }
+    one.Step();
+    split.StepParameters({3, 2});
+    split.StepParameters({1});
+    split.StepParameters({0});
+    for (int i = 0; i < 4; ++i) EXPECT_TRUE(at::equal(whole[i], parts[i])) << "step " << step << " param " << i;
+  }
+}
+
 TEST(SgdTest, ZeroGradDropsGradients) {
   at::Tensor p = torch::ones({2}).requires_grad_();
   Sgd sgd({p}, 0.1);

@@ -141,6 +141,7 @@ std::string DescribeEngineOptions(const EngineOptions& o) {
                                  o.gradient_as_bucket_view ? "on" : "off");
   if (o.reduce_in_place) absl::StrAppend(&out, ", gradients reduced in place");
   if (o.launch_thread) absl::StrAppend(&out, ", collectives launched from the engine's thread");
+  if (o.overlap_optimizer) absl::StrAppend(&out, ", optimizer overlapped with backward");
   if (!o.sweep_bucket_cap_bytes.empty()) {
     std::vector<std::string> caps;
     for (int64_t b : o.sweep_bucket_cap_bytes) caps.push_back(absl::StrCat(b / 1e6));
@@ -202,6 +203,11 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
         model->parameters(), *group, engine_options,
         options.plugins ? options.plugins->comm_hook_factory() : DataParallelEngine::CommHookFactory());
     engine->BroadcastParameters();
+    if (engine_options.overlap_optimizer) {
+      engine->SetParameterUpdate([&optimizer](const std::vector<size_t>& indices) {
+        optimizer.StepParameters(indices);
+      });
+    }
   }
 
   SyntheticData::Options data_options;
@@ -296,7 +302,9 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     if (timed) timer.Mark(m, kBackward);
     {
       NvtxRange r(nvtx, "optimizer step");
-      optimizer.Step();
+      // With the optimizer overlapped, the engine updated every bucket's parameters as
+      // its average came in.
+      if (!engine || !engine->updated_parameters()) optimizer.Step();
     }
     if (timed) timer.Mark(m, kOptimizer);
     // The last micro-batch's loss, undivided.

@@ -10,6 +10,7 @@ PLUGINS = [
     "bucket_view",
     "launch_thread",
     "no_communication",
+    "optimizer_overlap",
     "powersgd",
     "static_graph",
     "zero_copy",

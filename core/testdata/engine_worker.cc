@@ -8,7 +8,9 @@
 // held-out samples is at most that fraction above the reference model's. --plugins lists plugin
 // entries (text format), loaded through the plugin host from the runfiles.
 // Exit codes: 0 pass, 10 gradients differ, 11 parameters differ between ranks,
-// 12 engine error, 13 setup error, 14 loss differs, 15 wrong dtype on the wire.
+// 12 engine error, 13 setup error, 14 loss differs, 15 wrong dtype on the wire, 16 a
+// gradient is not a bucket view, 17 buckets hold memory with zero_copy, 18 the last step's
+// gradient is still held, 19 the optimizer was to be overlapped but was not.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -39,6 +41,8 @@ ABSL_FLAG(double, grad_tolerance, 1e-5, "largest relative gradient error; < 0: n
 ABSL_FLAG(double, loss_tolerance, -1, "largest relative loss difference at the end; < 0: not checked");
 ABSL_FLAG(std::string, wire_dtype, "", "the dtype the engine must send in, if given");
 ABSL_FLAG(double, lr, 0.05, "");
+ABSL_FLAG(double, momentum, 0, "");
+ABSL_FLAG(double, weight_decay, 0, "");
 ABSL_FLAG(int, batch, 4, "samples per rank per micro-step");
 
 namespace ddplab {
@@ -122,7 +126,13 @@ int Main(int argc, char** argv) {
   DataParallelEngine engine(model->parameters(), *group, options, plugins->comm_hook_factory());
   engine.BroadcastParameters();
   const double lr = absl::GetFlag(FLAGS_lr);
-  Sgd sgd(model->parameters(), lr), reference_sgd(reference->parameters(), lr);
+  const double momentum = absl::GetFlag(FLAGS_momentum), weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  Sgd sgd(model->parameters(), lr, momentum, weight_decay);
+  Sgd reference_sgd(reference->parameters(), lr, momentum, weight_decay);
+  // With optimizer_overlap the engine updates each bucket's parameters itself; the
+  // gradients checked below are still the averaged ones, and the next step's gradients
+  // (checked against the reference's, which steps after backward) show the update.
+  engine.SetParameterUpdate([&sgd](const std::vector<size_t>& indices) { sgd.StepParameters(indices); });
   const int accumulate = absl::GetFlag(FLAGS_accumulate);
   const double grad_tolerance = absl::GetFlag(FLAGS_grad_tolerance);
   std::vector<double> losses;
@@ -187,7 +197,13 @@ int Main(int argc, char** argv) {
       std::cerr << "rank " << rank << " step " << step << ": gradient relative error " << error << "\n";
       return 10;
     }
-    sgd.Step();
+    if (options.overlap_optimizer != engine.updated_parameters()) {
+      std::cerr << "rank " << rank << " step " << step << ": optimizer_overlap is "
+                << (options.overlap_optimizer ? "on" : "off") << " but the engine "
+                << (engine.updated_parameters() ? "did" : "did not") << " update the parameters\n";
+      return 19;
+    }
+    if (!engine.updated_parameters()) sgd.Step();
     reference_sgd.Step();
     last_grad = model->parameters()[0].grad();
   }

@@ -1,0 +1,47 @@
+#include <string>
+
+#include "gtest/gtest.h"
+#include "plugins/testing/plugin_testutil.h"
+
+namespace ddplab {
+namespace {
+
+TEST(OptimizerOverlapPluginTest, SetsOverlapOptimizerOnly) {
+  absl::StatusOr<EngineOptions> options = testing::ResolveWithPlugins("plugin { optimizer_overlap {} }");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->overlap_optimizer);
+  EXPECT_FALSE(options->reduce_in_place);
+  EXPECT_FALSE(options->launch_thread);
+  EXPECT_EQ(options->comm_dtype, at::ScalarType::Undefined);
+}
+
+TEST(OptimizerOverlapPluginTest, ComposesWithTheEnginesOwnAllReduce) {
+  for (const char* other : {"zero_copy {}", "bucket_view {}", "bf16 {}", "static_graph {}"}) {
+    absl::StatusOr<EngineOptions> options = testing::ResolveWithPlugins(
+        std::string("plugin { optimizer_overlap {} } plugin { ") + other + " }");
+    ASSERT_TRUE(options.ok()) << other << ": " << options.status();
+    EXPECT_TRUE(options->overlap_optimizer);
+  }
+}
+
+// A hook's reduction or another thread's launches: refused when the plugins are loaded,
+// naming both plugins, in either order.
+TEST(OptimizerOverlapPluginTest, RefusesHooksAndTheLaunchThread) {
+  for (const std::string other : {"powersgd { rank: 1 }", "no_communication {}", "launch_thread {}"}) {
+    for (bool first : {true, false}) {
+      const std::string mine = "plugin { optimizer_overlap {} }";
+      const std::string theirs = "plugin { " + other + " }";
+      absl::StatusOr<EngineOptions> options =
+          testing::ResolveWithPlugins(first ? mine + " " + theirs : theirs + " " + mine);
+      ASSERT_FALSE(options.ok()) << other;
+      const std::string message(options.status().message());
+      const std::string name = other.substr(0, other.find(' '));
+      EXPECT_NE(message.find("plugin \"optimizer_overlap\""), std::string::npos) << message;
+      EXPECT_NE(message.find("plugin \"" + name + "\""), std::string::npos) << message;
+      EXPECT_NE(message.find("list one of them"), std::string::npos) << message;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddplab
