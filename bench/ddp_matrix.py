@@ -75,17 +75,8 @@ CONFIGS["zero_copy_launch_thread_tuned"] = (
 CONFIGS["zero_copy_cap100"] = (
     "plugin { bucket_sizing { bucket_cap_mb: 100 } } plugin { static_graph {} } plugin { zero_copy {} }",
     CONFIGS["cap100"][1])
-# The optimizer inside backward (optimizer_overlap): each bucket's parameters updated as
-# soon as its average is in; PyTorch's DDP with _apply_optimizer_in_backward beside it.
-# PyTorch's DDP takes no communication hook beside its optimizer in backward, so bf16's
-# row is compared with PyTorch's bf16 hook and its optimizer after backward.
-OVERLAP = " plugin { optimizer_overlap {} }"
-for base in ("zero_copy_tuned", "overlap_tuned", "zero_copy_cap100"):
-    CONFIGS[base + "_optim"] = (CONFIGS[base][0] + OVERLAP, CONFIGS[base][1] + ["--optimizer_in_backward"])
-CONFIGS["bf16_tuned_optim"] = (CONFIGS["bf16_tuned"][0] + OVERLAP, CONFIGS["bf16_tuned"][1])
 EXTRA = {name: (TUNED_ENV, TUNED_FIELDS)
-         for name in ("overlap_tuned", "bf16_tuned", "zero_copy_tuned", "zero_copy_launch_thread_tuned",
-                      "overlap_tuned_optim", "bf16_tuned_optim", "zero_copy_tuned_optim")}
+         for name in ("overlap_tuned", "bf16_tuned", "zero_copy_tuned", "zero_copy_launch_thread_tuned")}
 # PowerSGD with 25 MB buckets, compute first, NCCL on 2 channels (its all-reduces are
 # small; bench/nccl_tuning.py's powersgd_rank1_cap25_tuned).
 POWERSGD_ENV = {"NCCL_MAX_NCHANNELS": "2"}
@@ -94,6 +85,22 @@ for rank in (1, 4):
         CONFIGS[f"powersgd_rank{rank}_cap25"][0], CONFIGS[f"powersgd_rank{rank}_cap25"][1] + ["--high_priority_compute"])
     EXTRA[f"powersgd_rank{rank}_tuned"] = (POWERSGD_ENV, "high_priority_compute: true " + " ".join(
         f'nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in POWERSGD_ENV.items()))
+
+# The optimizer overlapped with communication (optimizer_overlap): each bucket's update
+# queued as soon as its average is in, after backward's compute, beside the last buckets'
+# reductions. PyTorch has no such mode; its rows run its optimizer after backward, as the
+# base configuration's. `_optim_bw`: the updates during backward on a stream of their own,
+# against PyTorch's DDP with _apply_optimizer_in_backward (which does the same).
+OVERLAP = " plugin { optimizer_overlap {} }"
+for base in ("zero_copy_tuned", "overlap_tuned", "zero_copy_cap100", "bf16_tuned", "powersgd_rank1_tuned",
+             "powersgd_rank4", "powersgd_rank4_tuned"):
+    CONFIGS[base + "_optim"] = (CONFIGS[base][0] + OVERLAP, CONFIGS[base][1])
+    if base in EXTRA:
+        EXTRA[base + "_optim"] = EXTRA[base]
+CONFIGS["zero_copy_tuned_optim_bw"] = (
+    CONFIGS["zero_copy_tuned"][0] + " plugin { optimizer_overlap { during_backward: true } }",
+    CONFIGS["zero_copy_tuned"][1] + ["--optimizer_in_backward"])
+EXTRA["zero_copy_tuned_optim_bw"] = EXTRA["zero_copy_tuned"]
 
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
 

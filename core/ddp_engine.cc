@@ -58,7 +58,7 @@ struct Bucket {
   std::vector<at::Tensor> views;  // per parameter, shaped like it
   int pending = 0;               // expected gradients not yet in
   bool launched = false;
-  bool finished = false;         // averaged, in place and its parameters updated (overlap)
+  bool finished = false;         // averaged, in place and its parameters updated
   at::Tensor wire;               // what the bucket travels as, when another dtype
   std::optional<PendingMean> mean;  // the engine's own reduction
   c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
@@ -177,10 +177,12 @@ struct DataParallelEngine::State {
   }
 
   bool view_mode() const { return options.gradient_as_bucket_view; }
-  // The optimizer runs per bucket, right after its reduction (overlap_optimizer), where
-  // the engine starts that reduction itself from autograd's thread.
-  bool overlap() const {
-    return options.overlap_optimizer && update && !identity() && !hook && !options.launch_thread;
+  // The optimizer runs per bucket, right after its reduction (overlap_optimizer): after
+  // backward, or during it where the engine starts the reduction itself from autograd's
+  // thread (optimizer_during_backward).
+  bool update_buckets() const { return options.overlap_optimizer && update && !identity(); }
+  bool update_during_backward() const {
+    return update_buckets() && options.optimizer_during_backward && !hook && !options.launch_thread;
   }
   // One process and no hook: the average of one gradient is itself, so there is
   // nothing to copy, reduce or wait for.
@@ -301,12 +303,26 @@ struct DataParallelEngine::State {
       }
     }
     b.launched = true;
-    if (overlap()) FinishAndUpdate(index);
+    if (update_during_backward()) FinishAndUpdate(index);
   }
 
-  // With the optimizer overlapped: the bucket's average put where the gradients are and
-  // its parameters updated, on the update stream (after the reduction; on Gloo the host
-  // waits for it here), while the compute stream goes on with backward.
+  // The bucket's average copied back into the gradients that are not its views, and
+  // its parameters that have a gradient updated, on the current stream.
+  void CopyBackAndUpdate(size_t index) {
+    Bucket& b = buckets[index];
+    std::vector<size_t> with_gradient;
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const size_t i = b.params[k];
+      if (expected[i] && !view_mode() && !in_place()) params[i].mutable_grad().copy_(b.views[k]);
+      if (params[i].grad().defined()) with_gradient.push_back(i);
+    }
+    if (!with_gradient.empty()) update(with_gradient);
+    b.finished = true;
+  }
+
+  // With the optimizer during backward: the bucket's average put where the gradients are
+  // and its parameters updated, on the update stream (after the reduction; on Gloo the
+  // host waits for it here), while the compute stream goes on with backward.
   void FinishAndUpdate(size_t index) {
     Bucket& b = buckets[index];
 #if defined(DDPLAB_CUDA)
@@ -320,14 +336,7 @@ struct DataParallelEngine::State {
 #endif
     b.mean->wait();
     if (b.wire.defined()) b.buffer.copy_(b.wire);
-    std::vector<size_t> with_gradient;
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const size_t i = b.params[k];
-      if (expected[i] && !view_mode() && !in_place()) params[i].mutable_grad().copy_(b.views[k]);
-      if (params[i].grad().defined()) with_gradient.push_back(i);
-    }
-    if (!with_gradient.empty()) update(with_gradient);
-    b.finished = true;
+    CopyBackAndUpdate(index);
   }
 
   // Hands a bucket's collective to the launch thread (started at the first job).
@@ -669,11 +678,14 @@ absl::Status DataParallelEngine::EndBackward() {
       at::Tensor result = value.isTensor() ? value.toTensor() : value.toTensorVector().at(0);
       if (!result.is_same(b.buffer)) b.buffer.copy_(result);
     }
+    // The optimizer after backward: this bucket's update is queued behind its reduction,
+    // while the later buckets' reductions go on.
+    if (s.update_buckets() && hook_error.empty()) s.CopyBackAndUpdate(i);
   }
   if (!hook_error.empty()) return absl::InternalError(hook_error);
-  const bool updated = s.overlap();
+  const bool updated = s.update_buckets();
 #if defined(DDPLAB_CUDA)
-  if (updated && s.cuda && s.update_stream) {
+  if (s.update_during_backward() && s.cuda && s.update_stream) {
     // What follows (the next forward) waits for every bucket's update.
     if (!s.updates_done) s.updates_done.emplace(cudaEventDisableTiming);
     s.updates_done->record(*s.update_stream);

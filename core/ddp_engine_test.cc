@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <torch/torch.h>
 
@@ -215,7 +216,11 @@ TEST_P(EngineProcessesTest, AveragedGradientsEqualOneProcessOverTheWholeBatch) {
   }
   std::string plugins;
   for (absl::string_view name : absl::StrSplit(c.plugin, '+', absl::SkipEmpty())) {
-    absl::StrAppend(&plugins, "plugin { ", name, " {} } ");
+    if (name == "optimizer_during_backward") {
+      absl::StrAppend(&plugins, "plugin { optimizer_overlap { during_backward: true } } ");
+    } else {
+      absl::StrAppend(&plugins, "plugin { ", name, " {} } ");
+    }
   }
   argv.push_back(absl::StrCat("--plugins=", plugins));
   LaunchOptions options;
@@ -242,16 +247,22 @@ std::vector<Combination> AllCombinations() {
     out.push_back({2, true, false, false, 1, plugin});
     out.push_back({2, true, views, true, 3, plugin});
   }
-  // The optimizer overlapped with backward, with momentum and weight decay: each step's
-  // gradients as above, so every earlier update was the reference's (the worker also
-  // fails if the engine did not do the updates).
-  out.push_back({2, false, false, true, 1, "optimizer_overlap", true});
-  out.push_back({3, true, true, true, 1, "optimizer_overlap", true});
-  out.push_back({2, true, true, false, 1, "optimizer_overlap", true});
-  out.push_back({2, false, false, true, 3, "optimizer_overlap", true});
-  out.push_back({2, true, false, true, 1, "optimizer_overlap+zero_copy", true});
-  out.push_back({3, false, false, true, 1, "optimizer_overlap+zero_copy", true});
-  out.push_back({2, true, false, true, 3, "optimizer_overlap+zero_copy", true});
+  // The optimizer per bucket, after backward and during it, with momentum and weight
+  // decay: each step's gradients as above, so every earlier update was the reference's
+  // (the worker also fails if the engine did not do the updates).
+  const std::pair<const char*, const char*> whens[] = {
+      {"optimizer_overlap", "optimizer_overlap+zero_copy"},
+      {"optimizer_during_backward", "optimizer_during_backward+zero_copy"}};
+  for (const auto& [alone, zero_copy] : whens) {
+    out.push_back({2, false, false, true, 1, alone, true});
+    out.push_back({3, true, true, true, 1, alone, true});
+    out.push_back({2, true, true, false, 1, alone, true});
+    out.push_back({2, false, false, true, 3, alone, true});
+    out.push_back({2, true, false, true, 1, zero_copy, true});
+    out.push_back({3, false, false, true, 1, zero_copy, true});
+    out.push_back({2, true, false, true, 3, zero_copy, true});
+  }
+  out.push_back({2, true, true, true, 1, "optimizer_overlap+launch_thread", true});
   return out;
 }
 
@@ -320,10 +331,22 @@ INSTANTIATE_TEST_SUITE_P(
         // bfloat16 average, cast back.
         CompressionCase{"bf16_optimizer_overlap", 2, "plugin { bf16 {} } plugin { optimizer_overlap {} }",
                         kBf16Rounding, -1, "BFloat16", 3},
+        CompressionCase{"bf16_optimizer_during_backward", 2,
+                        "plugin { bf16 {} } plugin { optimizer_overlap { during_backward: true } }",
+                        kBf16Rounding, -1, "BFloat16", 3},
         // PowerSGD with a rank at least every matrix's own reproduces the exact average.
         CompressionCase{"powersgd_full_rank",
                         2,
                         "plugin { powersgd { rank: 256 min_compression_rate: 0.001 } }",
+                        1e-4,
+                        -1,
+                        "",
+                        3},
+        // The same with the optimizer per bucket after backward, behind the hook's result.
+        CompressionCase{"powersgd_full_rank_optimizer_overlap",
+                        2,
+                        "plugin { powersgd { rank: 256 min_compression_rate: 0.001 } } "
+                        "plugin { optimizer_overlap {} }",
                         1e-4,
                         -1,
                         "",

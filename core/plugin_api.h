@@ -79,11 +79,15 @@ struct EngineOptions {
   // launch_thread plugin). A hook's work is the hook's own affair.
   bool launch_thread = false;
   // Each bucket's parameters are updated by the optimizer as soon as the bucket's
-  // average is in place, on a stream of their own, while backward goes on (the
-  // optimizer_overlap plugin); the step after backward then has no optimizer pass of its
-  // own. Only with the engine's own all-reduce started from autograd's thread: not with a
-  // communication hook or launch_thread (the plugin host refuses those).
+  // average is in place (the optimizer_overlap plugin), in bucket order after backward's
+  // compute, while the last buckets are still being reduced; the step then has no
+  // optimizer pass of its own after the last reduction.
   bool overlap_optimizer = false;
+  // With overlap_optimizer: the updates start during backward, each as its bucket's
+  // reduction is launched, on a stream of their own beside backward's compute. Only with
+  // the engine's own all-reduce started from autograd's thread: not with a communication
+  // hook or launch_thread (the plugin host refuses those).
+  bool optimizer_during_backward = false;
   // The dtype gradients travel in (e.g. at::kBFloat16); Undefined: their own. A
   // communication hook reads it for what it sends.
   at::ScalarType comm_dtype = at::ScalarType::Undefined;

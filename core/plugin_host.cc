@@ -117,7 +117,7 @@ absl::Status PluginSet::CheckComposition() const {
     if (options.reduce_in_place && in_place.empty()) in_place = owner.plugin;
     if (options.gradient_as_bucket_view && views.empty()) views = owner.plugin;
     if (options.comm_dtype != at::ScalarType::Undefined && dtype.empty()) dtype = owner.plugin;
-    if (options.overlap_optimizer && overlap.empty()) overlap = owner.plugin;
+    if (options.optimizer_during_backward && overlap.empty()) overlap = owner.plugin;
     if (options.launch_thread && launch_thread.empty()) launch_thread = owner.plugin;
   }
   auto refuse = [](const std::string& plugin, const std::string& what, const std::string& other,
@@ -127,7 +127,7 @@ absl::Status PluginSet::CheckComposition() const {
                                                    "\": ", why, "; list one of them"));
   };
   if (!overlap.empty()) {
-    const std::string what = "the optimizer overlapped with backward";
+    const std::string what = "the optimizer during backward";
     if (!comm_hook_owner_.empty()) {
       return refuse(overlap, what, comm_hook_owner_,
                     "it updates each bucket after the engine's own all-reduce, which a "

@@ -141,7 +141,10 @@ std::string DescribeEngineOptions(const EngineOptions& o) {
                                  o.gradient_as_bucket_view ? "on" : "off");
   if (o.reduce_in_place) absl::StrAppend(&out, ", gradients reduced in place");
   if (o.launch_thread) absl::StrAppend(&out, ", collectives launched from the engine's thread");
-  if (o.overlap_optimizer) absl::StrAppend(&out, ", optimizer overlapped with backward");
+  if (o.overlap_optimizer) {
+    absl::StrAppend(&out, o.optimizer_during_backward ? ", optimizer per bucket during backward"
+                                                      : ", optimizer per bucket as reductions end");
+  }
   if (!o.sweep_bucket_cap_bytes.empty()) {
     std::vector<std::string> caps;
     for (int64_t b : o.sweep_bucket_cap_bytes) caps.push_back(absl::StrCat(b / 1e6));
