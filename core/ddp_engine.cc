@@ -116,7 +116,6 @@ struct DataParallelEngine::State {
   // Where the updates run, and their end, which the caller's stream waits for.
   std::optional<c10::cuda::CUDAStream> update_stream;
   std::optional<at::cuda::CUDAEvent> updates_done;
-  std::optional<at::cuda::CUDAEvent> backward_done;  // after backward's compute
 #endif
 #if defined(DDPLAB_CUDA)
   // (end of backward, last bucket reduced) per timed step, read in FinishTiming.
@@ -655,28 +654,13 @@ absl::Status DataParallelEngine::EndBackward() {
       return absl::InternalError(failure);
     }
   }
-#if defined(DDPLAB_CUDA)
-  // The optimizer after backward: the buckets' waits, copies and updates on the update
-  // stream (after backward's compute), which the compute stream waits for at the end. On
-  // the compute stream, which the tuned experiments run at high priority, the updates
-  // would take the GPU from the last buckets' reductions they are meant to overlap.
-  std::optional<c10::cuda::CUDAStreamGuard> update_guard;
-  if (s.update_buckets() && !s.update_during_backward() && s.cuda) {
-    const c10::DeviceIndex device = s.params[0].device().index();
-    if (!s.update_stream) s.update_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
-    if (!s.backward_done) s.backward_done.emplace(cudaEventDisableTiming);
-    s.backward_done->record(c10::cuda::getCurrentCUDAStream(device));
-    s.backward_done->block(*s.update_stream);
-    update_guard.emplace(*s.update_stream);
-  }
-#endif
   std::string hook_error;  // the first bucket's, once every bucket is done with
   for (size_t i = 0; i < s.buckets.size(); ++i) {
     Bucket& b = s.buckets[i];
     if (timed && s.bucket_times) {
       s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
     }
-    if (b.finished) continue;  // updated during backward: waited for below
+    if (b.finished) continue;  // waited for below, through the update stream
     if (b.mean) {
       b.mean->wait();
       if (b.wire.defined()) b.buffer.copy_(b.wire);
@@ -698,13 +682,10 @@ absl::Status DataParallelEngine::EndBackward() {
     // while the later buckets' reductions go on.
     if (s.update_buckets() && hook_error.empty()) s.CopyBackAndUpdate(i);
   }
-#if defined(DDPLAB_CUDA)
-  update_guard.reset();
-#endif
   if (!hook_error.empty()) return absl::InternalError(hook_error);
   const bool updated = s.update_buckets();
 #if defined(DDPLAB_CUDA)
-  if (updated && s.cuda && s.update_stream) {
+  if (s.update_during_backward() && s.cuda && s.update_stream) {
     // What follows (the next forward) waits for every bucket's update.
     if (!s.updates_done) s.updates_done.emplace(cudaEventDisableTiming);
     s.updates_done->record(*s.update_stream);
