@@ -109,11 +109,12 @@ struct DataParallelEngine::State {
   std::string error;  // found by a hook, reported by EndBackward
   bool shut_down = false;  // ShutDown was called: no more steps
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
-  // The optimizer overlapped with backward (EngineOptions::overlap_optimizer).
+  // The optimizer per bucket (EngineOptions::overlap_optimizer).
   ParameterUpdate update;
   bool updated = false;  // the last EndBackward's step updated the parameters
 #if defined(DDPLAB_CUDA)
-  // Where the updates run, and their end, which the caller's stream waits for.
+  // Where the updates run during backward (optimizer_during_backward), and their end,
+  // which the caller's stream waits for.
   std::optional<c10::cuda::CUDAStream> update_stream;
   std::optional<at::cuda::CUDAEvent> updates_done;
 #endif
