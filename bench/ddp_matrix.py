@@ -102,6 +102,17 @@ CONFIGS["zero_copy_tuned_optim_bw"] = (
     CONFIGS["zero_copy_tuned"][1] + ["--optimizer_in_backward"])
 EXTRA["zero_copy_tuned_optim_bw"] = EXTRA["zero_copy_tuned"]
 
+# The last bucket over a communicator of its own (tail_communicator) with NCCL's channels,
+# while the experiment's communicator keeps 4 channels, now capped on the communicator
+# itself (distributed.nccl_channels) rather than process-wide. `_ctas`: the same cap
+# without the tail, against the environment variable's. PyTorch runs its tuned row.
+CTAS_FIELDS = "high_priority_compute: true nccl_channels: 4"
+CONFIGS["zero_copy_tuned_optim_ctas"] = CONFIGS["zero_copy_tuned_optim"]
+CONFIGS["zero_copy_tuned_optim_tail"] = (
+    CONFIGS["zero_copy_tuned_optim"][0] + " plugin { tail_communicator {} }", CONFIGS["zero_copy_tuned"][1])
+for name in ("zero_copy_tuned_optim_ctas", "zero_copy_tuned_optim_tail"):
+    EXTRA[name] = (TUNED_ENV, CTAS_FIELDS)
+
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
 
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment

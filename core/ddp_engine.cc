@@ -1,6 +1,7 @@
 #include "core/ddp_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -86,6 +87,15 @@ struct LaunchJob {
 struct DataParallelEngine::State {
   std::vector<at::Tensor> params;
   ProcessGroupPtr group;
+  // The last options.tail_buckets buckets' group (SetTailGroup); none: `group` for all.
+  ProcessGroupPtr tail_group;
+  std::atomic<int> tail_launched{0};  // buckets reduced over it this step
+#if defined(DDPLAB_CUDA)
+  // Where the tail's collectives are started from: ordered after the bucket's gradients
+  // and the first group's last collective, without making the compute stream wait.
+  std::optional<c10::cuda::CUDAStream> tail_stream;
+  std::optional<at::cuda::CUDAEvent> tail_ready;
+#endif
   EngineOptions options;
   std::unique_ptr<CommHook> hook;
   bool cuda = false;
@@ -243,6 +253,7 @@ struct DataParallelEngine::State {
   void ResetStep() {
     marked.assign(params.size(), false);
     wire_bytes = 0;
+    tail_launched = 0;
     next_to_launch = 0;
     for (Bucket& b : buckets) {
       b.pending = 0;
@@ -262,6 +273,39 @@ struct DataParallelEngine::State {
     return !timing && options.gradient_error_every > 0 &&
            synced_steps % options.gradient_error_every == 0 &&
            (hook || options.comm_dtype != at::ScalarType::Undefined);
+  }
+
+  // The first bucket reduced over the tail group; buckets.size() when there is none.
+  size_t FirstTail() const {
+    if (!tail_group || options.tail_buckets <= 0) return buckets.size();
+    const size_t n = static_cast<size_t>(options.tail_buckets);
+    return n >= buckets.size() ? 0 : buckets.size() - n;
+  }
+
+  // Starts the engine's own reduction of bucket `index`'s tensors: over the tail group for
+  // the last buckets, else over the group. On a GPU the tail's first collective runs after
+  // the group's last: NCCL does not allow two communicators' collectives to run at the same
+  // time on a GPU unless every rank orders them the same way, which this does.
+  PendingMean StartReduction(size_t index, std::vector<at::Tensor> sent) {
+    if (index < FirstTail()) return StartMeanCoalesced(*group, std::move(sent), cuda);
+    ++tail_launched;
+#if defined(DDPLAB_CUDA)
+    if (cuda) {
+      const c10::DeviceIndex device = params[0].device().index();
+      if (!tail_stream) tail_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+      if (!tail_ready) tail_ready.emplace(cudaEventDisableTiming);
+      tail_ready->record(c10::cuda::getCurrentCUDAStream(device));
+      c10::cuda::CUDAStreamGuard guard(*tail_stream);
+      tail_ready->block(*tail_stream);
+      if (index == FirstTail() && index > 0) {
+        const std::optional<PendingMean>& before = buckets[index - 1].mean;
+        // The current stream (the tail's) waits for the group's last collective.
+        if (before && before->work) before->work->synchronize();
+      }
+      return StartMeanCoalesced(*tail_group, std::move(sent), cuda);
+    }
+#endif
+    return StartMeanCoalesced(*tail_group, std::move(sent), cuda);
   }
 
   void Launch(size_t index) {
@@ -300,7 +344,7 @@ struct DataParallelEngine::State {
       if (options.launch_thread) {
         Enqueue(index, std::move(sent));
       } else {
-        b.mean = StartMeanCoalesced(*group, std::move(sent), cuda);
+        b.mean = StartReduction(index, std::move(sent));
       }
     }
     b.launched = true;
@@ -382,11 +426,11 @@ struct DataParallelEngine::State {
           // c10d orders its collective after the calling thread's current stream.
           c10::cuda::CUDAStreamGuard guard(*launch_stream);
           job.ready->block(*launch_stream);
-          mean = StartMeanCoalesced(*group, std::move(job.tensors), cuda);
+          mean = StartReduction(job.index, std::move(job.tensors));
         } else
 #endif
         {
-          mean = StartMeanCoalesced(*group, std::move(job.tensors), cuda);
+          mean = StartReduction(job.index, std::move(job.tensors));
         }
       } catch (const std::exception& e) {
         failure = absl::StrCat("launching the all-reduce of bucket ", job.index, ": ",
@@ -507,7 +551,24 @@ absl::Status DataParallelEngine::ShutDown() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.shut_down) return absl::OkStatus();
   s.shut_down = true;
-  return ShutDownProcessGroup(*s.group);
+  absl::Status status = ShutDownProcessGroup(*s.group);
+  if (s.tail_group) status.Update(ShutDownProcessGroup(*s.tail_group));
+  return status;
+}
+
+absl::Status DataParallelEngine::SetTailGroup(ProcessGroupPtr group) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (group && (group->getSize() != s.world || group->getRank() != s.rank)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the tail group has rank ", group->getRank(), " of ", group->getSize(),
+                     ", the engine's group rank ", s.rank, " of ", s.world, ": they must be the same ranks"));
+  }
+  if (s.synced_steps > 0 || s.first_step_done) {
+    return absl::FailedPreconditionError("the tail group must be set before the first step");
+  }
+  s.tail_group = std::move(group);
+  return absl::OkStatus();
 }
 
 void DataParallelEngine::BroadcastParameters() {
@@ -731,6 +792,7 @@ absl::Status DataParallelEngine::EndBackward() {
   s.synced_steps++;
   if (timed) stats_.timed_steps++;
   stats_.wire_bytes = s.wire_bytes;
+  stats_.tail_buckets = s.tail_launched;
   stats_.wire_dtype = s.wire_bytes > 0 ? std::string(c10::toString(s.wire_dtype)) : "";
   s.first_step_done = true;
   s.updated = updated;

@@ -66,6 +66,8 @@ struct EngineStats {
   // ||reduced - exact|| / ||exact|| over all buckets, and how many steps were sampled.
   double gradient_error_sum = 0;
   int gradient_error_samples = 0;
+  // Buckets of the last synced step reduced over the tail group (SetTailGroup).
+  int tail_buckets = 0;
   // What the engine's own reductions sent in the last synced step (not a hook's).
   int64_t wire_bytes = 0;
   std::string wire_dtype;
@@ -95,6 +97,11 @@ class DataParallelEngine {
   // Whether the last EndBackward updated every parameter that had a gradient (the
   // caller then skips its optimizer step). False after a step that did not sync.
   bool updated_parameters() const;
+
+  // The group that reduces the last EngineOptions::tail_buckets buckets of each step (the
+  // tail_communicator plugin): the same ranks as the engine's group, over a communicator of
+  // its own. Before the first step. Ended by ShutDown with the engine's group.
+  absl::Status SetTailGroup(ProcessGroupPtr group);
 
   // Drops or zeroes the gradients (with bucket views: zeroes the buckets in place).
   void ZeroGrad();

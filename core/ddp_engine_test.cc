@@ -218,6 +218,10 @@ TEST_P(EngineProcessesTest, AveragedGradientsEqualOneProcessOverTheWholeBatch) {
   for (absl::string_view name : absl::StrSplit(c.plugin, '+', absl::SkipEmpty())) {
     if (name == "optimizer_during_backward") {
       absl::StrAppend(&plugins, "plugin { optimizer_overlap { during_backward: true } } ");
+    } else if (name == "tail3") {
+      absl::StrAppend(&plugins, "plugin { tail_communicator { buckets: 3 } } ");
+    } else if (name == "tail_all") {
+      absl::StrAppend(&plugins, "plugin { tail_communicator { buckets: 1000 } } ");
     } else {
       absl::StrAppend(&plugins, "plugin { ", name, " {} } ");
     }
@@ -263,6 +267,17 @@ std::vector<Combination> AllCombinations() {
     out.push_back({2, true, false, true, 3, zero_copy, true});
   }
   out.push_back({2, true, true, true, 1, "optimizer_overlap+launch_thread", true});
+  // The last buckets over a second group (tail_communicator): one, three, or every bucket
+  // (one bucket in all, or more buckets asked for than there are), with the levers and
+  // the reductions it composes with.
+  out.push_back({2, false, false, true, 1, "tail_communicator"});
+  out.push_back({3, true, true, true, 1, "tail3"});
+  out.push_back({2, true, true, false, 1, "tail_communicator"});
+  out.push_back({2, false, false, true, 1, "tail_all"});
+  out.push_back({2, true, false, true, 3, "tail3+zero_copy"});
+  out.push_back({3, true, true, true, 1, "tail3+launch_thread"});
+  out.push_back({2, true, false, true, 1, "tail3+zero_copy+optimizer_overlap", true});
+  out.push_back({2, false, false, true, 1, "tail3+optimizer_during_backward", true});
   return out;
 }
 
@@ -335,6 +350,9 @@ INSTANTIATE_TEST_SUITE_P(
                         "plugin { bf16 {} } plugin { optimizer_overlap { during_backward: true } }",
                         kBf16Rounding, -1, "BFloat16", 3},
         // PowerSGD with a rank at least every matrix's own reproduces the exact average.
+        CompressionCase{"bf16_tail_communicator", 2,
+                        "plugin { bf16 {} } plugin { tail_communicator { buckets: 2 } }", kBf16Rounding,
+                        -1, "BFloat16", 3},
         CompressionCase{"powersgd_full_rank",
                         2,
                         "plugin { powersgd { rank: 256 min_compression_rate: 0.001 } }",

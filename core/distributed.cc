@@ -217,20 +217,26 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenRendezvousStore(
   }
 }
 
-absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nccl,
-                                                   std::chrono::milliseconds timeout) {
-  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store_or = OpenRendezvousStore(env, timeout);
-  if (!store_or.ok()) return store_or.status();
-  // Unused in a build with neither NCCL nor Gloo.
-  [[maybe_unused]] const c10::intrusive_ptr<c10d::Store>& store = *store_or;
+namespace {
+
+absl::StatusOr<ProcessGroupPtr> CreateGroupOnStore(const WorkerEnv& env, bool nccl,
+                                                   std::chrono::milliseconds timeout,
+                                                   const GroupOptions& group,
+                                                   const c10::intrusive_ptr<c10d::Store>& store) {
   try {
     if (nccl) {
 #if defined(USE_C10D_NCCL)
       auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
       nccl_options->timeout = timeout;
+      if (group.nccl_channels > 0 && !compat::SetNcclMaxCtas(*nccl_options, group.nccl_channels)) {
+        return absl::FailedPreconditionError(
+            "this LibTorch's ProcessGroupNCCL takes no NCCL configuration (ncclConfig_t): "
+            "it cannot cap one communicator's channels; leave nccl_channels out");
+      }
       return ProcessGroupPtr(
           c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, nccl_options));
 #else
+      (void)group;
       return absl::FailedPreconditionError("this build has no NCCL (a CPU build)");
 #endif
     }
@@ -246,6 +252,7 @@ absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nc
     return ProcessGroupPtr(
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, gloo_options));
 #else
+    (void)store;
     return absl::FailedPreconditionError(
         "this build has no Gloo (its LibTorch ships no Gloo headers): CPU runs of several "
         "processes need a LibTorch with Gloo");
@@ -255,6 +262,35 @@ absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nc
         absl::StrCat("rank ", env.rank, ": creating the ", nccl ? "NCCL" : "Gloo",
                      " process group failed: ", compat::WhatWithoutBacktrace(e)));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ProcessGroupPtr>> CreateProcessGroups(
+    const WorkerEnv& env, bool nccl, std::chrono::milliseconds timeout,
+    const std::vector<GroupOptions>& groups) {
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = OpenRendezvousStore(env, timeout);
+  if (!store.ok()) return store.status();
+  std::vector<ProcessGroupPtr> out;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    // Each group keys its communicator's rendezvous by a counter of its own: a second
+    // group on the same keys would meet the first's.
+    c10::intrusive_ptr<c10d::Store> own = *store;
+    if (k > 0) own = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("ddplab_group_", k), *store);
+    absl::StatusOr<ProcessGroupPtr> group = CreateGroupOnStore(env, nccl, timeout, groups[k], own);
+    if (!group.ok()) return group.status();
+    out.push_back(*std::move(group));
+  }
+  return out;
+}
+
+absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nccl,
+                                                   std::chrono::milliseconds timeout,
+                                                   const GroupOptions& options) {
+  absl::StatusOr<std::vector<ProcessGroupPtr>> groups =
+      CreateProcessGroups(env, nccl, timeout, {options});
+  if (!groups.ok()) return groups.status();
+  return groups->front();
 }
 
 absl::Status ShutDownProcessGroup([[maybe_unused]] compat::CollectiveGroup& group) {

@@ -72,10 +72,25 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenRendezvousStore(
 absl::StatusOr<int> ListenSocket(const std::string& address, int port,
                                  bool reachable_from_other_hosts);
 
+// What distinguishes one process group of a worker from another.
+struct GroupOptions {
+  // NCCL channels (CTAs) per collective of the group's communicator (ncclConfig_t.maxCTAs);
+  // 0: NCCL's choice. Nothing for Gloo.
+  int nccl_channels = 0;
+};
+
 // Rendezvous (OpenRendezvousStore) and create the NCCL (GPU) or Gloo (CPU) process group.
 // Collectives that wait longer than `timeout` fail.
 absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nccl,
-                                                   std::chrono::milliseconds timeout);
+                                                   std::chrono::milliseconds timeout,
+                                                   const GroupOptions& options = {});
+
+// As CreateProcessGroup for several groups of the same ranks, one per entry of `groups`,
+// through one rendezvous (each group after the first meets under a prefix of its own in
+// the store), each with its own communicator.
+absl::StatusOr<std::vector<ProcessGroupPtr>> CreateProcessGroups(
+    const WorkerEnv& env, bool nccl, std::chrono::milliseconds timeout,
+    const std::vector<GroupOptions>& groups);
 
 // After the last collective of every rank: ends an NCCL group's communicators (as
 // torch.distributed.destroy_process_group() does); nothing for Gloo. Only on the normal

@@ -412,6 +412,47 @@ TEST(TorchCompatTest, MasterListenFdIsFoundByItsMember) {
               compat::kTcpStoreTakesListenFd ? "has" : "has no");
 }
 
+// The NCCL configuration of ProcessGroupNCCL::Options-like types: set where it is there.
+struct NcclConfigStandIn {
+  int maxCTAs = -1;
+  int minCTAs = -1;
+};
+struct OptionsWithNcclConfig {
+  NcclConfigStandIn config;
+};
+struct OptionsWithoutNcclConfig {
+  bool is_high_priority_stream = false;
+};
+
+TEST(TorchCompatTest, NcclChannelsAreSetThroughTheConfig) {
+  EXPECT_TRUE(compat::HasNcclConfig<OptionsWithNcclConfig>::value);
+  EXPECT_FALSE(compat::HasNcclConfig<OptionsWithoutNcclConfig>::value);
+  OptionsWithNcclConfig with;
+  EXPECT_TRUE(compat::SetNcclMaxCtas(with, 4));
+  EXPECT_EQ(with.config.maxCTAs, 4);
+  EXPECT_EQ(with.config.minCTAs, -1);
+  OptionsWithoutNcclConfig without;
+  EXPECT_FALSE(compat::SetNcclMaxCtas(without, 4));
+}
+
+// Two groups through one rendezvous, each with its own collectives: a value reduced over
+// one is not mixed up with another's.
+TEST(CreateProcessGroupsTest, OneRendezvousSeveralGroups) {
+  REQUIRE_GLOO();
+  WorkerEnv env;  // one process: an in-memory store
+  absl::StatusOr<std::vector<ProcessGroupPtr>> groups =
+      CreateProcessGroups(env, /*nccl=*/false, std::chrono::seconds(10), std::vector<GroupOptions>(2));
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  ASSERT_EQ(groups->size(), 2u);
+  EXPECT_NE((*groups)[0].get(), (*groups)[1].get());
+  for (const ProcessGroupPtr& group : *groups) {
+    EXPECT_EQ(group->getSize(), 1);
+    std::vector<at::Tensor> t{at::ones({3})};
+    group->allreduce(t)->wait();
+    EXPECT_TRUE(at::equal(t[0], at::ones({3})));
+  }
+}
+
 // A group type with shutdown() (ProcessGroupNCCL in LibTorch 2.x) is shut down; one
 // without (LibTorch 1.13) is left alone; a shutdown that takes arguments is not called.
 struct GroupWithShutdown {

@@ -261,6 +261,9 @@ uint32_t PatchSize(const v1::Model& model) {
   }
 }
 
+// NCCL's MAXCHANNELS.
+constexpr uint32_t kMaxNcclChannels = 64;
+
 absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at) {
   const Descriptor* root = v1::Experiment::descriptor();
   std::map<std::string, int> seen;
@@ -317,6 +320,11 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at) {
           }
         }
       }
+    }
+    if (plugin.has_tail_communicator() && plugin.tail_communicator().channels() > kMaxNcclChannels) {
+      return at.Error(root, absl::StrCat(here, ".tail_communicator.channels"),
+                      absl::StrCat("must be at most ", kMaxNcclChannels, " (NCCL's most), got ",
+                                   plugin.tail_communicator().channels()));
     }
     if (plugin.has_powersgd()) {
       const v1::PowerSgdConfig& p = plugin.powersgd();
@@ -482,6 +490,28 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
     }
     if (cpu || dist.backend() == v1::Distributed::GLOO) {
       return at.Error(root, path, "sets NCCL's environment, but this experiment uses Gloo");
+    }
+    if (name == "NCCL_MAX_NCHANNELS" || name == "NCCL_MAX_NRINGS" || name == "NCCL_MAX_CTAS") {
+      for (int k = 0; k < e.plugin_size(); ++k) {
+        if (e.plugin(k).has_tail_communicator()) {
+          return at.Error(root, path + ".name",
+                          absl::StrCat(name, " caps every NCCL communicator of the process, the one of "
+                                             "plugin[", k, "] (tail_communicator) too: set "
+                                             "distributed.nccl_channels instead, which caps the "
+                                             "experiment's communicator only"));
+        }
+      }
+    }
+  }
+  if (dist.nccl_channels() > 0) {
+    if (cpu || dist.backend() == v1::Distributed::GLOO) {
+      return at.Error(root, "distributed.nccl_channels",
+                      "sets NCCL's channels, but this experiment uses Gloo");
+    }
+    if (dist.nccl_channels() > kMaxNcclChannels) {
+      return at.Error(root, "distributed.nccl_channels",
+                      absl::StrCat("must be at most ", kMaxNcclChannels, " (NCCL's most), got ",
+                                   dist.nccl_channels()));
     }
   }
   if (dist.high_priority_compute() && cpu) {

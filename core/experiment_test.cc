@@ -60,7 +60,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"plugin_without_name",
                 ":7:1: plugin[0]: names no plugin: set one of static_graph, bucket_view, "
                 "bucket_sizing, bf16, powersgd, no_communication, zero_copy, launch_thread, "
-                "optimizer_overlap"},
+                "optimizer_overlap, tail_communicator"},
         BadCase{"field_twice", ":2:1: Non-repeated field \"name\" is specified multiple times."},
         BadCase{"missing_batch_size",
                 ": data.batch_size: is required: samples per GPU per step, > 0"},
@@ -83,6 +83,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"nccl_env_with_gloo",
                 ":6:44: distributed.nccl_env[0]: sets NCCL's environment, but this experiment "
                 "uses Gloo"},
+        BadCase{"nccl_channels_with_gloo",
+                ":6:44: distributed.nccl_channels: sets NCCL's channels, but this experiment uses "
+                "Gloo"},
+        BadCase{"tail_communicator_with_max_nchannels",
+                ":8:14: distributed.nccl_env[0].name: NCCL_MAX_NCHANNELS caps every NCCL "
+                "communicator of the process, the one of plugin[1] (tail_communicator) too: set "
+                "distributed.nccl_channels instead, which caps the experiment's communicator only"},
+        BadCase{"tail_communicator_channels_too_many",
+                ":7:30: plugin[0].tail_communicator.channels: must be at most 64 (NCCL's most), "
+                "got 65"},
         BadCase{"sweep_transport_repeats",
                 ":6:32: distributed.sweep_transport[2]: repeats NVLINK (sweep_transport[0])"},
         BadCase{"pin_memory_on_cpu",

@@ -51,8 +51,9 @@
 #include "google/protobuf/message.h"
 #pragma GCC visibility pop
 
-// Bumped whenever DdplabPluginInfo or an interface below changes incompatibly.
-#define DDPLAB_PLUGIN_API_VERSION 1
+// Bumped whenever DdplabPluginInfo or an interface below changes incompatibly (a field
+// added to EngineOptions changes its layout). 2: EngineOptions::tail_buckets.
+#define DDPLAB_PLUGIN_API_VERSION 2
 
 namespace ddplab {
 
@@ -88,6 +89,12 @@ struct EngineOptions {
   // the engine's own all-reduce started from autograd's thread: not with a communication
   // hook or launch_thread (the plugin host refuses those).
   bool optimizer_during_backward = false;
+  // The last this many buckets of each step are reduced over a second process group (the
+  // tail_communicator plugin), whose NCCL communicator has `tail_channels` channels (0:
+  // NCCL's choice), each after the first group's last all-reduce of the step. Only with
+  // the engine's own all-reduce: not with a communication hook (the plugin host refuses).
+  int tail_buckets = 0;
+  int tail_channels = 0;
   // The dtype gradients travel in (e.g. at::kBFloat16); Undefined: their own. A
   // communication hook reads it for what it sends.
   at::ScalarType comm_dtype = at::ScalarType::Undefined;

@@ -111,7 +111,7 @@ BuildIdentity HostBuildIdentity() {
 // than found out in a worker: the plugin that asked for each is named.
 absl::Status PluginSet::CheckComposition() const {
   EngineOptions options;
-  std::string in_place, views, dtype, overlap, launch_thread;
+  std::string in_place, views, dtype, overlap, launch_thread, tail;
   for (const OptionOwner& owner : option_owners_) {
     for (size_t k = owner.begin; k < owner.end; ++k) engine_options_[k](options);
     if (options.reduce_in_place && in_place.empty()) in_place = owner.plugin;
@@ -119,6 +119,7 @@ absl::Status PluginSet::CheckComposition() const {
     if (options.comm_dtype != at::ScalarType::Undefined && dtype.empty()) dtype = owner.plugin;
     if (options.optimizer_during_backward && overlap.empty()) overlap = owner.plugin;
     if (options.launch_thread && launch_thread.empty()) launch_thread = owner.plugin;
+    if (options.tail_buckets > 0 && tail.empty()) tail = owner.plugin;
   }
   auto refuse = [](const std::string& plugin, const std::string& what, const std::string& other,
                    const std::string& why) {
@@ -138,6 +139,10 @@ absl::Status PluginSet::CheckComposition() const {
                     "it updates each bucket after the all-reduce that autograd's thread starts, "
                     "which the launch thread starts instead");
     }
+  }
+  if (!tail.empty() && !comm_hook_owner_.empty()) {
+    return refuse(tail, "the last buckets over a communicator of their own", comm_hook_owner_,
+                  "a communication hook reduces every bucket over the experiment's process group itself");
   }
   if (in_place.empty()) return absl::OkStatus();
   const std::string what = "gradients averaged where they lie";

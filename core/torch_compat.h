@@ -98,6 +98,26 @@ bool SetMasterListenFd(Options& options, int fd) {
   }
 }
 
+// Caps the NCCL channels (CTAs) of the communicator a ProcessGroupNCCL::Options-like
+// type creates, through its ncclConfig_t (`config`, where c10d was built with an NCCL that
+// takes a configuration); false (and `options` untouched) where it has none.
+template <typename T, typename = void>
+struct HasNcclConfig : std::false_type {};
+template <typename T>
+struct HasNcclConfig<T, std::void_t<decltype(std::declval<T&>().config.maxCTAs)>> : std::true_type {};
+
+template <typename Options>
+bool SetNcclMaxCtas(Options& options, int ctas) {
+  if constexpr (HasNcclConfig<Options>::value) {
+    options.config.maxCTAs = ctas;
+    return true;
+  } else {
+    (void)options;
+    (void)ctas;
+    return false;
+  }
+}
+
 // Ends a process group's communicators after its last collective, as
 // torch.distributed.destroy_process_group() does, where the group has shutdown()
 // (ProcessGroupNCCL in LibTorch 2.x, which otherwise warns at exit that it was never

@@ -145,6 +145,11 @@ std::string DescribeEngineOptions(const EngineOptions& o) {
     absl::StrAppend(&out, o.optimizer_during_backward ? ", optimizer per bucket during backward"
                                                       : ", optimizer per bucket as reductions end");
   }
+  if (o.tail_buckets > 0) {
+    absl::StrAppend(&out, ", last ", o.tail_buckets, " bucket(s) over a communicator of their own (",
+                    o.tail_channels > 0 ? absl::StrCat(o.tail_channels, " channels") : "NCCL's channels",
+                    ")");
+  }
   if (!o.sweep_bucket_cap_bytes.empty()) {
     std::vector<std::string> caps;
     for (int64_t b : o.sweep_bucket_cap_bytes) caps.push_back(absl::StrCat(b / 1e6));
@@ -199,12 +204,19 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     // Per-bucket timing on NCCL's stream, when asked for (it costs a little of the step).
     if (cuda && e.profiling().bucket_timing()) nccl_variables.emplace_back("TORCH_NCCL_ENABLE_TIMING", "1");
     ScopedEnvironment nccl_env(nccl_variables);
-    absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(
-        env, cuda, std::chrono::seconds(e.distributed().timeout_seconds()));
+    // The experiment's group, and the tail_communicator plugin's.
+    std::vector<GroupOptions> groups(1);
+    groups[0].nccl_channels = static_cast<int>(e.distributed().nccl_channels());
+    if (engine_options.tail_buckets > 0) groups.push_back({engine_options.tail_channels});
+    absl::StatusOr<std::vector<ProcessGroupPtr>> group = CreateProcessGroups(
+        env, cuda, std::chrono::seconds(e.distributed().timeout_seconds()), groups);
     if (!group.ok()) return group.status();
     engine = std::make_unique<DataParallelEngine>(
-        model->parameters(), *group, engine_options,
+        model->parameters(), group->front(), engine_options,
         options.plugins ? options.plugins->comm_hook_factory() : DataParallelEngine::CommHookFactory());
+    if (group->size() > 1) {
+      if (absl::Status s = engine->SetTailGroup(group->back()); !s.ok()) return s;
+    }
     engine->BroadcastParameters();
     if (engine_options.overlap_optimizer) {
       engine->SetParameterUpdate([&optimizer](const std::vector<size_t>& indices) {
@@ -407,6 +419,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       r.set_gradient_error_samples(stats.gradient_error_samples);
     }
     r.set_wire_bytes(stats.wire_bytes);
+    r.set_tail_buckets(stats.tail_buckets);
     r.set_wire_dtype(stats.wire_dtype);
     for (const auto& [name, value] : engine->hook_stats()) (*r.mutable_hook_stats())[name] = value;
     r.set_no_communication(r.hook_stats().count(kStatNoCommunication) > 0);

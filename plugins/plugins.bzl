@@ -13,6 +13,7 @@ PLUGINS = [
     "optimizer_overlap",
     "powersgd",
     "static_graph",
+    "tail_communicator",
     "zero_copy",
 ]
 

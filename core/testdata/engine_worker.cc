@@ -10,7 +10,8 @@
 // Exit codes: 0 pass, 10 gradients differ, 11 parameters differ between ranks,
 // 12 engine error, 13 setup error, 14 loss differs, 15 wrong dtype on the wire, 16 a
 // gradient is not a bucket view, 17 buckets hold memory with zero_copy, 18 the last step's
-// gradient is still held, 19 the optimizer was to be overlapped but was not.
+// gradient is still held, 19 the optimizer was to be overlapped but was not, 20 the
+// tail group (tail_communicator) did not reduce the last buckets.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -85,11 +86,6 @@ int Main(int argc, char** argv) {
   auto env = WorkerEnvFromEnvironment();
   if (!env.ok() || !env->has_value()) return 13;
   const int rank = (*env)->rank, world = (*env)->world_size;
-  auto group = CreateProcessGroup(**env, /*nccl=*/false, std::chrono::seconds(60));
-  if (!group.ok()) {
-    std::cerr << group.status() << "\n";
-    return 13;
-  }
   v1::Model preset;
   preset.set_preset(v1::Model::VIT_TINY_TEST);
   VitConfig config = VitConfigForModel(preset, 32).value();
@@ -123,7 +119,20 @@ int Main(int argc, char** argv) {
   options.gradient_as_bucket_view = absl::GetFlag(FLAGS_bucket_view);
   options.bucket_cap_bytes = absl::GetFlag(FLAGS_bucket_cap_bytes);
   options.first_bucket_cap_bytes = absl::GetFlag(FLAGS_first_bucket_cap_bytes);
-  DataParallelEngine engine(model->parameters(), *group, options, plugins->comm_hook_factory());
+  // A second group for the tail_communicator plugin, as the trainer makes it.
+  std::vector<GroupOptions> groups(options.tail_buckets > 0 ? 2 : 1);
+  auto group = CreateProcessGroups(**env, /*nccl=*/false, std::chrono::seconds(60), groups);
+  if (!group.ok()) {
+    std::cerr << group.status() << "\n";
+    return 13;
+  }
+  DataParallelEngine engine(model->parameters(), group->front(), options, plugins->comm_hook_factory());
+  if (group->size() > 1) {
+    if (absl::Status s = engine.SetTailGroup(group->back()); !s.ok()) {
+      std::cerr << s << "\n";
+      return 13;
+    }
+  }
   engine.BroadcastParameters();
   const double lr = absl::GetFlag(FLAGS_lr);
   const double momentum = absl::GetFlag(FLAGS_momentum), weight_decay = absl::GetFlag(FLAGS_weight_decay);
@@ -203,6 +212,14 @@ int Main(int argc, char** argv) {
                 << (engine.updated_parameters() ? "did" : "did not") << " update the parameters\n";
       return 19;
     }
+    // The tail group reduced the last tail_buckets buckets (all of them, if fewer).
+    const int buckets = static_cast<int>(engine.buckets().size());
+    const int tail = std::min(options.tail_buckets, buckets);
+    if (engine.stats().tail_buckets != tail) {
+      std::cerr << "rank " << rank << " step " << step << ": " << engine.stats().tail_buckets
+                << " bucket(s) of " << buckets << " went over the tail group, want " << tail << "\n";
+      return 20;
+    }
     if (!engine.updated_parameters()) sgd.Step();
     reference_sgd.Step();
     last_grad = model->parameters()[0].grad();
@@ -231,7 +248,7 @@ int Main(int argc, char** argv) {
   for (const at::Tensor& p : model->parameters()) parts.push_back(p.detach().reshape(-1));
   at::Tensor mine = at::cat(parts);
   std::vector<at::Tensor> theirs{mine.clone()};
-  (*group)->broadcast(theirs)->wait();
+  group->front()->broadcast(theirs)->wait();
   if (!at::equal(mine, theirs[0])) {
     std::cerr << "rank " << rank << ": parameters differ from rank 0's\n";
     return 11;

@@ -1,0 +1,57 @@
+#include <string>
+
+#include "gtest/gtest.h"
+#include "plugins/testing/plugin_testutil.h"
+
+namespace ddplab {
+namespace {
+
+TEST(TailCommunicatorPluginTest, OneBucketOnNcclsChannelsByDefault) {
+  absl::StatusOr<EngineOptions> options = testing::ResolveWithPlugins("plugin { tail_communicator {} }");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->tail_buckets, 1);
+  EXPECT_EQ(options->tail_channels, 0);
+  EXPECT_FALSE(options->reduce_in_place);
+  EXPECT_FALSE(options->overlap_optimizer);
+}
+
+TEST(TailCommunicatorPluginTest, TakesBucketsAndChannels) {
+  absl::StatusOr<EngineOptions> options =
+      testing::ResolveWithPlugins("plugin { tail_communicator { buckets: 3 channels: 16 } }");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->tail_buckets, 3);
+  EXPECT_EQ(options->tail_channels, 16);
+}
+
+TEST(TailCommunicatorPluginTest, ComposesWithTheEnginesOwnAllReduce) {
+  for (const char* other : {"zero_copy {}", "bucket_view {}", "bf16 {}", "static_graph {}",
+                            "launch_thread {}", "optimizer_overlap {}",
+                            "optimizer_overlap { during_backward: true }"}) {
+    absl::StatusOr<EngineOptions> options = testing::ResolveWithPlugins(
+        std::string("plugin { tail_communicator {} } plugin { ") + other + " }");
+    ASSERT_TRUE(options.ok()) << other << ": " << options.status();
+    EXPECT_EQ(options->tail_buckets, 1) << other;
+  }
+}
+
+// A hook reduces every bucket itself, over the experiment's group: refused when the
+// plugins are loaded, naming both, in either order.
+TEST(TailCommunicatorPluginTest, RefusesCommunicationHooks) {
+  for (const std::string other : {"powersgd { rank: 1 }", "no_communication {}"}) {
+    for (bool first : {true, false}) {
+      const std::string mine = "plugin { tail_communicator {} }";
+      const std::string theirs = "plugin { " + other + " }";
+      absl::StatusOr<EngineOptions> options =
+          testing::ResolveWithPlugins(first ? mine + " " + theirs : theirs + " " + mine);
+      ASSERT_FALSE(options.ok()) << other;
+      const std::string message(options.status().message());
+      const std::string name = other.substr(0, other.find(' '));
+      EXPECT_NE(message.find("plugin \"tail_communicator\""), std::string::npos) << message;
+      EXPECT_NE(message.find("plugin \"" + name + "\""), std::string::npos) << message;
+      EXPECT_NE(message.find("list one of them"), std::string::npos) << message;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddplab
