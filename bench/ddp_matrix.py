@@ -112,6 +112,25 @@ CONFIGS["zero_copy_tuned_optim_tail"] = (
     CONFIGS["zero_copy_tuned_optim"][0] + " plugin { tail_communicator {} }", CONFIGS["zero_copy_tuned"][1])
 for name in ("zero_copy_tuned_optim_ctas", "zero_copy_tuned_optim_tail"):
     EXTRA[name] = (TUNED_ENV, CTAS_FIELDS)
+# With 10 MB buckets (through host memory they shortened bf16's backward).
+CONFIGS["zero_copy_tuned_optim_cap10"] = (
+    CONFIGS["zero_copy_tuned_optim"][0].replace("bucket_cap_mb: 25", "bucket_cap_mb: 10"),
+    ["--bucket_cap_mb", "10"] + CONFIGS["zero_copy_tuned"][1][2:])
+EXTRA["zero_copy_tuned_optim_cap10"] = EXTRA["zero_copy_tuned"]
+
+# bf16 with 25 MB buckets and compute first over fewer NCCL channels: over host memory
+# each channel's kernel copies through shared host memory beside backward (8 channels
+# made backward 17 ms longer in bench/nccl_tuning.py). PyTorch gets the same cap.
+for channels in (1, 2, 3):
+    CONFIGS[f"bf16_ch{channels}"] = CONFIGS["bf16_tuned"]
+    EXTRA[f"bf16_ch{channels}"] = ({"NCCL_MAX_NCHANNELS": str(channels)},
+                                   f"high_priority_compute: true nccl_channels: {channels}")
+# And with 10 MB buckets: the shared-memory copies of each bucket start sooner after its
+# gradients, and less is left to copy after backward.
+CONFIGS["bf16_ch2_cap10"] = (
+    CONFIGS["bf16_cap25"][0].replace("bucket_cap_mb: 25", "bucket_cap_mb: 10"),
+    ["--bucket_cap_mb", "10"] + CONFIGS["bf16_tuned"][1][2:])
+EXTRA["bf16_ch2_cap10"] = EXTRA["bf16_ch2"]
 
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
 
