@@ -118,6 +118,7 @@ struct DataParallelEngine::State {
   bool sync = false;
   std::string error;  // found by a hook, reported by EndBackward
   bool shut_down = false;  // ShutDown was called: no more steps
+  bool began = false;      // a step has begun (BeginStep)
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
   // The optimizer per bucket (EngineOptions::overlap_optimizer).
   ParameterUpdate update;
@@ -288,7 +289,7 @@ struct DataParallelEngine::State {
   // time on a GPU unless every rank orders them the same way, which this does.
   PendingMean StartReduction(size_t index, std::vector<at::Tensor> sent) {
     if (index < FirstTail()) return StartMeanCoalesced(*group, std::move(sent), cuda);
-    ++tail_launched;
+    ++tail_launched;  // counted for EngineStats::tail_buckets
 #if defined(DDPLAB_CUDA)
     if (cuda) {
       const c10::DeviceIndex device = params[0].device().index();
@@ -564,9 +565,7 @@ absl::Status DataParallelEngine::SetTailGroup(ProcessGroupPtr group) {
         absl::StrCat("the tail group has rank ", group->getRank(), " of ", group->getSize(),
                      ", the engine's group rank ", s.rank, " of ", s.world, ": they must be the same ranks"));
   }
-  if (s.synced_steps > 0 || s.first_step_done) {
-    return absl::FailedPreconditionError("the tail group must be set before the first step");
-  }
+  if (s.began) return absl::FailedPreconditionError("the tail group must be set before the first step");
   s.tail_group = std::move(group);
   return absl::OkStatus();
 }
@@ -623,6 +622,7 @@ void DataParallelEngine::BeginStep(bool sync) {
   // they are started before the buckets change.
   if (s.options.launch_thread) s.WaitLaunched();
   s.HarvestBucketTimes();
+  s.began = true;
   s.sync = sync;
   s.updated = false;
   if (sync && s.first_step_done && !s.rebuilt && !s.identity()) {

@@ -142,6 +142,24 @@ TEST(DataParallelEngineTest, AFailingHookIsTheStepsError) {
   EXPECT_EQ(s.message(), "the communication hook failed on bucket 0 of step 0: no wire today");
 }
 
+TEST(DataParallelEngineTest, TheTailGroupIsSetBeforeTheFirstStep) {
+  REQUIRE_GLOO();
+  absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();
+  ASSERT_TRUE(group.ok()) << group.status();
+  absl::StatusOr<ProcessGroupPtr> tail = OneProcessGroup();
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  at::Tensor p = torch::ones({2}).requires_grad_();
+  EngineOptions options;
+  options.tail_buckets = 1;
+  DataParallelEngine engine({p}, *group, options);
+  EXPECT_TRUE(engine.SetTailGroup(*tail).ok());
+  engine.ZeroGrad();
+  engine.BeginStep(true);
+  absl::Status late = engine.SetTailGroup(*tail);
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(late.message(), "the tail group must be set before the first step");
+}
+
 TEST(DataParallelEngineTest, MissingGradientIsAnError) {
   REQUIRE_GLOO();
   absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();

@@ -216,6 +216,61 @@ std::string FormatNumber(double value) {
 }
 
 // Fills in the defaults that the schema documents for fields left out.
+// Singular fields an experiment writes out win over the suite's defaults even when they
+// hold their type's default (false, 0, "", an enum's first value), which MergeFrom skips
+// (proto3 keeps no presence for them): e.g. profiling { bucket_timing: false } under
+// defaults that turn it on. `tree` is where the experiment was parsed from.
+void KeepWrittenFields(const google::protobuf::Message& own, google::protobuf::Message& resolved,
+                       const TextFormat::ParseInfoTree* tree) {
+  if (tree == nullptr) return;
+  const Descriptor* descriptor = own.GetDescriptor();
+  const google::protobuf::Reflection* from = own.GetReflection();
+  const google::protobuf::Reflection* to = resolved.GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* field = descriptor->field(i);
+    if (field->is_repeated()) continue;
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      const TextFormat::ParseInfoTree* nested = tree->GetTreeForNested(field, -1);
+      if (nested != nullptr && from->HasField(own, field)) {
+        KeepWrittenFields(from->GetMessage(own, field), *to->MutableMessage(&resolved, field), nested);
+      }
+      continue;
+    }
+    if (tree->GetLocation(field, -1).line < 0) continue;  // not written
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_BOOL:
+        to->SetBool(&resolved, field, from->GetBool(own, field));
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        to->SetInt32(&resolved, field, from->GetInt32(own, field));
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        to->SetInt64(&resolved, field, from->GetInt64(own, field));
+        break;
+      case FieldDescriptor::CPPTYPE_UINT32:
+        to->SetUInt32(&resolved, field, from->GetUInt32(own, field));
+        break;
+      case FieldDescriptor::CPPTYPE_UINT64:
+        to->SetUInt64(&resolved, field, from->GetUInt64(own, field));
+        break;
+      case FieldDescriptor::CPPTYPE_FLOAT:
+        to->SetFloat(&resolved, field, from->GetFloat(own, field));
+        break;
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        to->SetDouble(&resolved, field, from->GetDouble(own, field));
+        break;
+      case FieldDescriptor::CPPTYPE_ENUM:
+        to->SetEnumValue(&resolved, field, from->GetEnumValue(own, field));
+        break;
+      case FieldDescriptor::CPPTYPE_STRING:
+        to->SetString(&resolved, field, from->GetString(own, field));
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 void ApplyDefaults(v1::Experiment& e) {
   v1::Data& data = *e.mutable_data();
   if (data.image_size() == 0) data.set_image_size(kDefaultImageSize);
@@ -514,6 +569,13 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
                                    dist.nccl_channels()));
     }
   }
+  for (int k = 0; k < e.plugin_size(); ++k) {
+    if (e.plugin(k).has_tail_communicator() && e.plugin(k).tail_communicator().channels() > 0 &&
+        (cpu || dist.backend() == v1::Distributed::GLOO)) {
+      return at.Error(root, absl::StrCat("plugin[", k, "].tail_communicator.channels"),
+                      "sets NCCL's channels, but this experiment uses Gloo");
+    }
+  }
   if (dist.high_priority_compute() && cpu) {
     return at.Error(root, "distributed.high_priority_compute",
                     "chooses a CUDA stream, but distributed.device is CPU");
@@ -613,6 +675,7 @@ absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::stri
     }
     if (own_dist.nccl_env_size() > 0) resolved.mutable_distributed()->clear_nccl_env();
     resolved.MergeFrom(own);
+    KeepWrittenFields(own, resolved, tree.GetTreeForNested(experiment_field, i));
     ApplyDefaults(resolved);
     Locator at(file, {tree.GetTreeForNested(experiment_field, i), defaults_tree},
                tree.GetLocation(experiment_field, i), resolved.name());

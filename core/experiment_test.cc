@@ -90,6 +90,9 @@ INSTANTIATE_TEST_SUITE_P(
                 ":8:14: distributed.nccl_env[0].name: NCCL_MAX_NCHANNELS caps every NCCL "
                 "communicator of the process, the one of plugin[1] (tail_communicator) too: set "
                 "distributed.nccl_channels instead, which caps the experiment's communicator only"},
+        BadCase{"tail_communicator_channels_with_gloo",
+                ":7:41: plugin[0].tail_communicator.channels: sets NCCL's channels, but this "
+                "experiment uses Gloo"},
         BadCase{"tail_communicator_channels_too_many",
                 ":7:30: plugin[0].tail_communicator.channels: must be at most 64 (NCCL's most), "
                 "got 65"},
@@ -236,6 +239,52 @@ TEST(ExpandSweepsTest, CapsThenTransportsOneProcessRunsOnce) {
             (std::vector<std::string>{"TRANSPORT_UNSPECIFIED", "NVLINK", "NVLINK", "NETWORK",
                                       "HOST_MEMORY", "HOST_MEMORY", "HOST_MEMORY"}));
   EXPECT_EQ(runs.back().experiment.distributed().nccl_env_size(), 1);
+}
+
+// What an experiment writes wins over the suite's defaults, also a false or a zero
+// (proto3's merge alone would keep the defaults' value); what it leaves out is inherited.
+TEST(ExperimentTextTest, WrittenFieldsWinOverDefaultsEvenWhenFalseOrZero) {
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(R"pb(
+    # proto-message: ddplab.v1.Suite
+    name: "s"
+    defaults {
+      model { preset: VIT_TINY_TEST }
+      data { batch_size: 4 num_workers: 2 }
+      steps { warmup: 3 measured: 2 }
+      optimizer { sgd { learning_rate: 0.1 momentum: 0.9 } }
+      distributed { gpus_per_node: 2 high_priority_compute: true transport: NVLINK }
+      profiling { nvtx: true bucket_timing: true }
+    }
+    experiment { name: "inherits" }
+    experiment {
+      name: "overrides"
+      data { num_workers: 0 }
+      steps { warmup: 0 }
+      optimizer { sgd { momentum: 0 } }
+      distributed { high_priority_compute: false transport: TRANSPORT_UNSPECIFIED }
+      profiling { bucket_timing: false }
+    }
+  )pb", "inline");
+  ASSERT_TRUE(suite.ok()) << suite.status();
+  ASSERT_EQ(suite->experiment_size(), 2);
+  const v1::Experiment& inherits = suite->experiment(0);
+  EXPECT_TRUE(inherits.profiling().bucket_timing());
+  EXPECT_TRUE(inherits.distributed().high_priority_compute());
+  EXPECT_EQ(inherits.distributed().transport(), v1::Distributed::NVLINK);
+  EXPECT_EQ(inherits.data().num_workers(), 2u);
+  EXPECT_EQ(inherits.steps().warmup(), 3u);
+  EXPECT_DOUBLE_EQ(inherits.optimizer().sgd().momentum(), 0.9);
+  const v1::Experiment& overrides = suite->experiment(1);
+  EXPECT_FALSE(overrides.profiling().bucket_timing());
+  EXPECT_TRUE(overrides.profiling().nvtx());  // not written: inherited
+  EXPECT_FALSE(overrides.distributed().high_priority_compute());
+  EXPECT_EQ(overrides.distributed().transport(), v1::Distributed::TRANSPORT_UNSPECIFIED);
+  EXPECT_EQ(overrides.distributed().gpus_per_node(), 2u);
+  EXPECT_EQ(overrides.data().num_workers(), 0u);
+  EXPECT_EQ(overrides.data().batch_size(), 4u);
+  EXPECT_EQ(overrides.steps().warmup(), 0u);
+  EXPECT_DOUBLE_EQ(overrides.optimizer().sgd().momentum(), 0);
+  EXPECT_DOUBLE_EQ(overrides.optimizer().sgd().learning_rate(), 0.1);
 }
 
 TEST(ExperimentTextTest, PowerSgdDefaultsCompressFromTheFirstStep) {

@@ -207,7 +207,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     // The experiment's group, and the tail_communicator plugin's.
     std::vector<GroupOptions> groups(1);
     groups[0].nccl_channels = static_cast<int>(e.distributed().nccl_channels());
-    if (engine_options.tail_buckets > 0) groups.push_back({engine_options.tail_channels});
+    if (engine_options.tail_buckets > 0 && world > 1) groups.push_back({engine_options.tail_channels});
     absl::StatusOr<std::vector<ProcessGroupPtr>> group = CreateProcessGroups(
         env, cuda, std::chrono::seconds(e.distributed().timeout_seconds()), groups);
     if (!group.ok()) return group.status();
@@ -216,6 +216,16 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
         options.plugins ? options.plugins->comm_hook_factory() : DataParallelEngine::CommHookFactory());
     if (group->size() > 1) {
       if (absl::Status s = engine->SetTailGroup(group->back()); !s.ok()) return s;
+      // c10d makes a group's communicator at its first collective: the tail's now, under
+      // the experiment's NCCL variables and before the steps, as the first group's (in
+      // BroadcastParameters below), rather than in the middle of the first backward.
+      try {
+        std::vector<at::Tensor> one{at::zeros({1}, at::TensorOptions().device(device))};
+        group->back()->allreduce(one)->wait();
+      } catch (const std::exception& e) {
+        return absl::UnavailableError(absl::StrCat("rank ", rank, ": the tail_communicator's process group failed: ",
+                                                   compat::WhatWithoutBacktrace(e)));
+      }
     }
     engine->BroadcastParameters();
     if (engine_options.overlap_optimizer) {

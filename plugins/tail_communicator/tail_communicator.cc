@@ -2,9 +2,9 @@
 // What is reduced after backward's compute is the step's exposed communication. With the
 // experiment's communicator capped to few NCCL channels, so that its kernels leave
 // backward its multiprocessors (distributed.nccl_channels), those last buckets are
-// reduced at the capped bandwidth too, though nothing computes beside them any more. This
-// plugin has the engine reduce them over a second process group, whose communicator has
-// channels of its own (by default as many as NCCL would use).
+// reduced at the capped bandwidth too, though little or nothing computes beside them any
+// more. This plugin has the engine reduce them over a second process group, whose
+// communicator has channels of its own (by default as many as NCCL would use).
 #include "core/plugin_api.h"
 
 namespace {

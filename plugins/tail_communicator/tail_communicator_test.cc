@@ -15,12 +15,19 @@ TEST(TailCommunicatorPluginTest, OneBucketOnNcclsChannelsByDefault) {
   EXPECT_FALSE(options->overlap_optimizer);
 }
 
+// Channels are NCCL's: an experiment on GPUs takes them, one over Gloo is refused.
 TEST(TailCommunicatorPluginTest, TakesBucketsAndChannels) {
-  absl::StatusOr<EngineOptions> options =
-      testing::ResolveWithPlugins("plugin { tail_communicator { buckets: 3 channels: 16 } }");
+  const std::string plugin = "plugin { tail_communicator { buckets: 3 channels: 16 } }";
+  absl::StatusOr<EngineOptions> options = testing::ResolveWithPlugins(plugin, "device: CUDA gpus_per_node: 2");
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->tail_buckets, 3);
   EXPECT_EQ(options->tail_channels, 16);
+  options = testing::ResolveWithPlugins(plugin);
+  ASSERT_FALSE(options.ok());
+  EXPECT_NE(options.status().message().find("plugin[0].tail_communicator.channels: sets NCCL's channels, but "
+                                            "this experiment uses Gloo"),
+            std::string::npos)
+      << options.status();
 }
 
 TEST(TailCommunicatorPluginTest, ComposesWithTheEnginesOwnAllReduce) {

@@ -9,7 +9,8 @@
 
 namespace ddplab::testing {
 
-absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text) {
+absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text,
+                                               const std::string& distributed) {
   absl::StatusOr<v1::Suite> suite = ParseExperimentText(
       absl::StrCat(R"pb(
         name: "plugin_test"
@@ -17,9 +18,8 @@ absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text) 
         data { batch_size: 2 }
         steps { measured: 1 }
         optimizer { sgd { learning_rate: 0.1 } }
-        distributed { device: CPU gpus_per_node: 2 }
       )pb",
-                   plugins_text),
+                   "distributed { ", distributed, " } ", plugins_text),
       "plugin_test");
   if (!suite.ok()) return suite.status();
   std::string error;
@@ -32,8 +32,9 @@ absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text) 
   return host->Configure(suite->experiment(0));
 }
 
-absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text) {
-  absl::StatusOr<PluginSet> set = ConfigureWithPlugins(plugins_text);
+absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text,
+                                                 const std::string& distributed) {
+  absl::StatusOr<PluginSet> set = ConfigureWithPlugins(plugins_text, distributed);
   if (!set.ok()) return set.status();
   return set->ResolveEngineOptions();
 }

@@ -12,13 +12,18 @@
 
 namespace ddplab::testing {
 
+// The experiment's `distributed` fields the helpers below use unless told otherwise.
+inline constexpr char kCpuProcesses[] = "device: CPU gpus_per_node: 2";
+
 // Parses `plugins_text` (plugin entries in text format, e.g. "plugin { static_graph {} }")
-// into a valid two-process experiment, loads the plugins from the test's runfiles and
-// returns the engine options they resolve to.
-absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text);
+// into a valid two-process experiment (its distributed fields `distributed`), loads the
+// plugins from the test's runfiles and returns the engine options they resolve to.
+absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text,
+                                                 const std::string& distributed = kCpuProcesses);
 
 // As ResolveWithPlugins, returning everything the plugins registered.
-absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text);
+absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text,
+                                               const std::string& distributed = kCpuProcesses);
 
 // A communication hook from `set` over a one-process Gloo group of its own, as the engine
 // would make it (the group lives as long as the process).
