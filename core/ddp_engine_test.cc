@@ -310,6 +310,59 @@ INSTANTIATE_TEST_SUITE_P(
                           c.momentum ? "_momentum" : "");
     });
 
+// The same on two GPUs over NCCL, where the machine has them (the GPU machine's
+// `bazel test //...`; skipped elsewhere): the CUDA paths (streams, events, the tail's
+// side stream and its waits) against one process over the whole batch. The tolerance
+// allows for cuDNN choosing other algorithms for the reference's larger batch; a missing
+// wait gives errors of order one.
+struct GpuCase {
+  const char* name;
+  const char* plugins;
+};
+
+class EngineOnGpusTest : public ::testing::TestWithParam<GpuCase> {};
+
+TEST_P(EngineOnGpusTest, AveragedGradientsEqualOneProcessOverTheWholeBatch) {
+  if (!DDPLAB_CUDA_BUILD || !torch::cuda::is_available() || torch::cuda::device_count() < 2) {
+    GTEST_SKIP() << "needs a CUDA build and two GPUs";
+  }
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::CreateForTest(&error));
+  std::vector<std::string> argv{runfiles->Rlocation("ddplab/core/testdata/engine_worker"),
+                                "--cuda",
+                                "--static_graph=true",
+                                "--bucket_cap_bytes=20000",
+                                "--first_bucket_cap_bytes=4000",
+                                "--grad_tolerance=1e-3",
+                                "--momentum=0.9",
+                                "--steps=3",
+                                absl::StrCat("--plugins=", GetParam().plugins)};
+  LaunchOptions options;
+  options.nproc_per_node = 2;
+  LaunchResult r = Launch(argv, options);
+  EXPECT_EQ(r.exit_code, 0) << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Plugins, EngineOnGpusTest,
+    ::testing::Values(
+        GpuCase{"plain", ""}, GpuCase{"bucket_view", "plugin { bucket_view {} }"},
+        GpuCase{"zero_copy", "plugin { zero_copy {} }"},
+        GpuCase{"zero_copy_optimizer_overlap", "plugin { zero_copy {} } plugin { optimizer_overlap {} }"},
+        GpuCase{"bucket_view_optimizer_during_backward",
+                "plugin { bucket_view {} } plugin { optimizer_overlap { during_backward: true } }"},
+        GpuCase{"launch_thread", "plugin { launch_thread {} }"},
+        GpuCase{"tail3", "plugin { tail_communicator { buckets: 3 } }"},
+        GpuCase{"tail3_zero_copy_optimizer_overlap",
+                "plugin { zero_copy {} } plugin { optimizer_overlap {} } plugin { tail_communicator { buckets: 3 } }"},
+        GpuCase{"tail2_bucket_view_launch_thread",
+                "plugin { bucket_view {} } plugin { launch_thread {} } plugin { tail_communicator { buckets: 2 } }"},
+        GpuCase{"tail3_optimizer_during_backward",
+                "plugin { optimizer_overlap { during_backward: true } } plugin { tail_communicator { buckets: 3 } }"},
+        GpuCase{"tail_all", "plugin { tail_communicator { buckets: 1000 } }"}),
+    [](const ::testing::TestParamInfo<GpuCase>& info) { return std::string(info.param.name); });
+
 }  // namespace
 }  // namespace ddplab
 

@@ -45,9 +45,12 @@ ABSL_FLAG(double, lr, 0.05, "");
 ABSL_FLAG(double, momentum, 0, "");
 ABSL_FLAG(double, weight_decay, 0, "");
 ABSL_FLAG(int, batch, 4, "samples per rank per micro-step");
+ABSL_FLAG(bool, cuda, false, "on the GPU of LOCAL_RANK over NCCL instead of the CPU over Gloo");
 
 namespace ddplab {
 namespace {
+
+at::Device g_device = at::kCPU;
 
 Batch MakeBatch(int rank, int64_t index) {
   const int64_t n = absl::GetFlag(FLAGS_batch);
@@ -63,6 +66,8 @@ Batch MakeBatch(int rank, int64_t index) {
   b.images = at::empty({n, 3, 32, 32});
   b.labels = at::empty({n}, at::kLong);
   data.Generate(index, b.images, b.labels);
+  b.images = b.images.to(g_device);
+  b.labels = b.labels.to(g_device);
   return b;
 }
 
@@ -86,6 +91,8 @@ int Main(int argc, char** argv) {
   auto env = WorkerEnvFromEnvironment();
   if (!env.ok() || !env->has_value()) return 13;
   const int rank = (*env)->rank, world = (*env)->world_size;
+  const bool cuda = absl::GetFlag(FLAGS_cuda);
+  if (cuda) g_device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>((*env)->local_rank));
   v1::Model preset;
   preset.set_preset(v1::Model::VIT_TINY_TEST);
   VitConfig config = VitConfigForModel(preset, 32).value();
@@ -93,6 +100,8 @@ int Main(int argc, char** argv) {
   Vit model(config);
   torch::manual_seed(100);  // rank 0's weights
   Vit reference(config);
+  model->to(g_device);
+  reference->to(g_device);
 
   // Plugins, configured through the host as vit_ddp does.
   std::string error;
@@ -102,7 +111,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<v1::Suite> suite = ParseExperimentText(
       absl::StrCat("name: \"w\" model { preset: VIT_TINY_TEST } data { batch_size: 4 } "
                    "steps { measured: 1 } optimizer { sgd { learning_rate: 0.1 } } "
-                   "distributed { device: CPU gpus_per_node: 2 } ",
+                   "distributed { device: ", cuda ? "CUDA" : "CPU", " gpus_per_node: 2 } ",
                    absl::GetFlag(FLAGS_plugins)),
       "plugins");
   if (!suite.ok()) {
@@ -121,7 +130,7 @@ int Main(int argc, char** argv) {
   options.first_bucket_cap_bytes = absl::GetFlag(FLAGS_first_bucket_cap_bytes);
   // A second group for the tail_communicator plugin, as the trainer makes it.
   std::vector<GroupOptions> groups(options.tail_buckets > 0 ? 2 : 1);
-  auto group = CreateProcessGroups(**env, /*nccl=*/false, std::chrono::seconds(60), groups);
+  auto group = CreateProcessGroups(**env, /*nccl=*/cuda, std::chrono::seconds(60), groups);
   if (!group.ok()) {
     std::cerr << group.status() << "\n";
     return 13;
@@ -157,7 +166,9 @@ int Main(int argc, char** argv) {
       const int64_t index = step * accumulate + micro;
       Batch mine = MakeBatch(rank, index);
       engine.BeginStep(/*sync=*/micro == accumulate - 1);
-      if (micro == 0 && last_grad.defined() && !options.gradient_as_bucket_view &&
+      // (Not on GPUs: c10d's NCCL watchdog keeps each collective, and its tensors, until it
+      // has seen it finish, on a thread of its own.)
+      if (micro == 0 && last_grad.defined() && !options.gradient_as_bucket_view && !cuda &&
           (last_grad.use_count() != 1 || last_grad.storage().use_count() != 1)) {
         std::cerr << "rank " << rank << " step " << step << ": the last step's gradient is still held ("
                   << last_grad.use_count() << " references, " << last_grad.storage().use_count()
