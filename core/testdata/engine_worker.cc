@@ -264,6 +264,11 @@ int Main(int argc, char** argv) {
     std::cerr << "rank " << rank << ": parameters differ from rank 0's\n";
     return 11;
   }
+  // As the trainer ends: every group's communicators, after the last collective.
+  if (absl::Status s = engine.ShutDown(); !s.ok()) {
+    std::cerr << "rank " << rank << ": " << s << "\n";
+    return 13;
+  }
   return 0;
 }
 
