@@ -40,19 +40,8 @@ TEST(OptimizerOverlapPluginTest, DuringBackwardComposesWithTheEnginesOwnAllReduc
 // During backward, a hook's reduction or another thread's launches: refused when the
 // plugins are loaded, naming both plugins, in either order.
 TEST(OptimizerOverlapPluginTest, DuringBackwardRefusesHooksAndTheLaunchThread) {
-  for (const std::string other : {"powersgd { rank: 1 }", "no_communication {}", "launch_thread {}"}) {
-    for (bool first : {true, false}) {
-      const std::string mine = "plugin { optimizer_overlap { during_backward: true } }";
-      const std::string theirs = "plugin { " + other + " }";
-      absl::StatusOr<EngineOptions> options =
-          testing::ResolveWithPlugins(first ? mine + " " + theirs : theirs + " " + mine);
-      ASSERT_FALSE(options.ok()) << other;
-      const std::string message(options.status().message());
-      const std::string name = other.substr(0, other.find(' '));
-      EXPECT_NE(message.find("plugin \"optimizer_overlap\""), std::string::npos) << message;
-      EXPECT_NE(message.find("plugin \"" + name + "\""), std::string::npos) << message;
-      EXPECT_NE(message.find("list one of them"), std::string::npos) << message;
-    }
+  for (const char* other : {"powersgd { rank: 1 }", "no_communication {}", "launch_thread {}"}) {
+    EXPECT_EQ(testing::RefusedTogether("optimizer_overlap { during_backward: true }", other), "");
   }
 }
 

@@ -44,19 +44,8 @@ TEST(TailCommunicatorPluginTest, ComposesWithTheEnginesOwnAllReduce) {
 // A hook reduces every bucket itself, over the experiment's group: refused when the
 // plugins are loaded, naming both, in either order.
 TEST(TailCommunicatorPluginTest, RefusesCommunicationHooks) {
-  for (const std::string other : {"powersgd { rank: 1 }", "no_communication {}"}) {
-    for (bool first : {true, false}) {
-      const std::string mine = "plugin { tail_communicator {} }";
-      const std::string theirs = "plugin { " + other + " }";
-      absl::StatusOr<EngineOptions> options =
-          testing::ResolveWithPlugins(first ? mine + " " + theirs : theirs + " " + mine);
-      ASSERT_FALSE(options.ok()) << other;
-      const std::string message(options.status().message());
-      const std::string name = other.substr(0, other.find(' '));
-      EXPECT_NE(message.find("plugin \"tail_communicator\""), std::string::npos) << message;
-      EXPECT_NE(message.find("plugin \"" + name + "\""), std::string::npos) << message;
-      EXPECT_NE(message.find("list one of them"), std::string::npos) << message;
-    }
+  for (const char* other : {"powersgd { rank: 1 }", "no_communication {}"}) {
+    EXPECT_EQ(testing::RefusedTogether("tail_communicator {}", other), "");
   }
 }
 

@@ -39,6 +39,25 @@ absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text
   return set->ResolveEngineOptions();
 }
 
+std::string RefusedTogether(const std::string& mine, const std::string& theirs) {
+  const std::string a = "plugin { " + mine + " }", b = "plugin { " + theirs + " }";
+  for (const std::string& plugins : {a + " " + b, b + " " + a}) {
+    absl::StatusOr<EngineOptions> options = ResolveWithPlugins(plugins);
+    if (options.ok()) return plugins + ": accepted";
+    const std::string message(options.status().message());
+    for (const std::string& entry : {mine, theirs}) {
+      const std::string name = entry.substr(0, entry.find(' '));
+      if (message.find("plugin \"" + name + "\"") == std::string::npos) {
+        return plugins + ": the message does not name " + name + ": " + message;
+      }
+    }
+    if (message.find("list one of them") == std::string::npos) {
+      return plugins + ": the message does not say to list one of them: " + message;
+    }
+  }
+  return "";
+}
+
 std::unique_ptr<CommHook> MakeHook(const PluginSet& set, const EngineOptions& options) {
   static ProcessGroupPtr* group = [] {
     WorkerEnv env;

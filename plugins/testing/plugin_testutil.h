@@ -25,6 +25,11 @@ absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text
 absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text,
                                                const std::string& distributed = kCpuProcesses);
 
+// Whether the plugin entries `mine` and `theirs` (each e.g. "zero_copy {}") are refused
+// together when loaded, in either order, each time with a message that names both plugins
+// and says to list one of them: "" if so, else what went otherwise.
+std::string RefusedTogether(const std::string& mine, const std::string& theirs);
+
 // A communication hook from `set` over a one-process Gloo group of its own, as the engine
 // would make it (the group lives as long as the process).
 std::unique_ptr<CommHook> MakeHook(const PluginSet& set, const EngineOptions& options);
