@@ -215,7 +215,6 @@ std::string FormatNumber(double value) {
   return out.str();
 }
 
-// Fills in the defaults that the schema documents for fields left out.
 // Singular fields an experiment writes out win over the suite's defaults even when they
 // hold their type's default (false, 0, "", an enum's first value), which MergeFrom skips
 // (proto3 keeps no presence for them): e.g. profiling { bucket_timing: false } under
@@ -271,6 +270,7 @@ void KeepWrittenFields(const google::protobuf::Message& own, google::protobuf::M
   }
 }
 
+// Fills in the defaults that the schema documents for fields left out.
 void ApplyDefaults(v1::Experiment& e) {
   v1::Data& data = *e.mutable_data();
   if (data.image_size() == 0) data.set_image_size(kDefaultImageSize);
@@ -376,10 +376,27 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at) {
         }
       }
     }
-    if (plugin.has_tail_communicator() && plugin.tail_communicator().channels() > kMaxNcclChannels) {
-      return at.Error(root, absl::StrCat(here, ".tail_communicator.channels"),
-                      absl::StrCat("must be at most ", kMaxNcclChannels, " (NCCL's most), got ",
-                                   plugin.tail_communicator().channels()));
+    if (plugin.has_tail_communicator()) {
+      const v1::Distributed& dist = e.distributed();
+      const std::string channels = absl::StrCat(here, ".tail_communicator.channels");
+      if (plugin.tail_communicator().channels() > kMaxNcclChannels) {
+        return at.Error(root, channels,
+                        absl::StrCat("must be at most ", kMaxNcclChannels, " (NCCL's most), got ",
+                                     plugin.tail_communicator().channels()));
+      }
+      if (plugin.tail_communicator().channels() > 0 &&
+          (dist.device() == v1::Distributed::CPU || dist.backend() == v1::Distributed::GLOO)) {
+        return at.Error(root, channels, "sets NCCL's channels, but this experiment uses Gloo");
+      }
+      for (int v = 0; v < dist.nccl_env_size(); ++v) {
+        const std::string& name = dist.nccl_env(v).name();
+        if (name == "NCCL_MAX_NCHANNELS" || name == "NCCL_MAX_NRINGS" || name == "NCCL_MAX_CTAS") {
+          return at.Error(root, absl::StrCat("distributed.nccl_env[", v, "].name"),
+                          absl::StrCat(name, " caps every NCCL communicator of the process, the one of ",
+                                       here, " (tail_communicator) too: set distributed.nccl_channels "
+                                       "instead, which caps the experiment's communicator only"));
+        }
+      }
     }
     if (plugin.has_powersgd()) {
       const v1::PowerSgdConfig& p = plugin.powersgd();
@@ -546,17 +563,6 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
     if (cpu || dist.backend() == v1::Distributed::GLOO) {
       return at.Error(root, path, "sets NCCL's environment, but this experiment uses Gloo");
     }
-    if (name == "NCCL_MAX_NCHANNELS" || name == "NCCL_MAX_NRINGS" || name == "NCCL_MAX_CTAS") {
-      for (int k = 0; k < e.plugin_size(); ++k) {
-        if (e.plugin(k).has_tail_communicator()) {
-          return at.Error(root, path + ".name",
-                          absl::StrCat(name, " caps every NCCL communicator of the process, the one of "
-                                             "plugin[", k, "] (tail_communicator) too: set "
-                                             "distributed.nccl_channels instead, which caps the "
-                                             "experiment's communicator only"));
-        }
-      }
-    }
   }
   if (dist.nccl_channels() > 0) {
     if (cpu || dist.backend() == v1::Distributed::GLOO) {
@@ -567,13 +573,6 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
       return at.Error(root, "distributed.nccl_channels",
                       absl::StrCat("must be at most ", kMaxNcclChannels, " (NCCL's most), got ",
                                    dist.nccl_channels()));
-    }
-  }
-  for (int k = 0; k < e.plugin_size(); ++k) {
-    if (e.plugin(k).has_tail_communicator() && e.plugin(k).tail_communicator().channels() > 0 &&
-        (cpu || dist.backend() == v1::Distributed::GLOO)) {
-      return at.Error(root, absl::StrCat("plugin[", k, "].tail_communicator.channels"),
-                      "sets NCCL's channels, but this experiment uses Gloo");
     }
   }
   if (dist.high_priority_compute() && cpu) {
