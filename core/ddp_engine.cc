@@ -60,6 +60,9 @@ struct Bucket {
   int pending = 0;               // expected gradients not yet in
   bool launched = false;
   bool finished = false;         // averaged, in place and its parameters updated
+  // Its update is queued (updates_beside_forward) and the caller has not waited for it:
+  // on a GPU, `updated` follows it on the update stream; on a CPU it is still to be done.
+  bool awaiting = false;
   at::Tensor wire;               // what the bucket travels as, when another dtype
   std::optional<PendingMean> mean;  // the engine's own reduction
   c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
@@ -69,6 +72,7 @@ struct Bucket {
   // With the launch thread: recorded on autograd's stream when the bucket is complete,
   // one for the whole run (every step's is waited on before the next step records it).
   std::optional<at::cuda::CUDAEvent> launch_ready;
+  std::optional<at::cuda::CUDAEvent> updated;  // updates_beside_forward, one for the run
 #endif
 };
 
@@ -195,6 +199,25 @@ struct DataParallelEngine::State {
   bool update_buckets() const { return options.overlap_optimizer && update && !identity(); }
   bool update_during_backward() const {
     return update_buckets() && options.optimizer_during_backward && !hook && !options.launch_thread;
+  }
+  // The updates run beside the next forward (updates_beside_forward): after backward, with
+  // the engine's own all-reduce over one group.
+  bool defer() const {
+    return options.updates_beside_forward && update_buckets() && !options.optimizer_during_backward &&
+           !hook && options.tail_buckets <= 0;
+  }
+  // The first bucket of the reversed tail (updates_beside_forward); buckets.size(): none.
+  size_t ReversedFrom() const {
+    if (!defer() || options.reversed_buckets <= 0) return buckets.size();
+    const size_t n = static_cast<size_t>(options.reversed_buckets);
+    return n >= buckets.size() ? 0 : buckets.size() - n;
+  }
+  std::vector<size_t> LaunchOrder() const {
+    std::vector<size_t> order;
+    const size_t reversed = ReversedFrom();
+    for (size_t i = 0; i < reversed; ++i) order.push_back(i);
+    for (size_t i = buckets.size(); i-- > reversed;) order.push_back(i);
+    return order;
   }
   // One process and no hook: the average of one gradient is itself, so there is
   // nothing to copy, reduce or wait for.
@@ -459,11 +482,65 @@ struct DataParallelEngine::State {
   }
 
   // Launches complete buckets in order: every rank must issue the same collectives in
-  // the same order.
+  // the same order. The reversed tail (updates_beside_forward) waits until all of its
+  // buckets are complete, then goes from the last bucket back.
   void LaunchReady() {
-    while (next_to_launch < buckets.size() && buckets[next_to_launch].pending == 0) {
+    const size_t reversed = ReversedFrom();
+    while (next_to_launch < reversed && buckets[next_to_launch].pending == 0) {
       Launch(next_to_launch++);
     }
+    if (next_to_launch != reversed || reversed == buckets.size()) return;
+    for (size_t i = reversed; i < buckets.size(); ++i) {
+      if (buckets[i].pending != 0) return;
+    }
+    for (size_t i = buckets.size(); i-- > reversed;) Launch(i);
+    next_to_launch = buckets.size();
+  }
+
+  // updates_beside_forward: every bucket's reduction waited for and its parameters
+  // updated, in launch order, without the caller waiting. On a GPU they are queued on the
+  // update stream now, each followed by its event; on a CPU they are done when waited for.
+  void QueueUpdates() {
+#if defined(DDPLAB_CUDA)
+    if (cuda) {
+      if (!update_stream) {
+        update_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, params[0].device().index());
+      }
+      c10::cuda::CUDAStreamGuard guard(*update_stream);
+      for (size_t i : LaunchOrder()) {
+        Bucket& b = buckets[i];
+        b.mean->wait();
+        if (b.wire.defined()) b.buffer.copy_(b.wire);
+        CopyBackAndUpdate(i);
+        if (!b.updated) b.updated.emplace(cudaEventDisableTiming);
+        b.updated->record(*update_stream);
+        b.awaiting = true;
+      }
+      return;
+    }
+#endif
+    for (Bucket& b : buckets) b.awaiting = true;
+  }
+
+  // The caller's current stream waits for bucket `index`'s queued update (on a CPU: the
+  // update is done now). With `mu` held.
+  void AwaitUpdate(size_t index) {
+    Bucket& b = buckets[index];
+    if (!b.awaiting) return;
+    b.awaiting = false;
+#if defined(DDPLAB_CUDA)
+    if (cuda) {
+      b.updated->block(c10::cuda::getCurrentCUDAStream(params[0].device().index()));
+      return;
+    }
+#endif
+    b.mean->wait();
+    if (b.wire.defined()) b.buffer.copy_(b.wire);
+    CopyBackAndUpdate(index);
+  }
+
+  void AwaitAllUpdates() {
+    for (size_t i : LaunchOrder()) AwaitUpdate(i);
   }
 
   void MarkReady(size_t i) {
@@ -551,6 +628,7 @@ absl::Status DataParallelEngine::ShutDown() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.shut_down) return absl::OkStatus();
+  s.AwaitAllUpdates();
   s.shut_down = true;
   absl::Status status = ShutDownProcessGroup(*s.group);
   if (s.tail_group) status.Update(ShutDownProcessGroup(*s.tail_group));
@@ -593,8 +671,40 @@ void DataParallelEngine::SetParameterUpdate(ParameterUpdate update) {
 
 bool DataParallelEngine::updated_parameters() const { return state_->updated; }
 
+void DataParallelEngine::WaitForParameters(const std::vector<size_t>& params) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (size_t i : params) {
+    if (i < s.bucket_of.size() && !s.identity()) s.AwaitUpdate(s.bucket_of[i]);
+  }
+}
+
+void DataParallelEngine::WaitForUpdates() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->AwaitAllUpdates();
+}
+
+int DataParallelEngine::outstanding_updates() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  int n = 0;
+  for (const Bucket& b : state_->buckets) n += b.awaiting ? 1 : 0;
+  return n;
+}
+
+bool DataParallelEngine::defers_updates() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->defer();
+}
+
+std::vector<size_t> DataParallelEngine::launch_order() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->LaunchOrder();
+}
+
 void DataParallelEngine::ZeroGrad() {
   State& s = *state_;
+  // The gradients go (or are zeroed) on the caller's stream: after the updates that read them.
+  WaitForUpdates();
   if (s.view_mode() && !s.identity()) {
     // A parameter that receives a gradient each step starts the step with none: autograd
     // then hands over its gradient without a kernel, and MarkReady copies it into the
@@ -621,6 +731,7 @@ void DataParallelEngine::BeginStep(bool sync) {
   // A step that ended early (an error) may have left collectives with the launch thread:
   // they are started before the buckets change.
   if (s.options.launch_thread) s.WaitLaunched();
+  s.AwaitAllUpdates();
   s.HarvestBucketTimes();
   s.began = true;
   s.sync = sync;
@@ -716,8 +827,19 @@ absl::Status DataParallelEngine::EndBackward() {
       return absl::InternalError(failure);
     }
   }
+  // Updates beside the next forward: queued now, waited for by the next forward. Not on a
+  // sampled step, whose exact reductions follow the step's own.
+  bool sampled = false;
+  for (const Bucket& b : s.buckets) sampled = sampled || b.exact.defined();
+  const bool deferred = s.defer() && !sampled;
+  if (deferred) {
+    if (timed && s.bucket_times) {
+      for (Bucket& b : s.buckets) s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
+    }
+    s.QueueUpdates();
+  }
   std::string hook_error;  // the first bucket's, once every bucket is done with
-  for (size_t i = 0; i < s.buckets.size(); ++i) {
+  for (size_t i = 0; i < s.buckets.size() && !deferred; ++i) {
     Bucket& b = s.buckets[i];
     if (timed && s.bucket_times) {
       s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
@@ -773,7 +895,7 @@ absl::Status DataParallelEngine::EndBackward() {
     stats_.gradient_error_sum += std::sqrt(error_sq / exact_sq);
     stats_.gradient_error_samples++;
   }
-  if (!s.view_mode() && !s.in_place()) {
+  if (!s.view_mode() && !s.in_place() && !deferred) {
     for (size_t i = 0; i < s.params.size(); ++i) {
       const Bucket& b = s.buckets[s.bucket_of[i]];
       if (s.expected[i] && !b.finished) s.params[i].mutable_grad().copy_(b.views[s.slot_of[i]]);
@@ -781,7 +903,11 @@ absl::Status DataParallelEngine::EndBackward() {
   }
 #if defined(DDPLAB_CUDA)
   if (timed && s.cuda) {
-    s.exposed_events.back().second.record();
+    if (deferred) {
+      s.exposed_events.back().second.record(*s.update_stream);  // the last update
+    } else {
+      s.exposed_events.back().second.record();
+    }
   } else
 #endif
   if (timed) {

@@ -47,7 +47,7 @@ std::vector<std::vector<size_t>> AssignBuckets(const std::vector<int64_t>& bytes
                                                int64_t first_cap, int64_t cap);
 
 struct EngineStats {
-  std::vector<int64_t> bucket_bytes;  // current buckets, in launch order
+  std::vector<int64_t> bucket_bytes;  // current buckets, in bucket order
   int64_t bucket_memory_bytes = 0;    // held by bucket buffers
   int64_t gradient_memory_bytes = 0;  // gradients outside buckets (0 with bucket views)
   bool rebuilt = false;               // buckets regrouped in the observed order
@@ -56,7 +56,7 @@ struct EngineStats {
   // reduced, summed over the timed steps (ms); from CUDA events on a GPU.
   double exposed_comm_ms = 0;
   int timed_steps = 0;
-  // Per bucket (launch order), over the timed steps: mean time of its all-reduce on the
+  // Per bucket (bucket order), over the timed steps: mean time of its all-reduce on the
   // communication stream and the bus bandwidth that gives (nccl-tests' busbw:
   // bytes / time * 2(n-1)/n). Empty where c10d does not time collectives (Gloo,
   // LibTorch before 2.1) or a communication hook replaces the all-reduce.
@@ -96,7 +96,25 @@ class DataParallelEngine {
   void SetParameterUpdate(ParameterUpdate update);
   // Whether the last EndBackward updated every parameter that had a gradient (the
   // caller then skips its optimizer step). False after a step that did not sync.
+  // With EngineOptions::updates_beside_forward the updates may still be under way: the
+  // caller waits for them with WaitForParameters or WaitForUpdates before it reads the
+  // parameters or their gradients.
   bool updated_parameters() const;
+
+  // With EngineOptions::updates_beside_forward, what the next forward calls before it
+  // first reads parameters (indices into `params`): on a GPU the current stream waits
+  // (on the device, not the host) for the last step's reductions and updates of their
+  // buckets; on a CPU they are finished here. WaitForUpdates does it for every bucket
+  // still outstanding. The caller must have waited for a parameter before anything reads
+  // it (its forward); ZeroGrad, BeginStep and ShutDown wait for whatever is left. Nothing
+  // to do without the option.
+  void WaitForParameters(const std::vector<size_t>& params);
+  void WaitForUpdates();
+  // Buckets whose update the caller has not waited for yet.
+  int outstanding_updates() const;
+  // Whether steps end without waiting for their updates (updates_beside_forward in
+  // effect: several processes or a hook, and a parameter update set).
+  bool defers_updates() const;
 
   // The group that reduces the last EngineOptions::tail_buckets buckets of each step (the
   // tail_communicator plugin): the same ranks as the engine's group, over a communicator of
@@ -128,8 +146,11 @@ class DataParallelEngine {
 
   // The communication hook's own figures (CommHook::Stats), if there is a hook.
   std::map<std::string, double> hook_stats() const;
-  // The parameters of each bucket (indices into `params`), in launch order.
+  // The parameters of each bucket (indices into `params`), in bucket order.
   std::vector<std::vector<size_t>> buckets() const;
+  // The order the buckets' reductions are started in (indices into buckets()): bucket
+  // order, except the last EngineOptions::reversed_buckets, reversed.
+  std::vector<size_t> launch_order() const;
 
  private:
   struct State;

@@ -240,6 +240,10 @@ TEST_P(EngineProcessesTest, AveragedGradientsEqualOneProcessOverTheWholeBatch) {
       absl::StrAppend(&plugins, "plugin { tail_communicator { buckets: 3 } } ");
     } else if (name == "tail_all") {
       absl::StrAppend(&plugins, "plugin { tail_communicator { buckets: 1000 } } ");
+    } else if (name == "forward_reversed3") {
+      absl::StrAppend(&plugins, "plugin { forward_overlap { reversed_buckets: 3 } } ");
+    } else if (name == "forward_reversed_all") {
+      absl::StrAppend(&plugins, "plugin { forward_overlap { reversed_buckets: 1000 } } ");
     } else {
       absl::StrAppend(&plugins, "plugin { ", name, " {} } ");
     }
@@ -296,6 +300,17 @@ std::vector<Combination> AllCombinations() {
   out.push_back({3, true, true, true, 1, "tail3+launch_thread"});
   out.push_back({2, true, false, true, 1, "tail3+zero_copy+optimizer_overlap", true});
   out.push_back({2, false, false, true, 1, "tail3+optimizer_during_backward", true});
+  // The updates beside the next forward (forward_overlap), which waits for them stage by
+  // stage before the worker checks the step: the last bucket, three or every bucket
+  // reversed, none; with the reductions and levers it composes with.
+  out.push_back({2, false, false, true, 1, "forward_overlap", true});
+  out.push_back({3, true, true, true, 1, "forward_reversed3", true});
+  out.push_back({2, true, true, false, 1, "forward_overlap", true});
+  out.push_back({2, false, false, true, 3, "forward_reversed3", true});
+  out.push_back({2, true, false, true, 1, "forward_reversed3+zero_copy", true});
+  out.push_back({3, false, false, true, 3, "forward_overlap+zero_copy", true});
+  out.push_back({2, true, true, true, 1, "forward_reversed_all+launch_thread", true});
+  out.push_back({2, true, false, true, 1, "forward_reversed3+zero_copy+launch_thread", true});
   return out;
 }
 
@@ -318,6 +333,7 @@ INSTANTIATE_TEST_SUITE_P(
 struct GpuCase {
   const char* name;
   const char* plugins;
+  double grad_tolerance = 1e-3;  // bfloat16 on the wire: its rounding
 };
 
 class EngineOnGpusTest : public ::testing::TestWithParam<GpuCase> {};
@@ -334,7 +350,7 @@ TEST_P(EngineOnGpusTest, AveragedGradientsEqualOneProcessOverTheWholeBatch) {
                                 "--static_graph=true",
                                 "--bucket_cap_bytes=20000",
                                 "--first_bucket_cap_bytes=4000",
-                                "--grad_tolerance=1e-3",
+                                absl::StrCat("--grad_tolerance=", GetParam().grad_tolerance),
                                 "--momentum=0.9",
                                 "--steps=3",
                                 absl::StrCat("--plugins=", GetParam().plugins)};
@@ -360,7 +376,14 @@ INSTANTIATE_TEST_SUITE_P(
                 "plugin { bucket_view {} } plugin { launch_thread {} } plugin { tail_communicator { buckets: 2 } }"},
         GpuCase{"tail3_optimizer_during_backward",
                 "plugin { optimizer_overlap { during_backward: true } } plugin { tail_communicator { buckets: 3 } }"},
-        GpuCase{"tail_all", "plugin { tail_communicator { buckets: 1000 } }"}),
+        GpuCase{"tail_all", "plugin { tail_communicator { buckets: 1000 } }"},
+        GpuCase{"forward_overlap", "plugin { forward_overlap {} }"},
+        GpuCase{"forward_reversed3_zero_copy",
+                "plugin { zero_copy {} } plugin { forward_overlap { reversed_buckets: 3 } }"},
+        GpuCase{"forward_reversed3_bucket_view_launch_thread",
+                "plugin { bucket_view {} } plugin { launch_thread {} } plugin { forward_overlap { reversed_buckets: 3 } }"},
+        GpuCase{"forward_reversed_all_bf16",
+                "plugin { bf16 {} } plugin { forward_overlap { reversed_buckets: 1000 } }", 1.0 / 256}),
     [](const ::testing::TestParamInfo<GpuCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
@@ -416,6 +439,9 @@ INSTANTIATE_TEST_SUITE_P(
         // With the optimizer overlapped: each bucket's update reads the bucket's
         // bfloat16 average, cast back.
         CompressionCase{"bf16_optimizer_overlap", 2, "plugin { bf16 {} } plugin { optimizer_overlap {} }",
+                        kBf16Rounding, -1, "BFloat16", 3},
+        CompressionCase{"bf16_forward_overlap", 2,
+                        "plugin { bf16 {} } plugin { forward_overlap { reversed_buckets: 3 } }",
                         kBf16Rounding, -1, "BFloat16", 3},
         CompressionCase{"bf16_optimizer_during_backward", 2,
                         "plugin { bf16 {} } plugin { optimizer_overlap { during_backward: true } }",

@@ -53,7 +53,8 @@
 
 // Bumped whenever DdplabPluginInfo or an interface below changes incompatibly (a field
 // added to EngineOptions changes its layout). 2: EngineOptions::tail_buckets.
-#define DDPLAB_PLUGIN_API_VERSION 2
+// 3: EngineOptions::updates_beside_forward and reversed_buckets.
+#define DDPLAB_PLUGIN_API_VERSION 3
 
 namespace ddplab {
 
@@ -95,6 +96,17 @@ struct EngineOptions {
   // the engine's own all-reduce: not with a communication hook (the plugin host refuses).
   int tail_buckets = 0;
   int tail_channels = 0;
+  // With overlap_optimizer after backward: the step does not wait for the last reductions
+  // and updates; they run on a stream of the engine's own beside the next step's forward,
+  // which waits for each bucket's update just before it first reads the bucket's
+  // parameters (DataParallelEngine::WaitForParameters; the forward_overlap plugin). Only
+  // with the engine's own all-reduce: not with a communication hook, the optimizer during
+  // backward or the tail communicator (the plugin host refuses those).
+  bool updates_beside_forward = false;
+  // With updates_beside_forward: the last this many buckets of each step (the first
+  // layers' gradients, which the next forward needs first) are reduced in reverse order,
+  // once all of them are complete, instead of in the order they became complete.
+  int reversed_buckets = 0;
   // The dtype gradients travel in (e.g. at::kBFloat16); Undefined: their own. A
   // communication hook reads it for what it sends.
   at::ScalarType comm_dtype = at::ScalarType::Undefined;
@@ -106,7 +118,8 @@ struct EngineOptions {
 
 // A bucket of gradients ready for reduction (c10d's GradBucket).
 struct GradBucket {
-  // Position in the engine's bucket order; bucket 0 is reduced last.
+  // Position in the engine's bucket order: bucket 0 (the last layers' gradients) is
+  // complete first.
   size_t index = 0;
   // The flattened gradients, contiguous. A hook may reduce it in place.
   at::Tensor buffer;

@@ -111,7 +111,7 @@ BuildIdentity HostBuildIdentity() {
 // than found out in a worker: the plugin that asked for each is named.
 absl::Status PluginSet::CheckComposition() const {
   EngineOptions options;
-  std::string in_place, views, dtype, overlap, launch_thread, tail;
+  std::string in_place, views, dtype, overlap, launch_thread, tail, beside_forward;
   for (const OptionOwner& owner : option_owners_) {
     for (size_t k = owner.begin; k < owner.end; ++k) engine_options_[k](options);
     if (options.reduce_in_place && in_place.empty()) in_place = owner.plugin;
@@ -120,6 +120,7 @@ absl::Status PluginSet::CheckComposition() const {
     if (options.optimizer_during_backward && overlap.empty()) overlap = owner.plugin;
     if (options.launch_thread && launch_thread.empty()) launch_thread = owner.plugin;
     if (options.tail_buckets > 0 && tail.empty()) tail = owner.plugin;
+    if (options.updates_beside_forward && beside_forward.empty()) beside_forward = owner.plugin;
   }
   auto refuse = [](const std::string& plugin, const std::string& what, const std::string& other,
                    const std::string& why) {
@@ -138,6 +139,23 @@ absl::Status PluginSet::CheckComposition() const {
       return refuse(overlap, what, launch_thread,
                     "it updates each bucket after the all-reduce that autograd's thread starts, "
                     "which the launch thread starts instead");
+    }
+  }
+  if (!beside_forward.empty()) {
+    const std::string what = "the updates beside the next forward";
+    if (!comm_hook_owner_.empty()) {
+      return refuse(beside_forward, what, comm_hook_owner_,
+                    "it queues each bucket's update after the engine's own all-reduce, which a "
+                    "communication hook replaces");
+    }
+    if (!overlap.empty()) {
+      return refuse(beside_forward, what, overlap,
+                    "the updates run either during backward or beside the next forward");
+    }
+    if (!tail.empty()) {
+      return refuse(beside_forward, what, tail,
+                    "it reorders the last buckets, which the tail communicator reduces in order "
+                    "after the first communicator's");
     }
   }
   if (!tail.empty() && !comm_hook_owner_.empty()) {

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -233,6 +234,22 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
         optimizer.StepParameters(indices);
       });
     }
+    if (engine->defers_updates()) {
+      // The forward_overlap plugin: each stage of the next forward waits for its own
+      // parameters' updates, just before it runs.
+      std::map<const void*, size_t> index_of;
+      const std::vector<at::Tensor> all = model->parameters();
+      for (size_t i = 0; i < all.size(); ++i) index_of[all[i].unsafeGetTensorImpl()] = i;
+      std::vector<std::vector<size_t>> stages;
+      for (const std::vector<at::Tensor>& stage : model->StageParameters()) {
+        stages.emplace_back();
+        for (const at::Tensor& p : stage) stages.back().push_back(index_of.at(p.unsafeGetTensorImpl()));
+      }
+      DataParallelEngine* waiting = engine.get();
+      model->SetBeforeStage([waiting, stages = std::move(stages)](int64_t stage) {
+        waiting->WaitForParameters(stages[stage]);
+      });
+    }
   }
 
   SyntheticData::Options data_options;
@@ -303,6 +320,9 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
         NvtxRange r(nvtx, "forward");
         loss = at::cross_entropy_loss(model->forward(batch.images), batch.labels);
         if (micro_batches > 1) loss = loss / micro_batches;
+        // Nothing is left after a forward that waited stage by stage; backward must not
+        // start before the last updates either way.
+        if (engine) engine->WaitForUpdates();
       }
       if (timed && micro == 0) timer.Mark(m, kForward);
       {
@@ -336,6 +356,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     losses.push_back(micro_batches > 1 ? loss.detach() * static_cast<double>(micro_batches) : loss.detach());
     batch_range.End();
     if (step == warmup + measured - 1) {
+      if (engine) engine->WaitForUpdates();  // the last measured step's, in its time
       Synchronize(device);
       window_end = std::chrono::steady_clock::now();
       if (engine) engine->FinishTiming();
@@ -344,6 +365,8 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
 #endif
     }
   }
+  if (engine) engine->WaitForUpdates();
+  model->SetBeforeStage({});
   Synchronize(device);
 
   v1::RunResult r;

@@ -8,6 +8,7 @@ PLUGINS = [
     "bf16",
     "bucket_sizing",
     "bucket_view",
+    "forward_overlap",
     "launch_thread",
     "no_communication",
     "optimizer_overlap",

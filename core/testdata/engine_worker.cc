@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -151,6 +153,22 @@ int Main(int argc, char** argv) {
   // gradients checked below are still the averaged ones, and the next step's gradients
   // (checked against the reference's, which steps after backward) show the update.
   engine.SetParameterUpdate([&sgd](const std::vector<size_t>& indices) { sgd.StepParameters(indices); });
+  // forward_overlap: the updates end in the next forward, which waits stage by stage, as
+  // the trainer's does.
+  if (engine.defers_updates()) {
+    std::map<const void*, size_t> index_of;
+    const std::vector<at::Tensor> all = model->parameters();
+    for (size_t i = 0; i < all.size(); ++i) index_of[all[i].unsafeGetTensorImpl()] = i;
+    std::vector<std::vector<size_t>> stages;
+    for (const std::vector<at::Tensor>& stage : model->StageParameters()) {
+      stages.emplace_back();
+      for (const at::Tensor& p : stage) stages.back().push_back(index_of.at(p.unsafeGetTensorImpl()));
+    }
+    model->SetBeforeStage([&engine, stages](int64_t stage) { engine.WaitForParameters(stages[stage]); });
+  } else if (options.updates_beside_forward) {
+    std::cerr << "rank " << rank << ": forward_overlap asked for, but the engine does not defer its updates\n";
+    return 21;
+  }
   const int accumulate = absl::GetFlag(FLAGS_accumulate);
   const double grad_tolerance = absl::GetFlag(FLAGS_grad_tolerance);
   std::vector<double> losses;
@@ -181,6 +199,35 @@ int Main(int argc, char** argv) {
       if (absl::Status s = engine.EndBackward(); !s.ok()) {
         std::cerr << "rank " << rank << ": " << s << "\n";
         return 12;
+      }
+      if (engine.defers_updates() && micro == accumulate - 1) {
+        // The step ended with its updates outstanding; a forward (of the next batch, as
+        // the trainer's next step would run it) waits for every one of them, stage by
+        // stage, before the gradients and parameters are checked below.
+        if (engine.outstanding_updates() == 0) {
+          std::cerr << "rank " << rank << " step " << step << ": no update was left to the next forward\n";
+          return 21;
+        }
+        {
+          at::NoGradGuard no_grad;
+          model->forward(MakeBatch(rank, index + 1).images);
+        }
+        if (const int left = engine.outstanding_updates(); left != 0) {
+          std::cerr << "rank " << rank << " step " << step << ": " << left
+                    << " bucket(s) not waited for by the forward's stages\n";
+          return 21;
+        }
+        // The last reversed_buckets buckets went last-first.
+        std::vector<size_t> want;
+        const size_t n = engine.buckets().size();
+        const size_t reversed = n - std::min(n, static_cast<size_t>(std::max(0, options.reversed_buckets)));
+        for (size_t i = 0; i < reversed; ++i) want.push_back(i);
+        for (size_t i = n; i-- > reversed;) want.push_back(i);
+        if (engine.launch_order() != want) {
+          std::cerr << "rank " << rank << " step " << step << ": launch order is not the buckets' order "
+                    << "with the last " << options.reversed_buckets << " reversed\n";
+          return 22;
+        }
       }
       if (options.gradient_as_bucket_view && micro == accumulate - 1) {
         // After the synced micro-step every gradient is its bucket's view again.
