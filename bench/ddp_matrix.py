@@ -132,6 +132,14 @@ CONFIGS["bf16_ch2_cap10"] = (
     ["--bucket_cap_mb", "10"] + CONFIGS["bf16_tuned"][1][2:])
 EXTRA["bf16_ch2_cap10"] = EXTRA["bf16_ch2"]
 
+# The last reductions and the updates beside the next forward (forward_overlap, which
+# implies optimizer_overlap's updates). PyTorch has no such mode: its rows run the base
+# configuration's.
+for base in ("bf16_ch2_cap10", "zero_copy_cap100", "zero_copy_tuned"):
+    CONFIGS[base + "_fo"] = (CONFIGS[base][0] + " plugin { forward_overlap {} }", CONFIGS[base][1])
+    if base in EXTRA:
+        EXTRA[base + "_fo"] = EXTRA[base]
+
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
 
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment

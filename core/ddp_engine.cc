@@ -814,7 +814,9 @@ absl::Status DataParallelEngine::EndBackward() {
   if (timed && s.cuda) {
     s.exposed_events.emplace_back(at::cuda::CUDAEvent(cudaEventDefault),
                                   at::cuda::CUDAEvent(cudaEventDefault));
-    s.exposed_events.back().first.record();
+    // On the parameters' device's stream (the caller's current device may be another): the
+    // second event may be recorded on the update stream, and both must be on one device.
+    s.exposed_events.back().first.record(c10::cuda::getCurrentCUDAStream(s.params[0].device().index()));
   }
 #endif
   if (timed && s.bucket_times) s.timed_works.emplace_back();
@@ -906,7 +908,7 @@ absl::Status DataParallelEngine::EndBackward() {
     if (deferred) {
       s.exposed_events.back().second.record(*s.update_stream);  // the last update
     } else {
-      s.exposed_events.back().second.record();
+      s.exposed_events.back().second.record(c10::cuda::getCurrentCUDAStream(s.params[0].device().index()));
     }
   } else
 #endif
