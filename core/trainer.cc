@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <map>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -237,16 +236,8 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     if (engine->defers_updates()) {
       // The forward_overlap plugin: each stage of the next forward waits for its own
       // parameters' updates, just before it runs.
-      std::map<const void*, size_t> index_of;
-      const std::vector<at::Tensor> all = model->parameters();
-      for (size_t i = 0; i < all.size(); ++i) index_of[all[i].unsafeGetTensorImpl()] = i;
-      std::vector<std::vector<size_t>> stages;
-      for (const std::vector<at::Tensor>& stage : model->StageParameters()) {
-        stages.emplace_back();
-        for (const at::Tensor& p : stage) stages.back().push_back(index_of.at(p.unsafeGetTensorImpl()));
-      }
       DataParallelEngine* waiting = engine.get();
-      model->SetBeforeStage([waiting, stages = std::move(stages)](int64_t stage) {
+      model->SetBeforeStage([waiting, stages = model->StageParameterIndices()](int64_t stage) {
         waiting->WaitForParameters(stages[stage]);
       });
     }

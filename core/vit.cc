@@ -1,6 +1,7 @@
 #include "core/vit.h"
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
@@ -175,6 +176,18 @@ std::vector<std::vector<at::Tensor>> VitImpl::StageParameters() {
   for (VitEncoderBlock& layer : layers_) stages.push_back(layer->parameters());
   stages.push_back(ln_->parameters());
   for (const at::Tensor& p : head_->parameters()) stages.back().push_back(p);
+  return stages;
+}
+
+std::vector<std::vector<size_t>> VitImpl::StageParameterIndices() {
+  std::map<const void*, size_t> index_of;
+  const std::vector<at::Tensor> all = parameters();
+  for (size_t i = 0; i < all.size(); ++i) index_of[all[i].unsafeGetTensorImpl()] = i;
+  std::vector<std::vector<size_t>> stages;
+  for (const std::vector<at::Tensor>& stage : StageParameters()) {
+    stages.emplace_back();
+    for (const at::Tensor& p : stage) stages.back().push_back(index_of.at(p.unsafeGetTensorImpl()));
+  }
   return stages;
 }
 

@@ -83,6 +83,8 @@ class VitImpl : public torch::nn::Module {
   // just before it runs (the data-parallel engine's wait for that stage's updates).
   int64_t num_stages() const { return config_.num_layers + 2; }
   std::vector<std::vector<at::Tensor>> StageParameters();
+  // The same as indices into parameters().
+  std::vector<std::vector<size_t>> StageParameterIndices();
   void SetBeforeStage(std::function<void(int64_t stage)> before_stage) {
     before_stage_ = std::move(before_stage);
   }

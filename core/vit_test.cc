@@ -87,6 +87,15 @@ TEST(VitTest, ForwardReadsEachStagesParametersOnlyAfterItsCall) {
   }
   EXPECT_EQ(count, seen.size());
   EXPECT_EQ(seen.size(), vit->parameters().size());
+  // The indices name the same tensors.
+  std::vector<std::vector<size_t>> indices = vit->StageParameterIndices();
+  ASSERT_EQ(indices.size(), stages.size());
+  for (size_t k = 0; k < stages.size(); ++k) {
+    ASSERT_EQ(indices[k].size(), stages[k].size());
+    for (size_t i = 0; i < indices[k].size(); ++i) {
+      EXPECT_TRUE(vit->parameters()[indices[k][i]].is_same(stages[k][i])) << k << " " << i;
+    }
+  }
   std::vector<int64_t> calls;
   vit->SetBeforeStage([&](int64_t stage) {
     calls.push_back(stage);

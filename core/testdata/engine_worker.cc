@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <vector>
 
@@ -156,15 +155,9 @@ int Main(int argc, char** argv) {
   // forward_overlap: the updates end in the next forward, which waits stage by stage, as
   // the trainer's does.
   if (engine.defers_updates()) {
-    std::map<const void*, size_t> index_of;
-    const std::vector<at::Tensor> all = model->parameters();
-    for (size_t i = 0; i < all.size(); ++i) index_of[all[i].unsafeGetTensorImpl()] = i;
-    std::vector<std::vector<size_t>> stages;
-    for (const std::vector<at::Tensor>& stage : model->StageParameters()) {
-      stages.emplace_back();
-      for (const at::Tensor& p : stage) stages.back().push_back(index_of.at(p.unsafeGetTensorImpl()));
-    }
-    model->SetBeforeStage([&engine, stages](int64_t stage) { engine.WaitForParameters(stages[stage]); });
+    model->SetBeforeStage([&engine, stages = model->StageParameterIndices()](int64_t stage) {
+      engine.WaitForParameters(stages[stage]);
+    });
   } else if (options.updates_beside_forward) {
     std::cerr << "rank " << rank << ": forward_overlap asked for, but the engine does not defer its updates\n";
     return 21;
