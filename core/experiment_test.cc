@@ -60,7 +60,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"plugin_without_name",
                 ":7:1: plugin[0]: names no plugin: set one of static_graph, bucket_view, "
                 "bucket_sizing, bf16, powersgd, no_communication, zero_copy, launch_thread, "
-                "optimizer_overlap, tail_communicator"},
+                "optimizer_overlap, tail_communicator, forward_overlap"},
         BadCase{"field_twice", ":2:1: Non-repeated field \"name\" is specified multiple times."},
         BadCase{"missing_batch_size",
                 ": data.batch_size: is required: samples per GPU per step, > 0"},
