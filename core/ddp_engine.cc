@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <optional>
@@ -115,10 +116,14 @@ struct DataParallelEngine::State {
   bool first_step_done = false;
   int64_t synced_steps = 0;  // completed synced steps
   bool timing = false;       // between StartTiming and FinishTiming
+  double deferred_wait_ms = 0;  // CPU: the host's waits in AwaitUpdate while timing
+  // DDPLAB_TEST_SLOW_UPDATES=1 in the environment: QueueUpdates delays the update stream.
+  bool slow_updates_for_test = false;
   int64_t wire_bytes = 0;    // sent by the engine's own reductions this step
   at::ScalarType wire_dtype = at::ScalarType::Undefined;
   bool rebuilt = false;
   size_t next_to_launch = 0;
+  std::vector<size_t> launch_sequence;  // the buckets launched this step, in order
   bool sync = false;
   std::string error;  // found by a hook, reported by EndBackward
   bool shut_down = false;  // ShutDown was called: no more steps
@@ -279,6 +284,7 @@ struct DataParallelEngine::State {
     wire_bytes = 0;
     tail_launched = 0;
     next_to_launch = 0;
+    launch_sequence.clear();
     for (Bucket& b : buckets) {
       b.pending = 0;
       for (size_t i : b.params) b.pending += expected[i] ? 1 : 0;
@@ -334,6 +340,7 @@ struct DataParallelEngine::State {
 
   void Launch(size_t index) {
     Bucket& b = buckets[index];
+    launch_sequence.push_back(index);
     if (SampleError()) b.exact = b.buffer.clone();
     if (hook) {
       GradBucket grad_bucket;
@@ -507,6 +514,12 @@ struct DataParallelEngine::State {
         update_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, params[0].device().index());
       }
       c10::cuda::CUDAStreamGuard guard(*update_stream);
+      if (slow_updates_for_test) {
+        // Tests only: the updates start some milliseconds late, so that a forward that did
+        // not wait for them reads parameters not yet updated.
+        at::Tensor m = at::ones({2048, 2048}, params[0].options().dtype(at::kFloat));
+        for (int k = 0; k < 20; ++k) m = at::mm(m, m) / 2048;
+      }
       for (size_t i : LaunchOrder()) {
         Bucket& b = buckets[i];
         b.mean->wait();
@@ -527,16 +540,22 @@ struct DataParallelEngine::State {
   void AwaitUpdate(size_t index) {
     Bucket& b = buckets[index];
     if (!b.awaiting) return;
-    b.awaiting = false;
 #if defined(DDPLAB_CUDA)
     if (cuda) {
       b.updated->block(c10::cuda::getCurrentCUDAStream(params[0].device().index()));
+      b.awaiting = false;
       return;
     }
 #endif
+    // On a CPU the wait is the host's: counted as exposed communication while timing.
+    auto start = std::chrono::steady_clock::now();
     b.mean->wait();
     if (b.wire.defined()) b.buffer.copy_(b.wire);
     CopyBackAndUpdate(index);
+    b.awaiting = false;
+    if (timing) {
+      deferred_wait_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
   }
 
   void AwaitAllUpdates() {
@@ -583,6 +602,8 @@ DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGr
   s.world = s.group->getSize();
   s.rank = s.group->getRank();
   s.cuda = !s.params.empty() && s.params[0].is_cuda();
+  const char* slow = std::getenv("DDPLAB_TEST_SLOW_UPDATES");
+  s.slow_updates_for_test = slow != nullptr && std::string(slow) == "1";
   if (comm_hook_factory) {
     CommContext context;
     context.process_group = s.group.get();
@@ -622,15 +643,33 @@ void DataParallelEngine::UpdateBucketStats() {
   }
 }
 
-DataParallelEngine::~DataParallelEngine() = default;
+DataParallelEngine::~DataParallelEngine() {
+  // Updates still queued read and write tensors that go with the engine (bucket buffers,
+  // gradients): they finish first. A failure here has nowhere to go.
+  State& s = *state_;
+  try {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.AwaitAllUpdates();
+#if defined(DDPLAB_CUDA)
+    if (s.update_stream) s.update_stream->synchronize();
+#endif
+  } catch (const std::exception&) {
+  }
+}
 
 absl::Status DataParallelEngine::ShutDown() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.shut_down) return absl::OkStatus();
-  s.AwaitAllUpdates();
+  absl::Status status;
+  try {
+    s.AwaitAllUpdates();
+  } catch (const std::exception& e) {
+    status = absl::InternalError(
+        absl::StrCat("the last step's reductions failed: ", compat::WhatWithoutBacktrace(e)));
+  }
   s.shut_down = true;
-  absl::Status status = ShutDownProcessGroup(*s.group);
+  status.Update(ShutDownProcessGroup(*s.group));
   if (s.tail_group) status.Update(ShutDownProcessGroup(*s.tail_group));
   return status;
 }
@@ -698,7 +737,7 @@ bool DataParallelEngine::defers_updates() const {
 
 std::vector<size_t> DataParallelEngine::launch_order() const {
   std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->LaunchOrder();
+  return state_->launch_sequence;
 }
 
 void DataParallelEngine::ZeroGrad() {
@@ -940,6 +979,7 @@ void DataParallelEngine::StartTiming(bool bucket_times) {
   state_->bucket_ms_sum.clear();
   state_->bucket_ms_count.clear();
   stats_.exposed_comm_ms = 0;
+  state_->deferred_wait_ms = 0;
   stats_.timed_steps = 0;
   stats_.bucket_allreduce_ms.clear();
   stats_.bucket_busbw_gbps.clear();
@@ -953,6 +993,8 @@ void DataParallelEngine::FinishTiming() {
   timing_ = false;
   state_->timing = false;
   state_->HarvestBucketTimes();
+  stats_.exposed_comm_ms += state_->deferred_wait_ms;
+  state_->deferred_wait_ms = 0;
 #if defined(DDPLAB_CUDA)
   for (auto& [done, reduced] : state_->exposed_events) {
     reduced.synchronize();

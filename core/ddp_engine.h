@@ -53,7 +53,10 @@ struct EngineStats {
   bool rebuilt = false;               // buckets regrouped in the observed order
   int synced_steps = 0;
   // Exposed communication: from the end of backward's compute to the last bucket
-  // reduced, summed over the timed steps (ms); from CUDA events on a GPU.
+  // reduced, summed over the timed steps (ms); from CUDA events on a GPU. With
+  // updates_beside_forward: on a GPU to the last bucket updated, on the update stream,
+  // which may overlap the next forward (the step time says how much did); on a CPU the
+  // host's waits for the reductions in WaitForParameters and WaitForUpdates.
   double exposed_comm_ms = 0;
   int timed_steps = 0;
   // Per bucket (bucket order), over the timed steps: mean time of its all-reduce on the
@@ -148,8 +151,8 @@ class DataParallelEngine {
   std::map<std::string, double> hook_stats() const;
   // The parameters of each bucket (indices into `params`), in bucket order.
   std::vector<std::vector<size_t>> buckets() const;
-  // The order the buckets' reductions are started in (indices into buckets()): bucket
-  // order, except the last EngineOptions::reversed_buckets, reversed.
+  // The order the last synced step started its buckets' reductions in (indices into
+  // buckets()): bucket order, except the last EngineOptions::reversed_buckets, reversed.
   std::vector<size_t> launch_order() const;
 
  private:

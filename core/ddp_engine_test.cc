@@ -240,6 +240,8 @@ TEST_P(EngineProcessesTest, AveragedGradientsEqualOneProcessOverTheWholeBatch) {
       absl::StrAppend(&plugins, "plugin { tail_communicator { buckets: 3 } } ");
     } else if (name == "tail_all") {
       absl::StrAppend(&plugins, "plugin { tail_communicator { buckets: 1000 } } ");
+    } else if (name == "drain") {
+      argv.push_back("--drain_next_step=true");  // the worker's flag, not a plugin
     } else if (name == "forward_reversed3") {
       absl::StrAppend(&plugins, "plugin { forward_overlap { reversed_buckets: 3 } } ");
     } else if (name == "forward_reversed_all") {
@@ -311,6 +313,10 @@ std::vector<Combination> AllCombinations() {
   out.push_back({3, false, false, true, 3, "forward_overlap+zero_copy", true});
   out.push_back({2, true, true, true, 1, "forward_reversed_all+launch_thread", true});
   out.push_back({2, true, false, true, 1, "forward_reversed3+zero_copy+launch_thread", true});
+  // Nobody waits in a forward: the next step's ZeroGrad finishes the updates (and before
+  // the rebuild after the first step), the gradients checked at the last step.
+  out.push_back({2, false, false, true, 1, "forward_reversed3+drain", true});
+  out.push_back({3, true, true, true, 3, "forward_overlap+drain", true});
   return out;
 }
 
@@ -334,6 +340,7 @@ struct GpuCase {
   const char* name;
   const char* plugins;
   double grad_tolerance = 1e-3;  // bfloat16 on the wire: its rounding
+  const char* flags = "";        // more of the worker's flags, space-separated
 };
 
 class EngineOnGpusTest : public ::testing::TestWithParam<GpuCase> {};
@@ -354,6 +361,9 @@ TEST_P(EngineOnGpusTest, AveragedGradientsEqualOneProcessOverTheWholeBatch) {
                                 "--momentum=0.9",
                                 "--steps=3",
                                 absl::StrCat("--plugins=", GetParam().plugins)};
+  for (absl::string_view flag : absl::StrSplit(GetParam().flags, ' ', absl::SkipEmpty())) {
+    argv.push_back(std::string(flag));
+  }
   LaunchOptions options;
   options.nproc_per_node = 2;
   LaunchResult r = Launch(argv, options);
@@ -383,7 +393,13 @@ INSTANTIATE_TEST_SUITE_P(
         GpuCase{"forward_reversed3_bucket_view_launch_thread",
                 "plugin { bucket_view {} } plugin { launch_thread {} } plugin { forward_overlap { reversed_buckets: 3 } }"},
         GpuCase{"forward_reversed_all_bf16",
-                "plugin { bf16 {} } plugin { forward_overlap { reversed_buckets: 1000 } }", 1.0 / 256}),
+                "plugin { bf16 {} } plugin { forward_overlap { reversed_buckets: 1000 } }", 1.0 / 256},
+        // The updates start late on the device: a forward or ZeroGrad that did not make the
+        // compute stream wait for them would read parameters not yet updated.
+        GpuCase{"forward_overlap_slow_updates", "plugin { forward_overlap {} }", 1e-3, "--slow_updates"},
+        GpuCase{"forward_reversed3_zero_copy_drain_slow_updates",
+                "plugin { zero_copy {} } plugin { forward_overlap { reversed_buckets: 3 } }", 1e-3,
+                "--slow_updates --drain_next_step"}),
     [](const ::testing::TestParamInfo<GpuCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
@@ -443,6 +459,10 @@ INSTANTIATE_TEST_SUITE_P(
         CompressionCase{"bf16_forward_overlap", 2,
                         "plugin { bf16 {} } plugin { forward_overlap { reversed_buckets: 3 } }",
                         kBf16Rounding, -1, "BFloat16", 3},
+        // Sampled steps (the exact reduction beside bf16's) are not deferred; the others are.
+        CompressionCase{"bf16_sampled_forward_overlap", 2,
+                        "plugin { bf16 { sample_error_every: 2 } } plugin { forward_overlap {} }", kBf16Rounding,
+                        -1, "BFloat16", 4},
         CompressionCase{"bf16_optimizer_during_backward", 2,
                         "plugin { bf16 {} } plugin { optimizer_overlap { during_backward: true } }",
                         kBf16Rounding, -1, "BFloat16", 3},

@@ -15,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -145,6 +146,10 @@ std::string DescribeEngineOptions(const EngineOptions& o) {
     absl::StrAppend(&out, o.optimizer_during_backward ? ", optimizer per bucket during backward"
                                                       : ", optimizer per bucket as reductions end");
   }
+  if (o.updates_beside_forward) {
+    absl::StrAppend(&out, ", updates beside the next forward");
+    if (o.reversed_buckets > 0) absl::StrAppend(&out, " (last ", o.reversed_buckets, " bucket(s) reversed)");
+  }
   if (o.tail_buckets > 0) {
     absl::StrAppend(&out, ", last ", o.tail_buckets, " bucket(s) over a communicator of their own (",
                     o.tail_channels > 0 ? absl::StrCat(o.tail_channels, " channels") : "NCCL's channels",
@@ -193,6 +198,8 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
 
   // The data-parallel engine, for runs of several processes or when asked for.
   std::unique_ptr<DataParallelEngine> engine;
+  // The forward's stage callback (forward_overlap) calls the engine: gone before it is.
+  absl::Cleanup no_stage_callback = [&model] { model->SetBeforeStage({}); };
   EngineOptions engine_options =
       options.plugins ? options.plugins->ResolveEngineOptions() : EngineOptions();
   if (world > 1 || e.distributed().force_engine()) {
@@ -281,6 +288,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     const int m = step - warmup;  // index among measured steps
     const bool timed = m >= 0 && m < measured;
     if (step == warmup) {
+      if (engine) engine->WaitForUpdates();  // the last warm-up step's, outside the window
       Synchronize(device);
 #if defined(DDPLAB_CUDA)
       if (cuda) {
@@ -357,7 +365,6 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     }
   }
   if (engine) engine->WaitForUpdates();
-  model->SetBeforeStage({});
   Synchronize(device);
 
   v1::RunResult r;

@@ -5,13 +5,17 @@
 // forward waits, stage by stage, for the updates of the parameters it is about to read
 // (DataParallelEngine::WaitForParameters). The first stages' parameters are the ones
 // backward's last buckets hold, so `reversed_buckets` of them are reduced last-first.
+#include <algorithm>
+#include <cstdint>
+
 #include "core/plugin_api.h"
 
 namespace {
 
 void Register(ddplab::PluginRegistrar& registrar) {
   const auto& config = static_cast<const ddplab::v1::ForwardOverlapConfig&>(registrar.config());
-  const int reversed = static_cast<int>(config.reversed_buckets());
+  // More than there are buckets means all of them.
+  const int reversed = static_cast<int>(std::min<uint32_t>(config.reversed_buckets(), 1u << 30));
   registrar.AddEngineOptions([reversed](ddplab::EngineOptions& options) {
     options.overlap_optimizer = true;
     options.updates_beside_forward = true;
