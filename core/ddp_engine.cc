@@ -320,19 +320,19 @@ struct DataParallelEngine::State {
     if (index < FirstTail()) return StartMeanCoalesced(*group, std::move(sent), cuda);
     ++tail_launched;  // counted for EngineStats::tail_buckets
 #if defined(DDPLAB_CUDA)
+    std::optional<c10::cuda::CUDAStreamGuard> guard;  // the tail's stream, until it is started
     if (cuda) {
       const c10::DeviceIndex device = params[0].device().index();
       if (!tail_stream) tail_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
       if (!tail_ready) tail_ready.emplace(cudaEventDisableTiming);
       tail_ready->record(c10::cuda::getCurrentCUDAStream(device));
-      c10::cuda::CUDAStreamGuard guard(*tail_stream);
+      guard.emplace(*tail_stream);
       tail_ready->block(*tail_stream);
       if (index == FirstTail() && index > 0) {
         const std::optional<PendingMean>& before = buckets[index - 1].mean;
         // The current stream (the tail's) waits for the group's last collective.
         if (before && before->work) before->work->synchronize();
       }
-      return StartMeanCoalesced(*tail_group, std::move(sent), cuda);
     }
 #endif
     return StartMeanCoalesced(*tail_group, std::move(sent), cuda);
