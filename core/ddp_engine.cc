@@ -400,20 +400,32 @@ struct DataParallelEngine::State {
   // and its parameters updated, on the update stream (after the reduction; on Gloo the
   // host waits for it here), while the compute stream goes on with backward.
   void FinishAndUpdate(size_t index) {
-    Bucket& b = buckets[index];
 #if defined(DDPLAB_CUDA)
     std::optional<c10::cuda::CUDAStreamGuard> guard;
-    if (cuda) {
-      if (!update_stream) {
-        update_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, params[0].device().index());
-      }
-      guard.emplace(*update_stream);
-    }
+    if (cuda) guard.emplace(UpdateStream());
 #endif
+    ReduceAndUpdate(index);
+  }
+
+  // The engine's own reduction of bucket `index` waited for (on a GPU by the current
+  // stream, on Gloo by the host), its average put where the gradients are (cast back from
+  // the wire's dtype) and its parameters updated.
+  void ReduceAndUpdate(size_t index) {
+    Bucket& b = buckets[index];
     b.mean->wait();
     if (b.wire.defined()) b.buffer.copy_(b.wire);
     CopyBackAndUpdate(index);
   }
+
+#if defined(DDPLAB_CUDA)
+  // Where the updates run during backward or beside the next forward, made at first use.
+  c10::cuda::CUDAStream UpdateStream() {
+    if (!update_stream) {
+      update_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, params[0].device().index());
+    }
+    return *update_stream;
+  }
+#endif
 
   // Hands a bucket's collective to the launch thread (started at the first job).
   void Enqueue(size_t index, std::vector<at::Tensor> tensors) {
@@ -510,10 +522,7 @@ struct DataParallelEngine::State {
   void QueueUpdates() {
 #if defined(DDPLAB_CUDA)
     if (cuda) {
-      if (!update_stream) {
-        update_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, params[0].device().index());
-      }
-      c10::cuda::CUDAStreamGuard guard(*update_stream);
+      c10::cuda::CUDAStreamGuard guard(UpdateStream());
       if (slow_updates_for_test) {
         // Tests only: the updates start some milliseconds late, so that a forward that did
         // not wait for them reads parameters not yet updated.
@@ -522,9 +531,7 @@ struct DataParallelEngine::State {
       }
       for (size_t i : LaunchOrder()) {
         Bucket& b = buckets[i];
-        b.mean->wait();
-        if (b.wire.defined()) b.buffer.copy_(b.wire);
-        CopyBackAndUpdate(i);
+        ReduceAndUpdate(i);
         if (!b.updated) b.updated.emplace(cudaEventDisableTiming);
         b.updated->record(*update_stream);
         b.awaiting = true;
@@ -549,9 +556,7 @@ struct DataParallelEngine::State {
 #endif
     // On a CPU the wait is the host's: counted as exposed communication while timing.
     auto start = std::chrono::steady_clock::now();
-    b.mean->wait();
-    if (b.wire.defined()) b.buffer.copy_(b.wire);
-    CopyBackAndUpdate(index);
+    ReduceAndUpdate(index);
     b.awaiting = false;
     if (timing) {
       deferred_wait_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -873,18 +878,13 @@ absl::Status DataParallelEngine::EndBackward() {
   bool sampled = false;
   for (const Bucket& b : s.buckets) sampled = sampled || b.exact.defined();
   const bool deferred = s.defer() && !sampled;
-  if (deferred) {
-    if (timed && s.bucket_times) {
-      for (Bucket& b : s.buckets) s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
-    }
-    s.QueueUpdates();
+  if (timed && s.bucket_times) {
+    for (Bucket& b : s.buckets) s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
   }
+  if (deferred) s.QueueUpdates();
   std::string hook_error;  // the first bucket's, once every bucket is done with
   for (size_t i = 0; i < s.buckets.size() && !deferred; ++i) {
     Bucket& b = s.buckets[i];
-    if (timed && s.bucket_times) {
-      s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
-    }
     if (b.finished) continue;  // waited for below, through the update stream
     if (b.mean) {
       b.mean->wait();
