@@ -563,7 +563,10 @@ struct DataParallelEngine::State {
     }
   }
 
+  // Called around every step (ZeroGrad, BeginStep, the trainer after each forward): nothing
+  // to do, and no order to build, unless updates are deferred.
   void AwaitAllUpdates() {
+    if (!defer()) return;
     for (size_t i : LaunchOrder()) AwaitUpdate(i);
   }
 
