@@ -5,9 +5,12 @@ machine), then the table. Run from the repository root after building vit_ddp.
 
   python3 bench/ddp_matrix.py --out DIR [--gpus 2,4] [--transports nvlink,host]
                               [--configs naive,static_graph,...] [--reps 1] [--deadline S]
+                              [--before BINARY]
 
 Writes DIR/configs/<key>.json, DIR/ddplab/<key>/<rep>/..., DIR/pytorch/<key>/<rep>.json and
-DIR/ddp.json (bench/results' format, with ratios to the single-GPU step).
+DIR/ddp.json (bench/results' format, with ratios to the single-GPU step). --before names
+another build of vit_ddp (say, of the commit before a change), run after ddplab's in each
+repetition into DIR/before/<key>/<rep>/...: before and after in the same call.
 """
 import argparse
 import json
@@ -198,6 +201,8 @@ def main():
     p.add_argument("--measured", type=int, default=20)
     p.add_argument("--deadline", type=float, default=0,
                    help="seconds after start: no new run after (0: none); the table still comes")
+    p.add_argument("--before", default="",
+                   help="another vit_ddp binary (with its .runfiles beside it), run after ours in each repetition")
     a = p.parse_args()
     start = time.time()
     out = prepare_output(a.out)
@@ -246,6 +251,9 @@ def main():
             print(f"{key} rep {rep}", flush=True)
             run(["bazel-bin/experiments/vit_ddp", f"--experiment={textproto}",
                  f"--output_dir={out}/ddplab/{key}/{rep}"], f"{out}/logs/ddplab_{key}_{rep}.log")
+            if a.before and meta["gpus"] > 1:
+                run([a.before, f"--experiment={textproto}", f"--output_dir={out}/before/{key}/{rep}"],
+                    f"{out}/logs/before_{key}_{rep}.log")
             os.makedirs(f"{out}/pytorch/{key}", exist_ok=True)
             py = pytorch_command(meta["gpus"], a.warmup, a.measured, f"{out}/pytorch/{key}/{rep}.json", args,
                                  py_extra)

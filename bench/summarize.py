@@ -5,7 +5,9 @@
 
 RUN_DIR holds environment.json and, per configuration and repetition,
 ddplab/<config>/<rep>/<suite>/<experiment>.json (ddplab's record) and
-pytorch/<config>/<rep>.json (PyTorch's). Medians are taken over repetitions.
+pytorch/<config>/<rep>.json (PyTorch's), and where another build ran beside ddplab's
+(ddp_matrix.py --before), before/<config>/<rep>/... as ddplab's. Medians are taken over
+repetitions.
 """
 import argparse
 import glob
@@ -59,6 +61,12 @@ def main():
             row["ddplab_compression_ratio"] = ratio
         elif ours[0].get("wire_dtype") == "BFloat16":
             row["ddplab_compression_ratio"] = 2.0
+        before = [load(f) for f in sorted(glob.glob(os.path.join(a.dir, "before", config, "*", "*", config + ".json")))]
+        if before:
+            row["before_steps_per_s"] = statistics.median(r["steps_per_s"] for r in before)
+            row["before_runs_steps_per_s"] = [round(r["steps_per_s"], 4) for r in before]
+            row["before_phases_ms"] = before[len(before) // 2]["phases"]
+            row["before_exposed_comm_ms"] = statistics.median(r.get("exposed_comm_ms", 0) for r in before)
         rows.append(row)
     # Scaling: steps/s over the single-GPU step's (batch per GPU is fixed).
     single = next((r for r in rows if r["config"] == "single_gpu"), None)
@@ -90,6 +98,14 @@ def main():
               f"{r.get('ddplab_vs_single_gpu', 0):>7.3f}{r.get('pytorch_vs_single_gpu', 0):>7.3f}"
               f"{r['ddplab_peak_gib']:>7.2f}{r['pytorch_peak_gib']:>7.2f}"
               f"{r.get('ddplab_exposed_comm_ms', 0):>11.2f}{r.get('ddplab_gradient_error', 0):>9.1e}")
+    compared = [r for r in rows if "before_steps_per_s" in r]
+    if compared:
+        print(f"\n{'config':<30}{'gpus':>4} {'transport':<9}{'before/s':>9}{'after/s':>9}{'after/before':>13}"
+              f"{'before runs':>22}{'after runs':>22}")
+        for r in compared:
+            print(f"{r['config']:<30}{r['gpus']:>4} {r['transport']:<9}{r['before_steps_per_s']:>9.3f}"
+                  f"{r['ddplab_steps_per_s']:>9.3f}{r['ddplab_steps_per_s'] / r['before_steps_per_s']:>13.4f}"
+                  f"{str(r['before_runs_steps_per_s']):>22}{str(r['ddplab_runs_steps_per_s']):>22}")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ struct Bucket {
   // on a GPU, `updated` follows it on the update stream; on a CPU it is still to be done.
   bool awaiting = false;
   at::Tensor wire;               // what the bucket travels as, when another dtype
+  std::vector<at::Tensor> wire_views;  // per parameter, shaped like it
   std::optional<PendingMean> mean;  // the engine's own reduction
   c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
   at::Tensor exact;              // sampled steps: the exact mean, for the error
@@ -120,6 +121,12 @@ struct DataParallelEngine::State {
   // DDPLAB_TEST_SLOW_UPDATES=1 in the environment: QueueUpdates delays the update stream.
   bool slow_updates_for_test = false;
   int64_t wire_bytes = 0;    // sent by the engine's own reductions this step
+  // This step's error is sampled (SampleError, fixed when the step begins).
+  bool sampled = false;
+  // Buckets travel in another dtype and this step is not sampled (a sampled step reduces
+  // the float32 bucket exactly too): each gradient goes straight into the wire's dtype as
+  // it comes in (MarkReady), instead of into the float32 bucket, to be cast at launch.
+  bool cast_in = false;
   at::ScalarType wire_dtype = at::ScalarType::Undefined;
   bool rebuilt = false;
   size_t next_to_launch = 0;
@@ -270,6 +277,9 @@ struct DataParallelEngine::State {
       for (size_t k = 0; k < bucket.params.size(); ++k) {
         const at::Tensor& p = params[bucket.params[k]];
         bucket.views.push_back(bucket.buffer.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes()));
+        if (bucket.wire.defined()) {
+          bucket.wire_views.push_back(bucket.wire.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes()));
+        }
       }
     }
     if (view_mode() && !identity()) {
@@ -282,6 +292,8 @@ struct DataParallelEngine::State {
   void ResetStep() {
     marked.assign(params.size(), false);
     wire_bytes = 0;
+    sampled = SampleError();
+    cast_in = !sampled && !buckets.empty() && buckets[0].wire.defined();
     tail_launched = 0;
     next_to_launch = 0;
     launch_sequence.clear();
@@ -341,7 +353,7 @@ struct DataParallelEngine::State {
   void Launch(size_t index) {
     Bucket& b = buckets[index];
     launch_sequence.push_back(index);
-    if (SampleError()) b.exact = b.buffer.clone();
+    if (sampled) b.exact = b.buffer.clone();
     if (hook) {
       GradBucket grad_bucket;
       grad_bucket.index = index;
@@ -367,7 +379,15 @@ struct DataParallelEngine::State {
           sent.push_back(grad);
         }
       } else {
-        if (b.wire.defined()) b.wire.copy_(b.buffer);  // the cast
+        if (cast_in) {
+          // The gradients are in the wire already (MarkReady); a parameter without one this
+          // step sends what its view holds, as the float32 bucket would.
+          for (size_t k = 0; k < b.params.size(); ++k) {
+            if (!marked[b.params[k]]) b.wire_views[k].copy_(b.views[k]);
+          }
+        } else if (b.wire.defined()) {
+          b.wire.copy_(b.buffer);  // the cast
+        }
         sent.push_back(b.wire.defined() ? b.wire : b.buffer);
       }
       for (const at::Tensor& t : sent) wire_bytes += t.numel() * t.element_size();
@@ -590,7 +610,12 @@ struct DataParallelEngine::State {
     if (!in_place()) {
       at::Tensor& view = b.views[slot_of[i]];
       const at::Tensor& grad = params[i].grad();
-      if (!grad.is_alias_of(view)) {
+      if (cast_in) {
+        // Straight from the gradient to the wire's dtype: the float32 bucket is written
+        // only when the average comes back (half the bytes of a copy and then a cast).
+        b.wire_views[slot_of[i]].copy_(grad);
+        if (view_mode()) params[i].mutable_grad() = view;
+      } else if (!grad.is_alias_of(view)) {
         view.copy_(grad);
         if (view_mode()) params[i].mutable_grad() = view;
       }
@@ -878,9 +903,7 @@ absl::Status DataParallelEngine::EndBackward() {
   }
   // Updates beside the next forward: queued now, waited for by the next forward. Not on a
   // sampled step, whose exact reductions follow the step's own.
-  bool sampled = false;
-  for (const Bucket& b : s.buckets) sampled = sampled || b.exact.defined();
-  const bool deferred = s.defer() && !sampled;
+  const bool deferred = s.defer() && !s.sampled;
   if (timed && s.bucket_times) {
     for (Bucket& b : s.buckets) s.timed_works.back().push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
   }

@@ -375,6 +375,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         GpuCase{"plain", ""}, GpuCase{"bucket_view", "plugin { bucket_view {} }"},
         GpuCase{"zero_copy", "plugin { zero_copy {} }"},
+        GpuCase{"bf16_bucket_view_unused_parameter", "plugin { bf16 {} } plugin { bucket_view {} }", 1.0 / 256,
+                "--unused_parameter"},
+        GpuCase{"bf16_optimizer_overlap", "plugin { bf16 {} } plugin { optimizer_overlap {} }", 1.0 / 256},
         GpuCase{"zero_copy_optimizer_overlap", "plugin { zero_copy {} } plugin { optimizer_overlap {} }"},
         GpuCase{"bucket_view_optimizer_during_backward",
                 "plugin { bucket_view {} } plugin { optimizer_overlap { during_backward: true } }"},
@@ -417,7 +420,8 @@ struct CompressionCase {
   double loss_tolerance;  // < 0: not checked
   const char* wire_dtype;
   int steps;
-  int batch = 4;  // per rank
+  int batch = 4;          // per rank
+  const char* flags = "";  // more of the worker's flags, space-separated
 };
 
 class CompressionProcessesTest : public ::testing::TestWithParam<CompressionCase> {};
@@ -437,6 +441,7 @@ TEST_P(CompressionProcessesTest, MatchesTheExactAverage) {
                                 absl::StrCat("--batch=", c.batch),
                                 "--bucket_cap_bytes=20000",
                                 "--first_bucket_cap_bytes=4000"};
+  for (absl::string_view flag : absl::StrSplit(c.flags, ' ', absl::SkipEmpty())) argv.push_back(std::string(flag));
   LaunchOptions options;
   options.nproc_per_node = c.ranks;
   LaunchResult r = Launch(argv, options);
@@ -452,6 +457,18 @@ INSTANTIATE_TEST_SUITE_P(
         // bf16: the exact average within bf16 rounding, sent as bfloat16.
         CompressionCase{"bf16_2ranks", 2, "plugin { bf16 {} }", kBf16Rounding, -1, "BFloat16", 3},
         CompressionCase{"bf16_3ranks", 3, "plugin { bf16 {} }", kBf16Rounding, -1, "BFloat16", 3},
+        // Gradients cast into the wire as they come in: into bucket views, with a parameter
+        // unused from the start (its share is zeros), before and after the rebuild; over
+        // accumulated micro-steps; and a sampled step (cast from the float32 bucket, beside
+        // its exact copy) before the others.
+        CompressionCase{"bf16_bucket_view_unused_parameter", 2, "plugin { bf16 {} }", kBf16Rounding, -1,
+                        "BFloat16", 4, 4, "--bucket_view=true --static_graph=true --unused_parameter"},
+        CompressionCase{"bf16_unused_parameter", 3, "plugin { bf16 {} }", kBf16Rounding, -1, "BFloat16", 4, 4,
+                        "--static_graph=true --unused_parameter"},
+        CompressionCase{"bf16_bucket_view_accumulate3", 2, "plugin { bf16 {} }", kBf16Rounding, -1, "BFloat16", 3,
+                        4, "--bucket_view=true --accumulate=3"},
+        CompressionCase{"bf16_bucket_view_sampled", 2, "plugin { bf16 { sample_error_every: 2 } }", kBf16Rounding,
+                        -1, "BFloat16", 4, 4, "--bucket_view=true"},
         // With the optimizer overlapped: each bucket's update reads the bucket's
         // bfloat16 average, cast back.
         CompressionCase{"bf16_optimizer_overlap", 2, "plugin { bf16 {} } plugin { optimizer_overlap {} }",

@@ -11,7 +11,8 @@
 // 12 engine error, 13 setup error, 14 loss differs, 15 wrong dtype on the wire, 16 a
 // gradient is not a bucket view, 17 buckets hold memory with zero_copy, 18 the last step's
 // gradient is still held, 19 the optimizer was to be overlapped but was not, 20 the
-// tail group (tail_communicator) did not reduce the last buckets.
+// tail group (tail_communicator) did not reduce the last buckets, 24 the unused parameter
+// (--unused_parameter) was given a gradient other than zero.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -34,8 +35,11 @@
 #include "core/synthetic_data.h"
 #include "core/vit.h"
 
-ABSL_FLAG(bool, static_graph, false, "");
-ABSL_FLAG(bool, bucket_view, false, "");
+ABSL_FLAG(bool, static_graph, false, "on as well as where --plugins turns it on");
+ABSL_FLAG(bool, bucket_view, false, "on as well as where --plugins turns it on");
+ABSL_FLAG(bool, unused_parameter, false,
+          "the engine also gets a parameter the model never uses (needs static_graph): its gradient "
+          "must stay zero, and the others' must not change");
 ABSL_FLAG(int64_t, bucket_cap_bytes, 25'000'000, "");
 ABSL_FLAG(int64_t, first_bucket_cap_bytes, 1'000'000, "");
 ABSL_FLAG(int, steps, 3, "");
@@ -131,8 +135,8 @@ int Main(int argc, char** argv) {
     return 13;
   }
   EngineOptions options = plugins->ResolveEngineOptions();
-  options.static_graph = absl::GetFlag(FLAGS_static_graph);
-  options.gradient_as_bucket_view = absl::GetFlag(FLAGS_bucket_view);
+  options.static_graph = options.static_graph || absl::GetFlag(FLAGS_static_graph);
+  options.gradient_as_bucket_view = options.gradient_as_bucket_view || absl::GetFlag(FLAGS_bucket_view);
   options.bucket_cap_bytes = absl::GetFlag(FLAGS_bucket_cap_bytes);
   options.first_bucket_cap_bytes = absl::GetFlag(FLAGS_first_bucket_cap_bytes);
   // A second group for the tail_communicator plugin, as the trainer makes it.
@@ -143,7 +147,13 @@ int Main(int argc, char** argv) {
     return 13;
   }
   if (absl::GetFlag(FLAGS_slow_updates)) setenv("DDPLAB_TEST_SLOW_UPDATES", "1", 1);
-  DataParallelEngine engine(model->parameters(), group->front(), options, plugins->comm_hook_factory());
+  // The engine's parameters: the model's, and with --unused_parameter one more at the end,
+  // which shares a bucket with the model's (its share of the bucket must be zeros).
+  std::vector<at::Tensor> params = model->parameters();
+  if (absl::GetFlag(FLAGS_unused_parameter)) {
+    params.push_back(at::full({7}, 1.5, at::TensorOptions().device(g_device)).requires_grad_());
+  }
+  DataParallelEngine engine(params, group->front(), options, plugins->comm_hook_factory());
   if (group->size() > 1) {
     if (absl::Status s = engine.SetTailGroup(group->back()); !s.ok()) {
       std::cerr << s << "\n";
@@ -153,7 +163,7 @@ int Main(int argc, char** argv) {
   engine.BroadcastParameters();
   const double lr = absl::GetFlag(FLAGS_lr);
   const double momentum = absl::GetFlag(FLAGS_momentum), weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  Sgd sgd(model->parameters(), lr, momentum, weight_decay);
+  Sgd sgd(params, lr, momentum, weight_decay);
   Sgd reference_sgd(reference->parameters(), lr, momentum, weight_decay);
   // With optimizer_overlap the engine updates each bucket's parameters itself; the
   // gradients checked below are still the averaged ones, and the next step's gradients
@@ -304,6 +314,13 @@ int Main(int argc, char** argv) {
       std::cerr << "rank " << rank << " step " << step << ": " << engine.stats().tail_buckets
                 << " bucket(s) of " << buckets << " went over the tail group, want " << tail << "\n";
       return 20;
+    }
+    if (absl::GetFlag(FLAGS_unused_parameter)) {
+      const at::Tensor& grad = params.back().grad();
+      if (grad.defined() && !at::equal(grad, at::zeros_like(grad))) {
+        std::cerr << "rank " << rank << " step " << step << ": the unused parameter's gradient is not zero\n";
+        return 24;
+      }
     }
     if (!engine.updated_parameters()) sgd.Step();
     reference_sgd.Step();
