@@ -66,6 +66,11 @@ struct Bucket {
   bool awaiting = false;
   at::Tensor wire;               // what the bucket travels as, when another dtype
   std::vector<at::Tensor> wire_views;  // per parameter, shaped like it
+  // Gradients autograd handed over that are not in the bucket (or the wire) yet, and
+  // their slots: copied in together (FlushIncoming), one kernel for many small tensors.
+  std::vector<size_t> incoming;
+  std::vector<at::Tensor> incoming_grads;
+  int64_t incoming_bytes = 0;
   std::optional<PendingMean> mean;  // the engine's own reduction
   c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
   at::Tensor exact;              // sampled steps: the exact mean, for the error
@@ -91,6 +96,9 @@ struct LaunchJob {
 }  // namespace
 
 struct DataParallelEngine::State {
+  // The most gradient memory a bucket holds beside itself before copying it in: a bound
+  // on what holding gradients adds to the peak, whatever the bucket cap.
+  static constexpr int64_t kMaxIncomingBytes = 25 << 20;
   std::vector<at::Tensor> params;
   ProcessGroupPtr group;
   // The last options.tail_buckets buckets' group (SetTailGroup); none: `group` for all.
@@ -298,6 +306,9 @@ struct DataParallelEngine::State {
     next_to_launch = 0;
     launch_sequence.clear();
     for (Bucket& b : buckets) {
+      b.incoming.clear();  // left by a step that failed
+      b.incoming_grads.clear();
+      b.incoming_bytes = 0;
       b.pending = 0;
       for (size_t i : b.params) b.pending += expected[i] ? 1 : 0;
       b.launched = false;
@@ -350,9 +361,32 @@ struct DataParallelEngine::State {
     return StartMeanCoalesced(*tail_group, std::move(sent), cuda);
   }
 
+  // The gradients held for bucket `b` copied into it, or cast into its wire (cast_in), on
+  // the current stream.
+  void FlushIncoming(Bucket& b) {
+    if (b.incoming.empty()) return;
+    std::vector<at::Tensor> dst;
+    for (size_t slot : b.incoming) dst.push_back(cast_in ? b.wire_views[slot] : b.views[slot]);
+    compat::CopyEach(dst, b.incoming_grads);
+    b.incoming.clear();
+    b.incoming_grads.clear();
+    b.incoming_bytes = 0;
+  }
+
   void Launch(size_t index) {
     Bucket& b = buckets[index];
     launch_sequence.push_back(index);
+    if (cast_in) {
+      // A parameter without a gradient this step sends what its view holds, as the
+      // float32 bucket would.
+      for (size_t k = 0; k < b.params.size(); ++k) {
+        if (!marked[b.params[k]]) {
+          b.incoming.push_back(k);
+          b.incoming_grads.push_back(b.views[k]);
+        }
+      }
+    }
+    FlushIncoming(b);
     if (sampled) b.exact = b.buffer.clone();
     if (hook) {
       GradBucket grad_bucket;
@@ -379,15 +413,7 @@ struct DataParallelEngine::State {
           sent.push_back(grad);
         }
       } else {
-        if (cast_in) {
-          // The gradients are in the wire already (MarkReady); a parameter without one this
-          // step sends what its view holds, as the float32 bucket would.
-          for (size_t k = 0; k < b.params.size(); ++k) {
-            if (!marked[b.params[k]]) b.wire_views[k].copy_(b.views[k]);
-          }
-        } else if (b.wire.defined()) {
-          b.wire.copy_(b.buffer);  // the cast
-        }
+        if (b.wire.defined() && !cast_in) b.wire.copy_(b.buffer);  // the cast
         sent.push_back(b.wire.defined() ? b.wire : b.buffer);
       }
       for (const at::Tensor& t : sent) wire_bytes += t.numel() * t.element_size();
@@ -610,14 +636,15 @@ struct DataParallelEngine::State {
     if (!in_place()) {
       at::Tensor& view = b.views[slot_of[i]];
       const at::Tensor& grad = params[i].grad();
-      if (cast_in) {
-        // Straight from the gradient to the wire's dtype: the float32 bucket is written
-        // only when the average comes back (half the bytes of a copy and then a cast).
-        b.wire_views[slot_of[i]].copy_(grad);
+      // Held until the bucket is complete (or holds kMaxIncomingBytes), then copied in
+      // with the others; with cast_in straight into the wire's dtype, so the float32
+      // bucket is written only when the average comes back.
+      if (cast_in || !grad.is_alias_of(view)) {
+        b.incoming.push_back(slot_of[i]);
+        b.incoming_grads.push_back(grad);
+        b.incoming_bytes += grad.numel() * grad.element_size();
         if (view_mode()) params[i].mutable_grad() = view;
-      } else if (!grad.is_alias_of(view)) {
-        view.copy_(grad);
-        if (view_mode()) params[i].mutable_grad() = view;
+        if (b.incoming_bytes >= kMaxIncomingBytes) FlushIncoming(b);
       }
     }
     if (--b.pending == 0) LaunchReady();

@@ -138,6 +138,17 @@ bool ShutDown(Group& group) {
   }
 }
 
+// dst[i].copy_(src[i]) for each i, casting where the dtypes differ: one multi-tensor
+// kernel where LibTorch has _foreach_copy_ (2.2 and later, on a GPU with each list of one
+// dtype and matching strides), one copy per tensor elsewhere.
+inline void CopyEach(at::TensorList dst, at::TensorList src) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  at::_foreach_copy_(dst, src);
+#else
+  for (size_t i = 0; i < dst.size(); ++i) dst[i].copy_(src[i]);
+#endif
+}
+
 }  // namespace ddplab::compat
 
 #endif  // DDPLAB_CORE_TORCH_COMPAT_H_
