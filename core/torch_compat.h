@@ -140,8 +140,12 @@ bool ShutDown(Group& group) {
 
 // dst[i].copy_(src[i]) for each i, casting where the dtypes differ: one multi-tensor
 // kernel where LibTorch has _foreach_copy_ (2.2 and later, on a GPU with each list of one
-// dtype and matching strides), one copy per tensor elsewhere.
+// dtype and matching strides), one copy per tensor elsewhere and for a single tensor.
 inline void CopyEach(at::TensorList dst, at::TensorList src) {
+  if (dst.size() == 1) {
+    dst[0].copy_(src[0]);
+    return;
+  }
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
   at::_foreach_copy_(dst, src);
 #else
