@@ -1,6 +1,7 @@
 // bf16: gradients travel in bfloat16 (PyTorch's bf16_compress_hook), half the bytes of
-// float32. The engine casts each bucket, averages it in bfloat16 (NCCL divides inside
-// the reduction, so there is no separate division pass) and writes it back. It is an
+// float32. The engine casts each gradient into its bucket's bfloat16 buffer as autograd
+// hands it over, averages the bucket in bfloat16 (NCCL divides inside the reduction, so
+// there is no separate division pass) and writes it back in float32. It is an
 // engine option rather than a hook so that it composes: with powersgd, P and Q travel
 // in bfloat16.
 #include "core/plugin_api.h"
