@@ -636,18 +636,21 @@ struct DataParallelEngine::State {
     if (!in_place()) {
       at::Tensor& view = b.views[slot_of[i]];
       const at::Tensor& grad = params[i].grad();
-      // A copy is held until the bucket is complete (or holds kMaxIncomingBytes), then
-      // done with the others': one kernel for many (PowerSGD rank 1 +0.85% over NVLink,
-      // bench/NOTES.md). With cast_in the gradient goes straight into the wire's dtype, so
-      // the float32 bucket is written only when the average comes back; each cast is done
-      // at once (held with the others, bf16 measured 0.3% slower, at the edge of the runs'
-      // spread: kept as measured best).
-      if (cast_in || !grad.is_alias_of(view)) {
+      if (cast_in) {
+        // Straight into the wire's dtype, at once, so the float32 bucket is written only
+        // when the average comes back. (Held and cast with the others, as copies are
+        // below, bf16 measured 0.3% slower, at the edge of the runs' spread.)
+        b.wire_views[slot_of[i]].copy_(grad);
+        if (view_mode()) params[i].mutable_grad() = view;
+      } else if (!grad.is_alias_of(view)) {
+        // Held until the bucket is complete (or holds kMaxIncomingBytes), then copied in
+        // with the others: one kernel for many (PowerSGD rank 1 +0.85% over NVLink,
+        // bench/NOTES.md).
         b.incoming.push_back(slot_of[i]);
         b.incoming_grads.push_back(grad);
         b.incoming_bytes += grad.numel() * grad.element_size();
         if (view_mode()) params[i].mutable_grad() = view;
-        if (cast_in || b.incoming_bytes >= kMaxIncomingBytes) FlushIncoming(b);
+        if (b.incoming_bytes >= kMaxIncomingBytes) FlushIncoming(b);
       }
     }
     if (--b.pending == 0) LaunchReady();
