@@ -10,11 +10,13 @@ machine), then the table. Run from the repository root after building vit_ddp.
 Writes DIR/configs/<key>.json, DIR/ddplab/<key>/<rep>/..., DIR/pytorch/<key>/<rep>.json and
 DIR/ddp.json (bench/results' format, with ratios to the single-GPU step). --before names
 another build of vit_ddp (say, of the commit before a change), run after ddplab's in each
-repetition into DIR/before/<key>/<rep>/...: before and after in the same call.
+repetition into DIR/before/<key>/<rep>/...: before and after in the same call. A
+configuration named <config>_sm<N> is <config> with distributed.backward_sm_carveout: N.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -143,6 +145,25 @@ for base in ("bf16_ch2_cap10", "zero_copy_cap100", "zero_copy_tuned"):
     if base in EXTRA:
         EXTRA[base + "_fo"] = EXTRA[base]
 
+# `<config>_sm<N>`: the configuration with backward's matrix products planned for the GPU's
+# multiprocessors less N (distributed.backward_sm_carveout), so that they run in the waves
+# they were planned for beside NCCL's kernels. PyTorch has no such setting: its row is the
+# base configuration's (run once where both are in the matrix).
+SM_VARIANT = re.compile(r"^(?P<base>.+)_sm(?P<carveout>[0-9]+)$")
+
+
+def config_entry(config):
+    """(ddplab plugins, PyTorch arguments, NCCL variables, ddplab distributed fields, base)."""
+    m = SM_VARIANT.match(config)
+    if m and m["base"] in CONFIGS:
+        plugins, args, nccl_env, fields, _ = config_entry(m["base"])
+        return plugins, args, nccl_env, f"{fields} backward_sm_carveout: {m['carveout']}", m["base"]
+    if config not in CONFIGS:
+        sys.exit(f"ddp_matrix.py: unknown configuration {config!r}")
+    nccl_env, fields = EXTRA.get(config, ({}, ""))
+    return CONFIGS[config][0], CONFIGS[config][1], nccl_env, fields, None
+
+
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
 
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment
@@ -227,13 +248,15 @@ def main():
     for gpus in [int(g) for g in a.gpus.split(",") if g]:
         for transport in filter(None, a.transports.split(",")):
             name, env = TRANSPORTS[transport]
-            for config in filter(None, a.configs.split(",")):
-                plugins, args = CONFIGS[config]
+            configs = list(filter(None, a.configs.split(",")))
+            for config in configs:
+                plugins, args, nccl_env, fields, base = config_entry(config)
                 key = f"{config}_{gpus}gpu_{transport}"
-                nccl_env, fields = EXTRA.get(config, ({}, ""))
-                runs.append((key, {"config": config, "gpus": gpus, "transport": transport,
-                                   "nccl_env": nccl_env},
-                             plugins, args, f"transport: {name} {fields}", dict(env, **nccl_env), False, ()))
+                meta = {"config": config, "gpus": gpus, "transport": transport, "nccl_env": nccl_env}
+                if base in configs:
+                    meta["pytorch_key"] = f"{base}_{gpus}gpu_{transport}"  # PyTorch runs there
+                runs.append((key, meta, plugins, args, f"transport: {name} {fields}", dict(env, **nccl_env),
+                             False, ()))
 
     for key, meta, plugins, args, transport, env, force, py_extra in runs:
         meta = dict(meta, batch_size=32, model="vit_l_32", measured_steps=a.measured)
@@ -254,6 +277,8 @@ def main():
             if a.before and meta["gpus"] > 1:
                 run([a.before, f"--experiment={textproto}", f"--output_dir={out}/before/{key}/{rep}"],
                     f"{out}/logs/before_{key}_{rep}.log")
+            if "pytorch_key" in meta:
+                continue
             os.makedirs(f"{out}/pytorch/{key}", exist_ok=True)
             py = pytorch_command(meta["gpus"], a.warmup, a.measured, f"{out}/pytorch/{key}/{rep}.json", args,
                                  py_extra)

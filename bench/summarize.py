@@ -5,7 +5,8 @@
 
 RUN_DIR holds environment.json and, per configuration and repetition,
 ddplab/<config>/<rep>/<suite>/<experiment>.json (ddplab's record) and
-pytorch/<config>/<rep>.json (PyTorch's), and where another build ran beside ddplab's
+pytorch/<config>/<rep>.json (PyTorch's; a configuration's meta may name another's as
+pytorch_key), and where another build ran beside ddplab's
 (ddp_matrix.py --before), before/<config>/<rep>/... as ddplab's. Medians are taken over
 repetitions.
 """
@@ -32,10 +33,12 @@ def main():
     for config_dir in sorted(glob.glob(os.path.join(a.dir, "ddplab", "*"))):
         config = os.path.basename(config_dir)
         ours = [load(f) for f in sorted(glob.glob(os.path.join(config_dir, "*", "*", config + ".json")))]
-        theirs = [load(f) for f in sorted(glob.glob(os.path.join(a.dir, "pytorch", config, "*.json")))]
+        meta = load(os.path.join(a.dir, "configs", config + ".json"))
+        # A variant PyTorch has no setting for shares its base configuration's PyTorch runs.
+        theirs_key = meta.get("pytorch_key", config)
+        theirs = [load(f) for f in sorted(glob.glob(os.path.join(a.dir, "pytorch", theirs_key, "*.json")))]
         if not ours or not theirs:
             continue
-        meta = load(os.path.join(a.dir, "configs", config + ".json"))
         row = dict(meta)
         row.update({
             "ddplab_steps_per_s": statistics.median(r["steps_per_s"] for r in ours),

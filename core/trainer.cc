@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "core/build_flags.h"
 #include "core/ddp_engine.h"
 #include "core/device_report.h"
+#include "core/matmul_target.h"
 #include "core/nvtx.h"
 #include "core/sgd.h"
 #include "core/synthetic_data.h"
@@ -51,6 +53,18 @@ enum Point { kStart, kBatch, kForward, kBackward, kOptimizer, kNumPoints };
 
 // Times the phases of measured steps: CUDA events on the compute stream on a GPU (read
 // after the run, so nothing waits), the host clock on a CPU.
+// Plans the calling thread's matrix products for `multiprocessors` (once per thread: the
+// target stays on its cuBLAS handle). Runs inside backward, so a failure throws, and
+// backward reports it.
+void TargetThisThread(int multiprocessors) {
+  thread_local int applied = 0;
+  if (applied == multiprocessors) return;
+  if (absl::Status s = SetMatmulMultiprocessors(multiprocessors); !s.ok()) {
+    throw std::runtime_error(absl::StrCat("distributed.backward_sm_carveout: ", s.message()));
+  }
+  applied = multiprocessors;
+}
+
 class StepTimer {
  public:
   StepTimer(bool cuda, int steps) : cuda_(cuda), host_(steps * kNumPoints) {
@@ -263,6 +277,26 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
   data_options.device = device;
   SyntheticData data(data_options);
 
+  // distributed.backward_sm_carveout: the multiprocessors backward's products are planned
+  // for, set by a hook at the start of each backward on the thread that runs it (for a GPU,
+  // autograd's own thread, whose cuBLAS handle is its own).
+  int backward_sms = 0;
+  if (cuda && e.distributed().backward_sm_carveout() > 0) {
+    absl::StatusOr<int> sms = CurrentDeviceMultiprocessors();
+    if (!sms.ok()) return sms.status();
+    const int64_t carveout = e.distributed().backward_sm_carveout();
+    if (carveout >= *sms) {
+      return absl::InvalidArgumentError(absl::StrCat("distributed.backward_sm_carveout: ", carveout,
+                                                     " leaves backward's products none of the GPU's ",
+                                                     *sms, " multiprocessors"));
+    }
+    backward_sms = *sms - static_cast<int>(carveout);
+    // cuBLAS has the target (checked here, on this thread, and left at its default).
+    if (absl::Status s = SetMatmulMultiprocessors(0); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("distributed.backward_sm_carveout: ", s.message()));
+    }
+  }
+
   const int warmup = static_cast<int>(e.steps().warmup());
   const int measured = static_cast<int>(e.steps().measured());
   const int total = warmup + measured + static_cast<int>(e.steps().cooldown());
@@ -335,6 +369,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
         }
         const bool last = micro == micro_batches - 1;
         if (engine) engine->BeginStep(/*sync=*/last);
+        if (backward_sms > 0) loss.register_hook([backward_sms](const at::Tensor&) { TargetThisThread(backward_sms); });
         loss.backward();
         if (engine) {
           if (absl::Status s = engine->EndBackward(); !s.ok()) {
