@@ -9,9 +9,9 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <stdexcept>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include <torch/torch.h>
@@ -51,11 +51,10 @@ namespace {
 // after backward, after the optimizer step.
 enum Point { kStart, kBatch, kForward, kBackward, kOptimizer, kNumPoints };
 
-// Times the phases of measured steps: CUDA events on the compute stream on a GPU (read
-// after the run, so nothing waits), the host clock on a CPU.
-// Plans the calling thread's matrix products for `multiprocessors` (once per thread: the
-// target stays on its cuBLAS handle). Runs inside backward, so a failure throws, and
-// backward reports it.
+// Plans the calling thread's matrix products for `multiprocessors` (0: all of the GPU's).
+// The target stays on the thread's cuBLAS handle, so it is set only when it changes: not
+// at all in runs that never ask for a carveout. Runs inside backward, so a failure
+// throws, and backward reports it.
 void TargetThisThread(int multiprocessors) {
   thread_local int applied = 0;
   if (applied == multiprocessors) return;
@@ -65,6 +64,8 @@ void TargetThisThread(int multiprocessors) {
   applied = multiprocessors;
 }
 
+// Times the phases of measured steps: CUDA events on the compute stream on a GPU (read
+// after the run, so nothing waits), the host clock on a CPU.
 class StepTimer {
  public:
   StepTimer(bool cuda, int steps) : cuda_(cuda), host_(steps * kNumPoints) {
@@ -278,8 +279,8 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
   SyntheticData data(data_options);
 
   // distributed.backward_sm_carveout: the multiprocessors backward's products are planned
-  // for, set by a hook at the start of each backward on the thread that runs it (for a GPU,
-  // autograd's own thread, whose cuBLAS handle is its own).
+  // for (0: all), set by a hook at the start of each backward on the thread that runs it
+  // (for a GPU, autograd's own thread, whose cuBLAS handle is its own).
   int backward_sms = 0;
   if (cuda && e.distributed().backward_sm_carveout() > 0) {
     absl::StatusOr<int> sms = CurrentDeviceMultiprocessors();
@@ -369,7 +370,9 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
         }
         const bool last = micro == micro_batches - 1;
         if (engine) engine->BeginStep(/*sync=*/last);
-        if (backward_sms > 0) loss.register_hook([backward_sms](const at::Tensor&) { TargetThisThread(backward_sms); });
+        // Every GPU run sets its own target (0 without a carveout), so that one run's does
+        // not stay on autograd's thread for the next run of the same process.
+        if (cuda) loss.register_hook([backward_sms](const at::Tensor&) { TargetThisThread(backward_sms); });
         loss.backward();
         if (engine) {
           if (absl::Status s = engine->EndBackward(); !s.ok()) {

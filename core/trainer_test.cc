@@ -78,7 +78,8 @@ TEST(TrainerTest, WritesTheResultAsJson) {
 
 // On a GPU, distributed.backward_sm_carveout plans backward's products for the
 // multiprocessors it leaves, on the thread that runs backward (autograd's, whose cuBLAS
-// handle is its own), and leaves the other threads' products alone.
+// handle is its own), leaves the other threads' products alone, and does not outlast its
+// run.
 TEST(TrainerTest, BackwardSmCarveoutTargetsTheThreadThatRunsBackward) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
   v1::Experiment e = Tiny(2);
@@ -99,6 +100,17 @@ TEST(TrainerTest, BackwardSmCarveoutTargetsTheThreadThatRunsBackward) {
   absl::StatusOr<int> here = MatmulMultiprocessors();
   ASSERT_TRUE(here.ok()) << here.status();
   EXPECT_EQ(*here, 0) << "the training thread's own products were retargeted";
+
+  // The next run without a carveout sets autograd's thread back to all of them.
+  v1::Experiment plain = e;
+  plain.mutable_distributed()->clear_backward_sm_carveout();
+  ASSERT_TRUE(Train(plain, {}).ok());
+  seen = absl::UnknownError("the hook did not run");
+  y = x.mm(x).sum();
+  y.register_hook([&seen](const at::Tensor&) { seen = MatmulMultiprocessors(); });
+  y.backward();
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(*seen, 0);
 
   // A carveout of every multiprocessor is refused before the first step.
   e.mutable_distributed()->set_backward_sm_carveout(*sms);
