@@ -97,7 +97,8 @@ struct LaunchJob {
 
 struct DataParallelEngine::State {
   // The most gradient memory a bucket holds beside itself before copying it in: a bound
-  // on what holding gradients adds to the peak, whatever the bucket cap.
+  // on what holding gradients adds to the peak, whatever the bucket cap. (A hook that
+  // reads gradients where they lie gets them all: it is handed them instead of a copy.)
   static constexpr int64_t kMaxIncomingBytes = 25 << 20;
   std::vector<at::Tensor> params;
   ProcessGroupPtr group;
@@ -135,6 +136,10 @@ struct DataParallelEngine::State {
   // the float32 bucket exactly too): each gradient goes straight into the wire's dtype as
   // it comes in (MarkReady), instead of into the float32 bucket, to be cast at launch.
   bool cast_in = false;
+  // The hook reads gradients where autograd left them (CommHook::ReadsGradientsWhereTheyLie)
+  // and this step is not sampled: they are held until their bucket is launched and handed
+  // over in GradBucket::gradients, never copied into the bucket.
+  bool hook_reads = false;
   at::ScalarType wire_dtype = at::ScalarType::Undefined;
   bool rebuilt = false;
   size_t next_to_launch = 0;
@@ -302,6 +307,7 @@ struct DataParallelEngine::State {
     wire_bytes = 0;
     sampled = SampleError();
     cast_in = !sampled && !buckets.empty() && buckets[0].wire.defined();
+    hook_reads = !sampled && hook && hook->ReadsGradientsWhereTheyLie();
     tail_launched = 0;
     next_to_launch = 0;
     launch_sequence.clear();
@@ -386,10 +392,22 @@ struct DataParallelEngine::State {
         }
       }
     }
-    FlushIncoming(b);
+    GradBucket grad_bucket;
+    if (hook_reads) {
+      // Each gradient where it is: the held ones where autograd left them, the others
+      // (unused this step, or in place already) in the bucket.
+      grad_bucket.gradients = b.views;
+      for (size_t k = 0; k < b.incoming.size(); ++k) {
+        grad_bucket.gradients[b.incoming[k]] = b.incoming_grads[k];
+      }
+      b.incoming.clear();
+      b.incoming_grads.clear();
+      b.incoming_bytes = 0;
+    } else {
+      FlushIncoming(b);
+    }
     if (sampled) b.exact = b.buffer.clone();
     if (hook) {
-      GradBucket grad_bucket;
       grad_bucket.index = index;
       grad_bucket.buffer = b.buffer;
       grad_bucket.offsets = b.offsets;
@@ -645,12 +663,13 @@ struct DataParallelEngine::State {
       } else if (!grad.is_alias_of(view)) {
         // Held until the bucket is complete (or holds kMaxIncomingBytes), then copied in
         // with the others: one kernel for many (PowerSGD rank 1 +0.85% over NVLink,
-        // bench/NOTES.md).
+        // bench/NOTES.md). For a hook that reads them where they lie, held until the
+        // bucket is launched and never copied.
         b.incoming.push_back(slot_of[i]);
         b.incoming_grads.push_back(grad);
         b.incoming_bytes += grad.numel() * grad.element_size();
         if (view_mode()) params[i].mutable_grad() = view;
-        if (b.incoming_bytes >= kMaxIncomingBytes) FlushIncoming(b);
+        if (b.incoming_bytes >= kMaxIncomingBytes && !hook_reads) FlushIncoming(b);
       }
     }
     if (--b.pending == 0) LaunchReady();

@@ -142,6 +142,80 @@ TEST(DataParallelEngineTest, AFailingHookIsTheStepsError) {
   EXPECT_EQ(s.message(), "the communication hook failed on bucket 0 of step 0: no wire today");
 }
 
+// A hook that reads gradients where they lie: notes, per call, whether it was handed
+// them and which of them were already in the bucket, then writes them into the bucket
+// (with one process, their average).
+class ReadingHook : public CommHook {
+ public:
+  struct Call {
+    bool handed = false;              // GradBucket::gradients was filled
+    std::vector<bool> in_bucket;      // per parameter of the bucket
+  };
+  explicit ReadingHook(std::vector<Call>* calls) : calls_(calls) {}
+  bool ReadsGradientsWhereTheyLie() const override { return true; }
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
+    Call call;
+    call.handed = !bucket.gradients.empty();
+    for (size_t k = 0; k < bucket.gradients.size(); ++k) {
+      const at::Tensor& g = bucket.gradients[k];
+      call.in_bucket.push_back(g.is_alias_of(bucket.buffer));
+      EXPECT_EQ(g.sizes(), at::IntArrayRef(bucket.sizes[k]));
+      bucket.buffer.narrow(0, bucket.offsets[k], g.numel()).copy_(g.reshape({-1}));
+    }
+    calls_->push_back(call);
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+    future->markCompleted(c10::IValue(bucket.buffer));
+    return future;
+  }
+
+ private:
+  std::vector<Call>* calls_;
+};
+
+// The engine hands such a hook autograd's gradients instead of copying them into the
+// bucket, except where a gradient is in the bucket already (a parameter unused from the
+// start: its zeros) and on steps that sample the error (the exact reduction needs the
+// bucket filled). With and without bucket views, the gradients come out right.
+TEST(DataParallelEngineTest, AHookThatReadsGradientsWhereTheyLieIsHandedAutogradsTensors) {
+  REQUIRE_GLOO();
+  for (bool views : {true, false}) {
+    SCOPED_TRACE(views ? "bucket views" : "no bucket views");
+    absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();
+    ASSERT_TRUE(group.ok()) << group.status();
+    at::Tensor p0 = torch::ones({2, 3}).requires_grad_();
+    at::Tensor p1 = torch::ones({3}).requires_grad_();
+    at::Tensor unused = torch::ones({4}).requires_grad_();
+    EngineOptions options;  // one bucket
+    options.static_graph = true;
+    options.gradient_as_bucket_view = views;
+    options.gradient_error_every = 2;  // steps 0 and 2 are sampled
+    std::vector<ReadingHook::Call> calls;
+    DataParallelEngine engine({p0, p1, unused}, *group, options,
+                              [&](const CommContext&) { return std::make_unique<ReadingHook>(&calls); });
+    for (int step = 0; step < 4; ++step) {
+      engine.ZeroGrad();
+      engine.BeginStep(true);
+      const double scale = step + 1;
+      ((p0 * scale).sum() + (p1 * 2 * scale).sum()).backward();
+      ASSERT_TRUE(engine.EndBackward().ok()) << step;
+      ASSERT_EQ(calls.size(), static_cast<size_t>(step + 1));
+      const ReadingHook::Call& call = calls.back();
+      EXPECT_EQ(call.handed, step % 2 == 1) << step;
+      if (call.handed) {
+        // Only the unused parameter's (its zeros) is in the bucket.
+        const Buckets buckets = engine.buckets();
+        ASSERT_EQ(buckets.size(), 1u);
+        std::vector<bool> expected;
+        for (size_t i : buckets[0]) expected.push_back(i == 2);
+        EXPECT_EQ(call.in_bucket, expected) << step;
+      }
+      EXPECT_TRUE(at::allclose(p0.grad(), torch::full({2, 3}, scale))) << step;
+      EXPECT_TRUE(at::allclose(p1.grad(), torch::full({3}, 2 * scale))) << step;
+    }
+    EXPECT_EQ(engine.stats().gradient_error_samples, 2);
+  }
+}
+
 TEST(DataParallelEngineTest, TheTailGroupIsSetBeforeTheFirstStep) {
   REQUIRE_GLOO();
   absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();
@@ -382,6 +456,11 @@ INSTANTIATE_TEST_SUITE_P(
         GpuCase{"bucket_view_optimizer_during_backward",
                 "plugin { bucket_view {} } plugin { optimizer_overlap { during_backward: true } }"},
         GpuCase{"launch_thread", "plugin { launch_thread {} }"},
+        // PowerSGD at full rank reads autograd's gradients on its own stream.
+        GpuCase{"powersgd_full_rank", "plugin { powersgd { rank: 256 min_compression_rate: 0.001 } }"},
+        GpuCase{"powersgd_full_rank_bucket_view_unused_parameter",
+                "plugin { powersgd { rank: 256 min_compression_rate: 0.001 } } plugin { bucket_view {} }", 1e-3,
+                "--unused_parameter"},
         GpuCase{"tail3", "plugin { tail_communicator { buckets: 3 } }"},
         GpuCase{"tail3_zero_copy_optimizer_overlap",
                 "plugin { zero_copy {} } plugin { optimizer_overlap {} } plugin { tail_communicator { buckets: 3 } }"},
@@ -494,6 +573,24 @@ INSTANTIATE_TEST_SUITE_P(
                         -1,
                         "",
                         3},
+        // Gradients read where autograd left them (the engine copies none into the bucket):
+        // into bucket views with a parameter unused from the start (its zeros are in the
+        // bucket), over accumulated micro-steps, with sampled steps (which fill the
+        // bucket) between the others, and uncompressed before the start step. (Three
+        // steps: at full rank float32's rounding, carried by error feedback, passes 1e-4
+        // of the gradient by the fourth, with or without the engine's copies.)
+        CompressionCase{"powersgd_full_rank_bucket_view_unused_parameter", 2,
+                        "plugin { powersgd { rank: 256 min_compression_rate: 0.001 } }", 1e-4, -1, "", 3, 4,
+                        "--bucket_view=true --static_graph=true --unused_parameter"},
+        CompressionCase{"powersgd_full_rank_bucket_view_accumulate3", 3,
+                        "plugin { powersgd { rank: 256 min_compression_rate: 0.001 } }", 1e-4, -1, "", 3, 4,
+                        "--bucket_view=true --accumulate=3"},
+        CompressionCase{"powersgd_full_rank_bucket_view_sampled", 2,
+                        "plugin { powersgd { rank: 256 min_compression_rate: 0.001 sample_error_every: 2 } }",
+                        1e-4, -1, "", 3, 4, "--bucket_view=true"},
+        CompressionCase{"powersgd_full_rank_bucket_view_start_step2", 2,
+                        "plugin { powersgd { rank: 256 min_compression_rate: 0.001 start_step: 2 } }", 1e-4,
+                        -1, "", 3, 4, "--bucket_view=true"},
         // The same with the optimizer per bucket after backward, behind the hook's result.
         CompressionCase{"powersgd_full_rank_optimizer_overlap",
                         2,

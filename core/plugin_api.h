@@ -54,7 +54,8 @@
 // Bumped whenever DdplabPluginInfo or an interface below changes incompatibly (a field
 // added to EngineOptions changes its layout). 2: EngineOptions::tail_buckets.
 // 3: EngineOptions::updates_beside_forward and reversed_buckets.
-#define DDPLAB_PLUGIN_API_VERSION 3
+// 4: CommHook::ReadsGradientsWhereTheyLie and GradBucket::gradients.
+#define DDPLAB_PLUGIN_API_VERSION 4
 
 namespace ddplab {
 
@@ -121,8 +122,18 @@ struct GradBucket {
   // Position in the engine's bucket order: bucket 0 (the last layers' gradients) is
   // complete first.
   size_t index = 0;
-  // The flattened gradients, contiguous. A hook may reduce it in place.
+  // The flattened gradients, contiguous. A hook may reduce it in place. Where
+  // `gradients` is not empty, only the parts that alias one of them hold their gradient
+  // yet, and the hook writes the bucket's result into all of it.
   at::Tensor buffer;
+  // Empty unless the hook reads gradients where they lie (CommHook::
+  // ReadsGradientsWhereTheyLie), and then per parameter, shaped like it: where its
+  // gradient is, autograd's own tensor or its part of `buffer`. The engine copies into
+  // `buffer` only the gradients this list does not hold elsewhere. On a GPU, a hook that
+  // reads them on a stream other than the one current in Run records that stream on
+  // them (Tensor::record_stream) before dropping them, as for any tensor the caching
+  // allocator could hand out again.
+  std::vector<at::Tensor> gradients;
   // Where each parameter's gradient starts in `buffer`, and its shape.
   std::vector<int64_t> offsets;
   std::vector<std::vector<int64_t>> sizes;
@@ -160,6 +171,12 @@ class CommHook {
   virtual c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) = 0;
   // Figures for the run's result (e.g. "compression_ratio"), read after the run.
   virtual std::map<std::string, double> Stats() const { return {}; }
+  // True if Run reads each gradient from GradBucket::gradients and writes the whole
+  // result into GradBucket::buffer: the engine then hands gradients over where autograd
+  // left them instead of copying them into the bucket first (a read and a write of every
+  // gradient saved where the hook overwrites the bucket anyway, as PowerSGD's projection
+  // does). Steps that sample the gradient error still fill the bucket.
+  virtual bool ReadsGradientsWhereTheyLie() const { return false; }
 };
 
 // Called around every training step (warm-up, measured and cool-down).

@@ -13,6 +13,10 @@
 // one shape are multiplied and orthogonalized as a batch. Per-parameter state (Q, error)
 // is keyed by the parameter, so it survives the engine's regrouping of buckets.
 //
+// Gradients are read where autograd left them (GradBucket::gradients): the engine does
+// not copy them into the bucket first, since the bucket is written over with the result
+// anyway (a read and a write of every gradient saved each step).
+//
 // The work runs on a thread of its own, one bucket after another in the order the engine
 // hands them over (the same on every rank, so the collectives match), and on a GPU on a
 // stream of its own ordered after the bucket's gradients. Backward goes on meanwhile, on
@@ -165,6 +169,8 @@ class PowerSgdHook : public ddplab::CommHook {
     return future;
   }
 
+  bool ReadsGradientsWhereTheyLie() const override { return true; }
+
   std::map<std::string, double> Stats() const override {
     std::lock_guard<std::mutex> lock(stats_mu_);
     std::map<std::string, double> stats;
@@ -202,6 +208,11 @@ class PowerSgdHook : public ddplab::CommHook {
           c10::cuda::CUDAGuard device_guard(device);
           if (!stream_) stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
           task.ready->block(*stream_);
+          // Autograd's gradients are read here, on our stream, and dropped when the task
+          // is: the caching allocator must not hand their memory out again before then.
+          for (const at::Tensor& gradient : task.bucket.gradients) {
+            if (!gradient.is_alias_of(task.bucket.buffer)) gradient.record_stream(*stream_);
+          }
           c10::cuda::CUDAStreamGuard guard(*stream_);
           Reduce(task.bucket);
           task.future->markCompleted(c10::IValue(task.bucket.buffer));  // an event on our stream
@@ -218,8 +229,23 @@ class PowerSgdHook : public ddplab::CommHook {
 
   struct Matrix {
     size_t parameter;
-    at::Tensor view;  // rows x cols, into the bucket
+    at::Tensor view;    // rows x cols, into the bucket: where the result goes
+    at::Tensor source;  // rows x cols: where the gradient is (`view`, or autograd's)
   };
+
+  // Copies the gradients of `slots` that are elsewhere (GradBucket::gradients) into their
+  // parts of the bucket, together.
+  static void IntoBucket(const GradBucket& bucket, const std::vector<size_t>& slots) {
+    if (bucket.gradients.empty()) return;
+    std::vector<at::Tensor> parts, gradients;
+    for (size_t k : slots) {
+      const at::Tensor& gradient = bucket.gradients[k];
+      if (gradient.is_alias_of(bucket.buffer)) continue;
+      parts.push_back(bucket.buffer.narrow(0, bucket.offsets[k], gradient.numel()).view(gradient.sizes()));
+      gradients.push_back(gradient);
+    }
+    if (!parts.empty()) ddplab::compat::CopyEach(parts, gradients);
+  }
 
   // The group's Q, [batch, cols, r]: last step's (warm start) or a seeded random one per
   // parameter, the same on every rank (a new one each step without warm start). A group
@@ -247,6 +273,9 @@ class PowerSgdHook : public ddplab::CommHook {
   void Reduce(GradBucket& bucket) {
     at::Tensor buffer = bucket.buffer;
     if (bucket.step < start_step_) {
+      std::vector<size_t> every(bucket.parameters.size());
+      for (size_t k = 0; k < every.size(); ++k) every[k] = k;
+      IntoBucket(bucket, every);
       ddplab::StartMean(*context_.process_group, buffer, context_.nccl).wait();
       return;
     }
@@ -254,6 +283,7 @@ class PowerSgdHook : public ddplab::CommHook {
     // Which gradients are compressed; the rest travel as they are, in one batch.
     std::map<std::vector<int64_t>, std::vector<Matrix>> by_shape;
     std::vector<at::Tensor> plain;
+    std::vector<size_t> plain_slots;
     int64_t gradient_elements = 0, sent_elements = 0;
     for (size_t k = 0; k < bucket.parameters.size(); ++k) {
       const std::vector<int64_t>& size = bucket.sizes[k];
@@ -265,12 +295,16 @@ class PowerSgdHook : public ddplab::CommHook {
         const int64_t rows = size[0], cols = numel / size[0];
         const int64_t r = std::min({rank_, rows, cols});
         if (static_cast<double>(rows + cols) * r * min_compression_rate_ <= static_cast<double>(rows * cols)) {
-          by_shape[{rows, cols}].push_back({bucket.parameters[k], flat.view({rows, cols})});
+          at::Tensor view = flat.view({rows, cols});
+          at::Tensor source = bucket.gradients.empty() ? view : bucket.gradients[k].reshape({rows, cols});
+          by_shape[{rows, cols}].push_back({bucket.parameters[k], view, source});
           continue;
         }
       }
       plain.push_back(flat);
+      plain_slots.push_back(k);
     }
+    IntoBucket(bucket, plain_slots);
 
     // Uncompressed gradients: one grouped mean of them where they lie, started first.
     std::optional<ddplab::PendingMean> plain_mean;
@@ -312,9 +346,9 @@ class PowerSgdHook : public ddplab::CommHook {
           at::Tensor slot = g.m.select(0, i);
           const at::Tensor& error = error_[matrix.parameter];
           if (error_feedback_ && error.defined()) {
-            at::add_out(slot, matrix.view, error);
+            at::add_out(slot, matrix.source, error);
           } else {
-            slot.copy_(matrix.view);
+            slot.copy_(matrix.source);
           }
         }
         g.p = p_flat.narrow(0, p_offset, batch * rows * g.r).view({batch, rows, g.r});
