@@ -11,7 +11,8 @@ Writes DIR/configs/<key>.json, DIR/ddplab/<key>/<rep>/..., DIR/pytorch/<key>/<re
 DIR/ddp.json (bench/results' format, with ratios to the single-GPU step). --before names
 another build of vit_ddp (say, of the commit before a change), run after ddplab's in each
 repetition into DIR/before/<key>/<rep>/...: before and after in the same call. A
-configuration named <config>_sm<N> is <config> with distributed.backward_sm_carveout: N.
+configuration named <config>_sm<N> is <config> with distributed.backward_sm_carveout: N;
+<config>_bf16state is a PowerSGD <config> with powersgd.bf16_state.
 """
 import argparse
 import json
@@ -150,6 +151,9 @@ for base in ("bf16_ch2_cap10", "zero_copy_cap100", "zero_copy_tuned"):
 # they were planned for beside NCCL's kernels. PyTorch has no such setting: its row is the
 # base configuration's (run once where both are in the matrix).
 SM_VARIANT = re.compile(r"^(?P<base>.+)_sm(?P<carveout>[0-9]+)$")
+# `<config>_bf16state`: a PowerSGD configuration with M and the error kept in bfloat16
+# (powersgd.bf16_state). PyTorch's hook has no such setting: its row is the base's.
+BF16_STATE_SUFFIX = "_bf16state"
 
 
 def config_entry(config):
@@ -158,6 +162,10 @@ def config_entry(config):
     if m and m["base"] in CONFIGS:
         plugins, args, nccl_env, fields, _ = config_entry(m["base"])
         return plugins, args, nccl_env, f"{fields} backward_sm_carveout: {m['carveout']}", m["base"]
+    if config.endswith(BF16_STATE_SUFFIX) and "powersgd {" in CONFIGS.get(config[:-len(BF16_STATE_SUFFIX)], ("",))[0]:
+        base = config[:-len(BF16_STATE_SUFFIX)]
+        plugins, args, nccl_env, fields, _ = config_entry(base)
+        return plugins.replace("powersgd {", "powersgd { bf16_state: true"), args, nccl_env, fields, base
     if config not in CONFIGS:
         sys.exit(f"ddp_matrix.py: unknown configuration {config!r}")
     nccl_env, fields = EXTRA.get(config, ({}, ""))

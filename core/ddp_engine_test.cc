@@ -458,6 +458,10 @@ INSTANTIATE_TEST_SUITE_P(
         GpuCase{"launch_thread", "plugin { launch_thread {} }"},
         // PowerSGD at full rank reads autograd's gradients on its own stream.
         GpuCase{"powersgd_full_rank", "plugin { powersgd { rank: 256 min_compression_rate: 0.001 } }"},
+        GpuCase{"powersgd_full_rank_bf16_state",
+                "plugin { powersgd { rank: 256 min_compression_rate: 0.001 bf16_state: true } } "
+                "plugin { bucket_view {} }",
+                1.0 / 64},
         GpuCase{"powersgd_full_rank_bucket_view_unused_parameter",
                 "plugin { powersgd { rank: 256 min_compression_rate: 0.001 } } plugin { bucket_view {} }", 1e-3,
                 "--unused_parameter"},
@@ -604,6 +608,13 @@ INSTANTIATE_TEST_SUITE_P(
         // at most 5% above exact all-reduce's.
         CompressionCase{"bf16_loss", 2, "plugin { bf16 {} }", -1, 0.05, "BFloat16", 60, 16},
         CompressionCase{"powersgd_rank4_loss", 2, "plugin { powersgd { rank: 4 } }", -1, 0.05, "", 60, 16},
+        CompressionCase{"powersgd_rank4_bf16_state_loss", 2, "plugin { powersgd { rank: 4 bf16_state: true } }",
+                        -1, 0.05, "", 60, 16},
+        // Full rank with M and the error in bfloat16: the exact average to its rounding,
+        // over bucket views.
+        CompressionCase{"powersgd_full_rank_bf16_state", 2,
+                        "plugin { powersgd { rank: 256 min_compression_rate: 0.001 bf16_state: true } }",
+                        kBf16Rounding * 4, -1, "", 3, 4, "--bucket_view=true"},
         CompressionCase{"bf16_powersgd_rank4_loss", 2, "plugin { bf16 {} } plugin { powersgd { rank: 4 } }",
                         -1, 0.05, "", 60, 16}),
     [](const ::testing::TestParamInfo<CompressionCase>& info) { return std::string(info.param.name); });

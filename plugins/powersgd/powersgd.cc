@@ -13,6 +13,9 @@
 // one shape are multiplied and orthogonalized as a batch. Per-parameter state (Q, error)
 // is keyed by the parameter, so it survives the engine's regrouping of buckets.
 //
+// With bf16_state, M and the error are kept in bfloat16 and P = M Q, Q = M^T P and
+// M - P Q^T computed from them in bfloat16 (P and Q cast; they are small).
+//
 // Gradients are read where autograd left them (GradBucket::gradients): the engine does
 // not copy them into the bucket first, since the bucket is written over with the result
 // anyway (a read and a write of every gradient saved each step).
@@ -113,6 +116,7 @@ struct Settings {
   bool warm_start;
   double min_compression_rate;
   uint64_t seed;
+  bool bf16_state;  // M and the error in bfloat16 (PowerSgdConfig.bf16_state)
 };
 
 class PowerSgdHook : public ddplab::CommHook {
@@ -124,6 +128,7 @@ class PowerSgdHook : public ddplab::CommHook {
         warm_start_(settings.warm_start),
         min_compression_rate_(settings.min_compression_rate),
         seed_(settings.seed),
+        bf16_state_(settings.bf16_state),
         context_(context) {
     if (context_.options != nullptr) wire_dtype_ = context_.options->comm_dtype;
     worker_ = std::thread([this] { Work(); });
@@ -340,7 +345,7 @@ class PowerSgdHook : public ddplab::CommHook {
         const int64_t batch = static_cast<int64_t>(g.matrices.size());
         const int64_t rows = g.matrices[0].view.size(0), cols = g.matrices[0].view.size(1);
         // [batch, rows, cols]: the local gradients with their errors, each written once.
-        g.m = at::empty({batch, rows, cols}, buffer.options());
+        g.m = at::empty({batch, rows, cols}, buffer.options().dtype(StateDtype(buffer)));
         for (int64_t i = 0; i < batch; ++i) {
           const Matrix& matrix = g.matrices[static_cast<size_t>(i)];
           at::Tensor slot = g.m.select(0, i);
@@ -355,14 +360,16 @@ class PowerSgdHook : public ddplab::CommHook {
         g.q = q_flat.narrow(0, q_offset, batch * cols * g.r).view({batch, cols, g.r});
         p_offset += g.p.numel();
         q_offset += g.q.numel();
-        ddplab::powersgd::MulMQ(g.m, QsFor(g.parameters, cols, g.r, bucket.step, buffer.options()), g.p);
+        at::Tensor q = QsFor(g.parameters, cols, g.r, bucket.step, buffer.options());
+        InStateDtype(g.m, g.p, [&](at::Tensor& p) { ddplab::powersgd::MulMQ(g.m, q.to(g.m.scalar_type()), p); });
       }
       // Mean of all P in one all-reduce, then orthogonalize; Q = M^T P.
       Mean(p_flat);
       sent_elements += p_flat.numel();
       for (Group& g : groups) {
         Orthogonalize(g.p);
-        ddplab::powersgd::MulMtP(g.m, g.p, g.q);
+        const at::Tensor p = g.p.to(g.m.scalar_type());
+        InStateDtype(g.m, g.q, [&](at::Tensor& q) { ddplab::powersgd::MulMtP(g.m, p, q); });
       }
       // Mean of all Q in one all-reduce.
       Mean(q_flat);
@@ -376,7 +383,7 @@ class PowerSgdHook : public ddplab::CommHook {
         if (error_feedback_) {
           // What the approximation left out, in one pass over the group (M -= P Q^T):
           // each parameter's error is a view into it, kept until its next step.
-          ddplab::powersgd::SubtractOuter(g.m, g.p, g.q);
+          ddplab::powersgd::SubtractOuter(g.m, g.p.to(g.m.scalar_type()), g.q.to(g.m.scalar_type()));
           for (size_t i = 0; i < g.matrices.size(); ++i) {
             error_[g.matrices[i].parameter] = g.m.select(0, static_cast<int64_t>(i));
           }
@@ -388,6 +395,24 @@ class PowerSgdHook : public ddplab::CommHook {
     if (first_compressed_step_ < 0) first_compressed_step_ = static_cast<double>(bucket.step);
     gradient_elements_ += gradient_elements;
     sent_elements_ += sent_elements;
+  }
+
+  // What M and the error are kept in: the gradients' dtype, or bfloat16.
+  at::ScalarType StateDtype(const at::Tensor& buffer) const {
+    return bf16_state_ ? at::kBFloat16 : buffer.scalar_type();
+  }
+
+  // Runs `product`, which writes a thin matrix (P or Q) of M's dtype, into `out`: straight
+  // into it where the dtypes agree, else into a temporary cast into it (P and Q are small).
+  template <typename Product>
+  static void InStateDtype(const at::Tensor& m, at::Tensor& out, Product product) {
+    if (m.scalar_type() == out.scalar_type()) {
+      product(out);
+      return;
+    }
+    at::Tensor thin = at::empty(out.sizes(), out.options().dtype(m.scalar_type()));
+    product(thin);
+    out.copy_(thin);
   }
 
   // Averages `t` over the ranks in place, as P and Q travel: in bfloat16 when the bf16
@@ -429,6 +454,7 @@ class PowerSgdHook : public ddplab::CommHook {
   const bool warm_start_;
   const double min_compression_rate_;
   const uint64_t seed_;
+  const bool bf16_state_;
   const CommContext context_;
   at::ScalarType wire_dtype_ = at::ScalarType::Undefined;
   std::map<size_t, at::Tensor> q_, error_;  // per parameter
@@ -453,7 +479,8 @@ void Register(ddplab::PluginRegistrar& registrar) {
   const auto& config = static_cast<const ddplab::v1::PowerSgdConfig&>(registrar.config());
   Settings settings{static_cast<int64_t>(config.rank()),   static_cast<int64_t>(config.start_step()),
                     !config.disable_error_feedback(),       !config.disable_warm_start(),
-                    config.min_compression_rate(),          config.seed()};
+                    config.min_compression_rate(),          config.seed(),
+                    config.bf16_state()};
   const int every = static_cast<int>(config.sample_error_every());
   registrar.AddEngineOptions([every](ddplab::EngineOptions& options) {
     if (every > 0) options.gradient_error_every = every;

@@ -43,6 +43,28 @@ TEST(PowerSgdHookTest, FullRankReproducesTheGradient) {
   EXPECT_GT(hook->Stats().at("compression_ratio"), 0);
 }
 
+// With M and the error in bfloat16, a gradient of rank 1 compressed at rank 1 comes back
+// to bfloat16's rounding (8 significant bits: 2^-8 per element, a few times that through
+// the products), in float32. (At full rank of a general matrix the rounding of P is
+// amplified by the conditioning of M Q; one column has none.)
+TEST(PowerSgdHookTest, Bf16StateReproducesARankOneGradientToItsRounding) {
+  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
+      "plugin { powersgd { rank: 1 min_compression_rate: 0.001 bf16_state: true } }");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EngineOptions options = set->ResolveEngineOptions();
+  std::unique_ptr<CommHook> hook = testing::MakeHook(*set, options);
+  torch::manual_seed(3);
+  const at::Tensor u = torch::randn({64, 1}), v = torch::randn({1, 32});
+  for (int step = 0; step < 3; ++step) {
+    at::Tensor m = at::matmul(u, v) * (step + 1);
+    at::Tensor out = Reduce(*hook, m, step);
+    EXPECT_EQ(out.scalar_type(), at::kFloat);
+    const double error = ((out - m).norm() / m.norm()).item<double>();
+    EXPECT_LT(error, 4.0 / 256) << step;
+    EXPECT_GT(error, 0) << "bfloat16 should round something";
+  }
+}
+
 // A bucket of several gradients of several shapes, two of one shape, one a vector, one
 // of lower rank than the approximation (as a gradient from a few samples is).
 TEST(PowerSgdHookTest, FullRankReproducesABucketOfManyShapes) {
@@ -81,10 +103,12 @@ TEST(PowerSgdHookTest, FullRankReproducesABucketOfManyShapes) {
 // zero gradient then still produces the residual, and the two steps add up to more of
 // the gradient than the first alone.
 TEST(PowerSgdHookTest, ErrorFeedbackCarriesTheResidualToTheNextStep) {
+  for (const char* state : {"", " bf16_state: true"})
   for (bool feedback : {true, false}) {
+    SCOPED_TRACE(state);
     absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(absl::StrCat(
         "plugin { powersgd { rank: 1 min_compression_rate: 0.001 disable_error_feedback: ",
-        feedback ? "false" : "true", " } }"));
+        feedback ? "false" : "true", state, " } }"));
     ASSERT_TRUE(set.ok()) << set.status();
     EngineOptions options = set->ResolveEngineOptions();
     std::unique_ptr<CommHook> hook = testing::MakeHook(*set, options);
