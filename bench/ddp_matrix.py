@@ -158,14 +158,18 @@ BF16_STATE_SUFFIX = "_bf16state"
 
 def config_entry(config):
     """(ddplab plugins, PyTorch arguments, NCCL variables, ddplab distributed fields, base)."""
+    # The variants compose (powersgd_rank1_tuned_bf16state_sm4); the PyTorch row is the
+    # configuration's without any of them.
     m = SM_VARIANT.match(config)
-    if m and m["base"] in CONFIGS:
-        plugins, args, nccl_env, fields, _ = config_entry(m["base"])
-        return plugins, args, nccl_env, f"{fields} backward_sm_carveout: {m['carveout']}", m["base"]
-    if config.endswith(BF16_STATE_SUFFIX) and "powersgd {" in CONFIGS.get(config[:-len(BF16_STATE_SUFFIX)], ("",))[0]:
-        base = config[:-len(BF16_STATE_SUFFIX)]
-        plugins, args, nccl_env, fields, _ = config_entry(base)
-        return plugins.replace("powersgd {", "powersgd { bf16_state: true"), args, nccl_env, fields, base
+    if m and config not in CONFIGS:
+        plugins, args, nccl_env, fields, base = config_entry(m["base"])
+        return plugins, args, nccl_env, f"{fields} backward_sm_carveout: {m['carveout']}", base or m["base"]
+    if config.endswith(BF16_STATE_SUFFIX) and config not in CONFIGS:
+        stem = config[:-len(BF16_STATE_SUFFIX)]
+        plugins, args, nccl_env, fields, base = config_entry(stem)
+        if "powersgd {" not in plugins:
+            sys.exit(f"ddp_matrix.py: {config!r}: {stem!r} has no powersgd plugin for bf16_state")
+        return plugins.replace("powersgd {", "powersgd { bf16_state: true"), args, nccl_env, fields, base or stem
     if config not in CONFIGS:
         sys.exit(f"ddp_matrix.py: unknown configuration {config!r}")
     nccl_env, fields = EXTRA.get(config, ({}, ""))

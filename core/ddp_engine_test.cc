@@ -150,6 +150,7 @@ class ReadingHook : public CommHook {
   struct Call {
     bool handed = false;              // GradBucket::gradients was filled
     std::vector<bool> in_bucket;      // per parameter of the bucket
+    std::vector<bool> copied;         // its part of the bucket already equals it
   };
   explicit ReadingHook(std::vector<Call>* calls) : calls_(calls) {}
   bool ReadsGradientsWhereTheyLie() const override { return true; }
@@ -160,7 +161,9 @@ class ReadingHook : public CommHook {
       const at::Tensor& g = bucket.gradients[k];
       call.in_bucket.push_back(g.is_alias_of(bucket.buffer));
       EXPECT_EQ(g.sizes(), at::IntArrayRef(bucket.sizes[k]));
-      bucket.buffer.narrow(0, bucket.offsets[k], g.numel()).copy_(g.reshape({-1}));
+      at::Tensor part = bucket.buffer.narrow(0, bucket.offsets[k], g.numel());
+      call.copied.push_back(at::equal(part, g.reshape({-1})));
+      part.copy_(g.reshape({-1}));
     }
     calls_->push_back(call);
     auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
@@ -208,6 +211,9 @@ TEST(DataParallelEngineTest, AHookThatReadsGradientsWhereTheyLieIsHandedAutograd
         std::vector<bool> expected;
         for (size_t i : buckets[0]) expected.push_back(i == 2);
         EXPECT_EQ(call.in_bucket, expected) << step;
+        // The bucket still holds the last step's average where the engine did not copy
+        // this step's gradient in (the gradients change with the step).
+        EXPECT_EQ(call.copied, expected) << step;
       }
       EXPECT_TRUE(at::allclose(p0.grad(), torch::full({2, 3}, scale))) << step;
       EXPECT_TRUE(at::allclose(p1.grad(), torch::full({3}, 2 * scale))) << step;
@@ -580,7 +586,8 @@ INSTANTIATE_TEST_SUITE_P(
         // Gradients read where autograd left them (the engine copies none into the bucket):
         // into bucket views with a parameter unused from the start (its zeros are in the
         // bucket), over accumulated micro-steps, with sampled steps (which fill the
-        // bucket) between the others, and uncompressed before the start step. (Three
+        // bucket) between the others (steps 0 and 2: untimed, as only untimed steps are
+        // sampled), and uncompressed before the start step. (Three
         // steps: at full rank float32's rounding, carried by error feedback, passes 1e-4
         // of the gradient by the fourth, with or without the engine's copies.)
         CompressionCase{"powersgd_full_rank_bucket_view_unused_parameter", 2,
@@ -591,7 +598,7 @@ INSTANTIATE_TEST_SUITE_P(
                         "--bucket_view=true --accumulate=3"},
         CompressionCase{"powersgd_full_rank_bucket_view_sampled", 2,
                         "plugin { powersgd { rank: 256 min_compression_rate: 0.001 sample_error_every: 2 } }",
-                        1e-4, -1, "", 3, 4, "--bucket_view=true"},
+                        1e-4, -1, "", 3, 4, "--bucket_view=true --timed_from=-1"},
         CompressionCase{"powersgd_full_rank_bucket_view_start_step2", 2,
                         "plugin { powersgd { rank: 256 min_compression_rate: 0.001 start_step: 2 } }", 1e-4,
                         -1, "", 3, 4, "--bucket_view=true"},

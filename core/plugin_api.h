@@ -128,8 +128,9 @@ struct GradBucket {
   at::Tensor buffer;
   // Empty unless the hook reads gradients where they lie (CommHook::
   // ReadsGradientsWhereTheyLie), and then per parameter, shaped like it: where its
-  // gradient is, autograd's own tensor or its part of `buffer`. The engine copies into
-  // `buffer` only the gradients this list does not hold elsewhere. On a GPU, a hook that
+  // gradient is, autograd's own tensor or its part of `buffer` (where autograd added into
+  // a bucket view, or an unused parameter's zeros); the engine copies none of them into
+  // `buffer`. On a GPU, a hook that
   // reads them on a stream other than the one current in Run records that stream on
   // them (Tensor::record_stream) before dropping them, as for any tensor the caching
   // allocator could hand out again.

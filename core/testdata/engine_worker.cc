@@ -43,6 +43,8 @@ ABSL_FLAG(bool, unused_parameter, false,
 ABSL_FLAG(int64_t, bucket_cap_bytes, 25'000'000, "");
 ABSL_FLAG(int64_t, first_bucket_cap_bytes, 1'000'000, "");
 ABSL_FLAG(int, steps, 3, "");
+ABSL_FLAG(int, timed_from, 1,
+          "the step from which the engine times (and so no longer samples the gradient error); < 0: never");
 ABSL_FLAG(int, accumulate, 1, "micro-steps per optimizer step");
 ABSL_FLAG(std::string, plugins, "", "plugin entries in text format, e.g. 'plugin { bf16 {} }'");
 ABSL_FLAG(double, grad_tolerance, 1e-5, "largest relative gradient error; < 0: not checked");
@@ -191,7 +193,7 @@ int Main(int argc, char** argv) {
   // (timed steps keep their collectives, which hold the gradients reduced in place).
   at::Tensor last_grad;
   for (int step = 0; step < absl::GetFlag(FLAGS_steps); ++step) {
-    if (step == 1) engine.StartTiming(/*bucket_times=*/true);
+    if (step == absl::GetFlag(FLAGS_timed_from)) engine.StartTiming(/*bucket_times=*/true);
     engine.ZeroGrad();
     reference_sgd.ZeroGrad();
     for (int micro = 0; micro < accumulate; ++micro) {

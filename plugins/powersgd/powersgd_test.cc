@@ -1,3 +1,6 @@
+#include <cmath>
+#include <utility>
+
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +65,44 @@ TEST(PowerSgdHookTest, Bf16StateReproducesARankOneGradientToItsRounding) {
     const double error = ((out - m).norm() / m.norm()).item<double>();
     EXPECT_LT(error, 4.0 / 256) << step;
     EXPECT_GT(error, 0) << "bfloat16 should round something";
+  }
+}
+
+// The hook reads gradients where autograd left them (GradBucket::gradients) and writes
+// the whole bucket: given a bucket whose own contents are NaN, it returns the gradients
+// (full rank, one process), compressed ones (one not contiguous, as a transposed view is),
+// uncompressed ones (a vector) and, before the start step, all of them uncompressed.
+TEST(PowerSgdHookTest, ReadsTheGradientsHandedOverNotTheBucket) {
+  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
+      "plugin { powersgd { rank: 64 min_compression_rate: 0.001 start_step: 1 } }");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EngineOptions options = set->ResolveEngineOptions();
+  std::unique_ptr<CommHook> hook = testing::MakeHook(*set, options);
+  EXPECT_TRUE(hook->ReadsGradientsWhereTheyLie());
+  torch::manual_seed(6);
+  for (int64_t step = 0; step < 2; ++step) {
+    SCOPED_TRACE(step == 0 ? "before the start step" : "compressing");
+    const std::vector<at::Tensor> gradients{torch::randn({9, 12}).t(), torch::randn({5}), torch::randn({8, 6})};
+    ASSERT_FALSE(gradients[0].is_contiguous());
+    GradBucket bucket;
+    int64_t offset = 0;
+    for (size_t k = 0; k < gradients.size(); ++k) {
+      bucket.offsets.push_back(offset);
+      bucket.sizes.push_back(gradients[k].sizes().vec());
+      bucket.parameters.push_back(k);
+      offset += gradients[k].numel();
+    }
+    bucket.buffer = torch::full({offset}, std::nan(""));
+    bucket.gradients = gradients;
+    bucket.step = step;
+    auto future = hook->Run(bucket);
+    future->wait();
+    ASSERT_FALSE(future->hasError());
+    at::Tensor out = future->value().toTensor();
+    for (size_t k = 0; k < gradients.size(); ++k) {
+      at::Tensor got = out.narrow(0, bucket.offsets[k], gradients[k].numel()).view(gradients[k].sizes());
+      EXPECT_LT(((got - gradients[k]).norm() / gradients[k].norm()).item<double>(), 1e-4) << k;
+    }
   }
 }
 
@@ -131,22 +172,26 @@ TEST(PowerSgdHookTest, ErrorFeedbackCarriesTheResidualToTheNextStep) {
 // blown up to unit noise, so P Q^T is still the matrix; a zero gradient gives zero, and
 // nothing is NaN.
 TEST(PowerSgdHookTest, DependentColumnsAreDroppedNotAmplified) {
-  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
-      "plugin { powersgd { rank: 4 min_compression_rate: 0.001 disable_error_feedback: true } }");
-  ASSERT_TRUE(set.ok()) << set.status();
-  EngineOptions options = set->ResolveEngineOptions();
-  std::unique_ptr<CommHook> hook = testing::MakeHook(*set, options);
-  torch::manual_seed(5);
-  at::Tensor m = at::matmul(torch::randn({40, 2}), torch::randn({2, 30}));
-  at::Tensor out = Reduce(*hook, m, 0);
-  EXPECT_FALSE(out.isnan().any().item<bool>());
-  EXPECT_LT(((out - m).norm() / m.norm()).item<double>(), 1e-4);
-  at::Tensor zero = Reduce(*hook, torch::zeros({40, 30}), 1);
-  EXPECT_FALSE(zero.isnan().any().item<bool>());
-  EXPECT_EQ(zero.norm().item<double>(), 0.0);
-  // And the step after the zero one (warm start refilled the dropped columns) is exact again.
-  at::Tensor again = Reduce(*hook, m, 2);
-  EXPECT_LT(((again - m).norm() / m.norm()).item<double>(), 1e-4);
+  // With bf16_state P comes from bfloat16 products: the same, to bfloat16's rounding.
+  for (const auto& [state, tolerance] : {std::pair<const char*, double>{"", 1e-4}, {" bf16_state: true", 4.0 / 256}}) {
+    SCOPED_TRACE(state);
+    absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(absl::StrCat(
+        "plugin { powersgd { rank: 4 min_compression_rate: 0.001 disable_error_feedback: true", state, " } }"));
+    ASSERT_TRUE(set.ok()) << set.status();
+    EngineOptions options = set->ResolveEngineOptions();
+    std::unique_ptr<CommHook> hook = testing::MakeHook(*set, options);
+    torch::manual_seed(5);
+    at::Tensor m = at::matmul(torch::randn({40, 2}), torch::randn({2, 30}));
+    at::Tensor out = Reduce(*hook, m, 0);
+    EXPECT_FALSE(out.isnan().any().item<bool>());
+    EXPECT_LT(((out - m).norm() / m.norm()).item<double>(), tolerance);
+    at::Tensor zero = Reduce(*hook, torch::zeros({40, 30}), 1);
+    EXPECT_FALSE(zero.isnan().any().item<bool>());
+    EXPECT_EQ(zero.norm().item<double>(), 0.0);
+    // And the step after the zero one (warm start refilled the dropped columns) is exact again.
+    at::Tensor again = Reduce(*hook, m, 2);
+    EXPECT_LT(((again - m).norm() / m.norm()).item<double>(), tolerance);
+  }
 }
 // Many matrices of one shape in a bucket (the batched Gram-Schmidt path, not QR): each of
 // rank 2 under rank 4 comes back whole.
