@@ -57,12 +57,12 @@ using ddplab::GradBucket;
 
 // A column whose part orthogonal to the earlier ones is below this fraction of its own
 // length is taken as dependent on them (rounding noise, not a direction) and zeroed.
-constexpr double kDependentColumn = 1e-4;
-// Where P comes from bfloat16 products (bf16_state), their rounding leaves a dependent
-// column some 2^-9 to 2^-8 of its length off the others: it is kept as a direction of
-// rounding noise, along which M has no more than its own rounding, so the projection is
+// With bf16_state, P comes from bfloat16 products, whose rounding leaves a dependent
+// column some 2^-9 to 2^-8 of its length off the others: it is kept, as a direction of
+// rounding noise along which M has no more than its own rounding, so the projection is
 // the same to bfloat16's precision. (A threshold above that rounding, 1/32, also dropped
 // weak but real directions: at full rank the result was 1.8% off instead of 0.4%.)
+constexpr double kDependentColumn = 1e-4;
 
 // One pass of modified Gram-Schmidt over the columns of each matrix in `p`
 // ([batch, rows, rank]), in place. A dependent or zero column becomes zero rather than a
@@ -218,8 +218,9 @@ class PowerSgdHook : public ddplab::CommHook {
           c10::cuda::CUDAGuard device_guard(device);
           if (!stream_) stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
           task.ready->block(*stream_);
-          // Autograd's gradients are read here, on our stream, and dropped when the task
-          // is: the caching allocator must not hand their memory out again before then.
+          // Autograd's gradients are read here, on our stream, and dropped (in Reduce) once
+          // the reads are queued: the caching allocator must not hand their memory out
+          // again before our stream is past them.
           for (const at::Tensor& gradient : task.bucket.gradients) {
             if (!gradient.is_alias_of(task.bucket.buffer)) gradient.record_stream(*stream_);
           }
