@@ -48,7 +48,7 @@ for cap in (25, 50, 100, 2000):
         f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} plugin {{ bf16 {{ sample_error_every: 5 }} }}",
         ["--bucket_cap_mb", str(cap), "--static_graph", "--gradient_as_bucket_view", "--comm_hook", "bf16"])
 for rank in (1, 4):
-    for cap in (25, 2000):
+    for cap in (25, 100, 200, 2000):
         CONFIGS[f"powersgd_rank{rank}" + ("" if cap == 2000 else f"_cap{cap}")] = (
             f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} "
             f"plugin {{ powersgd {{ rank: {rank} sample_error_every: 5 }} }}",
