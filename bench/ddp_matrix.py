@@ -12,7 +12,8 @@ DIR/ddp.json (bench/results' format, with ratios to the single-GPU step). --befo
 another build of vit_ddp (say, of the commit before a change), run after ddplab's in each
 repetition into DIR/before/<key>/<rep>/...: before and after in the same call. A
 configuration named <config>_sm<N> is <config> with distributed.backward_sm_carveout: N;
-<config>_bf16state is a PowerSGD <config> with powersgd.bf16_state.
+<config>_bf16state is a PowerSGD <config> with powersgd.bf16_state, <config>_aten one with
+powersgd.disable_fused_kernels.
 """
 import argparse
 import json
@@ -151,9 +152,11 @@ for base in ("bf16_ch2_cap10", "zero_copy_cap100", "zero_copy_tuned"):
 # they were planned for beside NCCL's kernels. PyTorch has no such setting: its row is the
 # base configuration's (run once where both are in the matrix).
 SM_VARIANT = re.compile(r"^(?P<base>.+)_sm(?P<carveout>[0-9]+)$")
-# `<config>_bf16state`: a PowerSGD configuration with M and the error kept in bfloat16
-# (powersgd.bf16_state). PyTorch's hook has no such setting: its row is the base's.
-BF16_STATE_SUFFIX = "_bf16state"
+# PowerSGD variants, `<config><suffix>`: `_bf16state` keeps M and the error in bfloat16
+# (powersgd.bf16_state), `_aten` runs its passes as ATen's products instead of ddplab's
+# fused kernels (powersgd.disable_fused_kernels). PyTorch's hook has neither setting: its
+# row is the base's.
+POWERSGD_SUFFIXES = {"_bf16state": "bf16_state: true", "_aten": "disable_fused_kernels: true"}
 
 
 def config_entry(config):
@@ -164,12 +167,13 @@ def config_entry(config):
     if m and config not in CONFIGS:
         plugins, args, nccl_env, fields, base = config_entry(m["base"])
         return plugins, args, nccl_env, f"{fields} backward_sm_carveout: {m['carveout']}", base or m["base"]
-    if config.endswith(BF16_STATE_SUFFIX) and config not in CONFIGS:
-        stem = config[:-len(BF16_STATE_SUFFIX)]
-        plugins, args, nccl_env, fields, base = config_entry(stem)
-        if "powersgd {" not in plugins:
-            sys.exit(f"ddp_matrix.py: {config!r}: {stem!r} has no powersgd plugin for bf16_state")
-        return plugins.replace("powersgd {", "powersgd { bf16_state: true"), args, nccl_env, fields, base or stem
+    for suffix, setting in POWERSGD_SUFFIXES.items():
+        if config.endswith(suffix) and config not in CONFIGS:
+            stem = config[:-len(suffix)]
+            plugins, args, nccl_env, fields, base = config_entry(stem)
+            if "powersgd {" not in plugins:
+                sys.exit(f"ddp_matrix.py: {config!r}: {stem!r} has no powersgd plugin for {setting.split(':')[0]}")
+            return plugins.replace("powersgd {", "powersgd { " + setting), args, nccl_env, fields, base or stem
     if config not in CONFIGS:
         sys.exit(f"ddp_matrix.py: unknown configuration {config!r}")
     nccl_env, fields = EXTRA.get(config, ({}, ""))

@@ -48,6 +48,8 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include "plugins/powersgd/fused.h"
 #endif
 
 namespace {
@@ -122,6 +124,7 @@ struct Settings {
   double min_compression_rate;
   uint64_t seed;
   bool bf16_state;  // M and the error in bfloat16 (PowerSgdConfig.bf16_state)
+  bool fused_kernels;  // !PowerSgdConfig.disable_fused_kernels
 };
 
 class PowerSgdHook : public ddplab::CommHook {
@@ -134,6 +137,7 @@ class PowerSgdHook : public ddplab::CommHook {
         min_compression_rate_(settings.min_compression_rate),
         seed_(settings.seed),
         bf16_state_(settings.bf16_state),
+        fused_kernels_(settings.fused_kernels),
         context_(context) {
     if (context_.options != nullptr) wire_dtype_ = context_.options->comm_dtype;
     worker_ = std::thread([this] { Work(); });
@@ -244,6 +248,17 @@ class PowerSgdHook : public ddplab::CommHook {
     at::Tensor source;  // rows x cols: where the gradient is (`view`, or autograd's)
   };
 
+  // The matrices of one shape in a bucket.
+  struct Group {
+    std::vector<Matrix> matrices;
+    std::vector<size_t> parameters;  // the key of the group's Q kept for the next step
+    int64_t r;
+    at::Tensor p, q;  // [batch, rows, r], [batch, cols, r]
+    at::Tensor m;     // [batch, rows, cols], M stacked, for ATen's passes
+    bool fused = false;  // the passes in fused.h's kernels instead, each M in `ms`
+    std::vector<at::Tensor> ms;
+  };
+
   // Copies the gradients of `slots` that are elsewhere (GradBucket::gradients) into their
   // parts of the bucket, together.
   static void IntoBucket(const GradBucket& bucket, const std::vector<size_t>& slots) {
@@ -326,14 +341,8 @@ class PowerSgdHook : public ddplab::CommHook {
       plain_mean = ddplab::StartMeanCoalesced(*context_.process_group, plain, context_.nccl);
     }
 
-    // Per shape: M (with error feedback) stacked, and P and Q as views of one buffer each,
-    // so that all P (and then all Q) of the bucket travel in one all-reduce.
-    struct Group {
-      std::vector<Matrix> matrices;
-      std::vector<size_t> parameters;  // the key of the group's Q kept for the next step
-      int64_t r;
-      at::Tensor m, p, q;
-    };
+    // Per shape: M (with error feedback), and P and Q as views of one buffer each, so
+    // that all P (and then all Q) of the bucket travel in one all-reduce.
     std::vector<Group> groups;
     int64_t p_elements = 0, q_elements = 0;
     for (auto& [shape, matrices] : by_shape) {
@@ -341,6 +350,7 @@ class PowerSgdHook : public ddplab::CommHook {
       g.matrices = std::move(matrices);
       for (const Matrix& matrix : g.matrices) g.parameters.push_back(matrix.parameter);
       g.r = std::min({rank_, shape[0], shape[1]});
+      g.fused = Fused(buffer, shape[0], g.r);
       p_elements += static_cast<int64_t>(g.matrices.size()) * shape[0] * g.r;
       q_elements += static_cast<int64_t>(g.matrices.size()) * shape[1] * g.r;
       groups.push_back(std::move(g));
@@ -352,6 +362,15 @@ class PowerSgdHook : public ddplab::CommHook {
       for (Group& g : groups) {
         const int64_t batch = static_cast<int64_t>(g.matrices.size());
         const int64_t rows = g.matrices[0].view.size(0), cols = g.matrices[0].view.size(1);
+        g.p = p_flat.narrow(0, p_offset, batch * rows * g.r).view({batch, rows, g.r});
+        g.q = q_flat.narrow(0, q_offset, batch * cols * g.r).view({batch, cols, g.r});
+        p_offset += g.p.numel();
+        q_offset += g.q.numel();
+        at::Tensor q = QsFor(g.parameters, cols, g.r, bucket.step, buffer.options());
+        if (g.fused) {
+          AddAndProject(g, q);
+          continue;
+        }
         // [batch, rows, cols]: the local gradients with their errors, each written once.
         g.m = at::empty({batch, rows, cols}, buffer.options().dtype(StateDtype(buffer)));
         for (int64_t i = 0; i < batch; ++i) {
@@ -364,11 +383,6 @@ class PowerSgdHook : public ddplab::CommHook {
             slot.copy_(matrix.source);
           }
         }
-        g.p = p_flat.narrow(0, p_offset, batch * rows * g.r).view({batch, rows, g.r});
-        g.q = q_flat.narrow(0, q_offset, batch * cols * g.r).view({batch, cols, g.r});
-        p_offset += g.p.numel();
-        q_offset += g.q.numel();
-        at::Tensor q = QsFor(g.parameters, cols, g.r, bucket.step, buffer.options());
         InStateDtype(g.m, g.p, [&](at::Tensor& p) { ddplab::powersgd::MulMQ(g.m, q.to(g.m.scalar_type()), p); });
       }
       // Every gradient is read (or queued to be) now: autograd's memory may go before the
@@ -381,6 +395,10 @@ class PowerSgdHook : public ddplab::CommHook {
       sent_elements += p_flat.numel();
       for (Group& g : groups) {
         Orthogonalize(g.p);
+        if (g.fused) {
+          ProjectTransposed(g);
+          continue;
+        }
         const at::Tensor p = g.p.to(g.m.scalar_type());
         InStateDtype(g.m, g.q, [&](at::Tensor& q) { ddplab::powersgd::MulMtP(g.m, p, q); });
       }
@@ -388,11 +406,15 @@ class PowerSgdHook : public ddplab::CommHook {
       Mean(q_flat);
       sent_elements += q_flat.numel();
       for (Group& g : groups) {
+        if (warm_start_) KeepQ(g.parameters, g.q);
+        if (g.fused) {
+          ExpandAndSubtract(g);
+          continue;
+        }
         for (size_t i = 0; i < g.matrices.size(); ++i) {
           const int64_t b = static_cast<int64_t>(i);
           ddplab::powersgd::OuterInto(g.matrices[i].view, g.p.select(0, b), g.q.select(0, b));  // the mean, projected
         }
-        if (warm_start_) KeepQ(g.parameters, g.q);
         if (error_feedback_) {
           // What the approximation left out, in one pass over the group (M -= P Q^T):
           // each parameter's error is a view into it, kept until its next step.
@@ -409,6 +431,92 @@ class PowerSgdHook : public ddplab::CommHook {
     gradient_elements_ += gradient_elements;
     sent_elements_ += sent_elements;
   }
+
+  // Whether a group's passes run in fused.h's kernels: on a GPU, float32 gradients, a
+  // rank they were built for.
+  bool Fused(const at::Tensor& buffer, int64_t rows, int64_t r) const {
+#if defined(DDPLAB_CUDA)
+    return fused_kernels_ && buffer.is_cuda() && buffer.scalar_type() == at::kFloat &&
+           ddplab::powersgd::fused::Supports(rows, static_cast<int>(r));
+#else
+    (void)buffer, (void)rows, (void)r;
+    return false;
+#endif
+  }
+
+#if defined(DDPLAB_CUDA)
+  ddplab::powersgd::fused::State FusedState() const {
+    return bf16_state_ ? ddplab::powersgd::fused::State::kBFloat16 : ddplab::powersgd::fused::State::kFloat32;
+  }
+
+  static void Check(cudaError_t status, const char* kernel) {
+    TORCH_CHECK(status == cudaSuccess, "powersgd: ", kernel, " failed: ", cudaGetErrorString(status));
+  }
+
+  // Per matrix: M = G + error, written over the error (a new M without one, or without
+  // error feedback), and P = M Q into the group's P. `q` is [batch, cols, r].
+  void AddAndProject(Group& g, const at::Tensor& q_batch) {
+    const at::Tensor q = q_batch.contiguous();
+    const int64_t rows = g.p.size(1), cols = g.q.size(1);
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    for (size_t i = 0; i < g.matrices.size(); ++i) {
+      const int64_t b = static_cast<int64_t>(i);
+      const Matrix& matrix = g.matrices[i];
+      const at::Tensor gradient = matrix.source.contiguous();
+      const at::Tensor& error = error_[matrix.parameter];
+      const bool with_error = error_feedback_ && error.defined();
+      at::Tensor m = with_error ? error : at::empty({rows, cols}, gradient.options().dtype(StateDtype(gradient)));
+      TORCH_INTERNAL_ASSERT(m.is_contiguous() && m.scalar_type() == StateDtype(gradient) && m.numel() == rows * cols);
+      Check(ddplab::powersgd::fused::AddAndProject(gradient.data_ptr<float>(), with_error ? error.data_ptr() : nullptr,
+                                                   m.data_ptr(), FusedState(), q.select(0, b).data_ptr<float>(),
+                                                   g.p.select(0, b).data_ptr<float>(), rows, cols,
+                                                   static_cast<int>(g.r), stream),
+            "AddAndProject");
+      g.ms.push_back(m);
+    }
+  }
+
+  // Per matrix: Q = M^T P into the group's Q.
+  void ProjectTransposed(Group& g) {
+    const int64_t rows = g.p.size(1), cols = g.q.size(1);
+    const int r = static_cast<int>(g.r);
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    const size_t scratch_floats = ddplab::powersgd::fused::ProjectTransposedScratch(rows, cols, r);
+    at::Tensor scratch;
+    if (scratch_floats > 0) scratch = at::empty({static_cast<int64_t>(scratch_floats)}, g.p.options());
+    for (size_t i = 0; i < g.ms.size(); ++i) {
+      const int64_t b = static_cast<int64_t>(i);
+      Check(ddplab::powersgd::fused::ProjectTransposed(
+                g.ms[i].data_ptr(), FusedState(), g.p.select(0, b).data_ptr<float>(),
+                g.q.select(0, b).data_ptr<float>(), scratch.defined() ? scratch.data_ptr<float>() : nullptr, rows,
+                cols, r, stream),
+            "ProjectTransposed");
+    }
+  }
+
+  // Per matrix: the result P Q^T into the bucket, and with error feedback the error
+  // M - P Q^T written over M and kept for the next step.
+  void ExpandAndSubtract(Group& g) {
+    const int64_t rows = g.p.size(1), cols = g.q.size(1);
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    for (size_t i = 0; i < g.ms.size(); ++i) {
+      const int64_t b = static_cast<int64_t>(i);
+      at::Tensor& out = g.matrices[i].view;
+      TORCH_INTERNAL_ASSERT(out.is_contiguous() && out.scalar_type() == at::kFloat);
+      Check(ddplab::powersgd::fused::ExpandAndSubtract(error_feedback_ ? g.ms[i].data_ptr() : nullptr, FusedState(),
+                                                       g.p.select(0, b).data_ptr<float>(),
+                                                       g.q.select(0, b).data_ptr<float>(), out.data_ptr<float>(),
+                                                       rows, cols, static_cast<int>(g.r), stream),
+            "ExpandAndSubtract");
+      if (error_feedback_) error_[g.matrices[i].parameter] = g.ms[i];
+    }
+    g.ms.clear();
+  }
+#else
+  void AddAndProject(Group&, const at::Tensor&) { TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build"); }
+  void ProjectTransposed(Group&) { TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build"); }
+  void ExpandAndSubtract(Group&) { TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build"); }
+#endif
 
   // What M and the error are kept in: the gradients' dtype, or bfloat16.
   at::ScalarType StateDtype(const at::Tensor& buffer) const {
@@ -468,6 +576,7 @@ class PowerSgdHook : public ddplab::CommHook {
   const double min_compression_rate_;
   const uint64_t seed_;
   const bool bf16_state_;
+  const bool fused_kernels_;
   const CommContext context_;
   at::ScalarType wire_dtype_ = at::ScalarType::Undefined;
   std::map<size_t, at::Tensor> q_, error_;  // per parameter
@@ -493,7 +602,7 @@ void Register(ddplab::PluginRegistrar& registrar) {
   Settings settings{static_cast<int64_t>(config.rank()),   static_cast<int64_t>(config.start_step()),
                     !config.disable_error_feedback(),       !config.disable_warm_start(),
                     config.min_compression_rate(),          config.seed(),
-                    config.bf16_state()};
+                    config.bf16_state(),                    !config.disable_fused_kernels()};
   const int every = static_cast<int>(config.sample_error_every());
   registrar.AddEngineOptions([every](ddplab::EngineOptions& options) {
     if (every > 0) options.gradient_error_every = every;

@@ -1,6 +1,6 @@
 """Finds the CUDA toolkit, NCCL and the NVTX v3 headers.
 
-  @cuda  $CUDA_HOME, else /usr/local/cuda: //:cudart (runtime headers and library)
+  @cuda  $CUDA_HOME, else /usr/local/cuda: //:cudart (runtime headers and library), //:nvcc
   @nccl  $NCCL_HOME, else python3's nvidia.nccl package, else the CUDA directory: //:nccl
   @nvtx  $NVTX_HOME, else the CUDA directory, else python3's nvidia.nvtx package: //:nvtx
 
@@ -10,7 +10,7 @@ needs them, with a message that names the dependency and the variable that point
 
 load("//third_party:common.bzl", "exists", "find_lib", "getenv", "link_opts_for", "missing_repo", "python3_eval")
 
-def _write(rctx, root, include, lib_dir, libs, target, what, include_dest = "include"):
+def _write(rctx, root, include, lib_dir, libs, target, what, include_dest = "include", extra = ""):
     rctx.symlink(include, include_dest)
     includes = ["include"]
     if not exists(rctx, include + "/nv/target") and exists(rctx, include + "/cccl/nv/target"):
@@ -30,7 +30,7 @@ cc_library(
 )
 """.format(what = what, root = root, target = target, includes = repr(includes), linkopts = repr(
         link_opts_for(lib_dir, libs) if libs else [],
-    )))
+    )) + extra)
 
 def _cuda_configure_impl(rctx):
     env = getenv(rctx, "CUDA_HOME")
@@ -40,7 +40,17 @@ def _cuda_configure_impl(rctx):
         missing_repo(rctx, "CUDA toolkit not found at {} (no include/cuda_runtime.h or lib64/libcudart.so). ".format(root) +
                            "Set CUDA_HOME to the toolkit's directory, or build with --config=cpu.", ["cudart"])
         return
-    _write(rctx, root, root + "/include", lib_dir, [lib], "cudart", "CUDA runtime")
+    # nvcc, for ddplab's own kernels: a wrapper that runs the toolkit's, which finds its
+    # tools (cicc, ptxas, fatbinary) beside itself.
+    nvcc = root + "/bin/nvcc"
+    if exists(rctx, nvcc):
+        rctx.file("nvcc", "#!/bin/sh\nexec {} \"$@\"\n".format(nvcc), executable = True)
+    else:
+        rctx.file("nvcc", "#!/bin/sh\necho 'nvcc not found at {}: set CUDA_HOME to a CUDA toolkit with nvcc' >&2\nexit 1\n".format(nvcc), executable = True)
+    _write(rctx, root, root + "/include", lib_dir, [lib], "cudart", "CUDA runtime", extra = """
+# The CUDA compiler (a wrapper around the toolkit's).
+exports_files(["nvcc"])
+""")
 
 cuda_configure = repository_rule(
     implementation = _cuda_configure_impl,

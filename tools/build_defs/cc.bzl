@@ -7,6 +7,13 @@ DDPLAB_COPTS = [
     "-Werror",
 ]
 
+# The GPUs ddplab's own CUDA kernels are compiled for: machine code for Hopper (H100,
+# H200), and PTX from Ampere on, which the driver compiles for newer GPUs when loaded.
+CUDA_GENCODE = [
+    "-gencode=arch=compute_90,code=sm_90",
+    "-gencode=arch=compute_80,code=compute_80",
+]
+
 # For binaries that load plugins: plugins resolve the host's symbols (the plugin API,
 # the experiment schema) from the executable, as LLVM's pass plugins do.
 HOST_LINKOPTS = ["-rdynamic", "-ldl"]

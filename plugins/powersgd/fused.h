@@ -1,0 +1,51 @@
+// PowerSGD's passes over one gradient matrix as three CUDA kernels, each reading the
+// matrix once, where ATen needs five passes and a matrix of its own (see powersgd.cc):
+//
+//   AddAndProject:     M = G + E, written over E (or into a new matrix), and P = M Q
+//   ProjectTransposed: Q = M^T P
+//   ExpandAndSubtract: out = P Q^T, and E = M - P Q^T written over M
+//
+// M and E are float32 or bfloat16 (the state's dtype); G, P, Q and out are float32. In
+// bfloat16, M is rounded once (G + E computed in float32) and P is computed from the
+// rounded M, so that E = M - P Q^T is what the approximation left out of the M it saw.
+// Plain C++ with raw pointers: the kernels are compiled by nvcc without LibTorch's
+// headers; powersgd.cc checks shapes and dtypes and passes the pointers.
+#ifndef DDPLAB_PLUGINS_POWERSGD_FUSED_H_
+#define DDPLAB_PLUGINS_POWERSGD_FUSED_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace ddplab::powersgd::fused {
+
+enum class State { kFloat32, kBFloat16 };
+
+// The ranks the kernels are built for: 1 to kMaxRank.
+inline constexpr int kMaxRank = 8;
+
+// Whether the kernels take a matrix of `rows` rows at rank r (1 to kMaxRank, and rows
+// below some 2^21 * r).
+bool Supports(int64_t rows, int r);
+
+// All matrices are row-major and contiguous: G, M, E and out [rows, cols], P [rows, r],
+// Q [cols, r]. `e` may be null (no error yet: E = 0) and may equal `m` (M written over
+// E). Returns the launch's error.
+cudaError_t AddAndProject(const float* g, const void* e, void* m, State state, const float* q, float* p,
+                          int64_t rows, int64_t cols, int r, cudaStream_t stream);
+
+// Floats of scratch memory ProjectTransposed needs for this shape (0: none).
+size_t ProjectTransposedScratch(int64_t rows, int64_t cols, int r);
+
+// q = m^T p; `scratch` holds ProjectTransposedScratch(rows, cols, r) floats.
+cudaError_t ProjectTransposed(const void* m, State state, const float* p, float* q, float* scratch, int64_t rows,
+                              int64_t cols, int r, cudaStream_t stream);
+
+// out = p q^T; and with `m` not null, m -= p q^T (rounded to the state's dtype).
+cudaError_t ExpandAndSubtract(void* m, State state, const float* p, const float* q, float* out, int64_t rows,
+                              int64_t cols, int r, cudaStream_t stream);
+
+}  // namespace ddplab::powersgd::fused
+
+#endif  // DDPLAB_PLUGINS_POWERSGD_FUSED_H_
