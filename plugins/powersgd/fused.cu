@@ -85,26 +85,36 @@ __device__ __forceinline__ void LoadQ(const float* q, int64_t j, float (&v)[W * 
   }
 }
 
+// A launch's matrices: blockIdx.z picks one. Passed by value (kernel parameters).
+constexpr int kLaunchBatch = 32;
+template <typename P>
+struct Pointers {
+  P at[kLaunchBatch];
+};
+
 // ---- M = G + E and P = M Q: one warp per row ----
 
 constexpr int kRowsPerBlock = 8;  // warps per block
 
-template <typename T, int R, int W, bool kError>
+template <typename T, int R, int W>
 __global__ void __launch_bounds__(32 * kRowsPerBlock)
-    AddAndProjectKernel(const float* __restrict__ g, const T* e, T* m, const float* __restrict__ q,
-                        float* __restrict__ p, int64_t rows, int64_t cols) {
+    AddAndProjectKernel(Pointers<const float*> gs, Pointers<const void*> es, Pointers<void*> ms,
+                        const float* __restrict__ qs, float* __restrict__ ps, int64_t rows, int64_t cols) {
+  const int z = blockIdx.z;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;  // the whole warp: a warp is one row
-  const float* g_row = g + row * cols;
-  const T* e_row = kError ? e + row * cols : nullptr;
-  T* m_row = m + row * cols;  // may be e_row: each element is read before it is written
+  const float* g_row = gs.at[z] + row * cols;
+  const T* e = static_cast<const T*>(es.at[z]);
+  const T* e_row = e != nullptr ? e + row * cols : nullptr;
+  T* m_row = static_cast<T*>(ms.at[z]) + row * cols;  // may be e_row: each element is read before it is written
+  const float* q = qs + z * cols * R;
   float acc[R] = {};
 #pragma unroll 4
   for (int64_t j = static_cast<int64_t>(lane) * W; j < cols; j += 32 * W) {
     float v[W];
     Load<W>(g_row + j, v);
-    if constexpr (kError) {
+    if (e_row != nullptr) {
       float ev[W];
       Load<W>(e_row + j, ev);
 #pragma unroll
@@ -124,6 +134,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
     for (int offset = 16; offset > 0; offset /= 2) acc[k] += __shfl_down_sync(0xffffffffu, acc[k], offset);
   }
   if (lane == 0) {
+    float* p = ps + z * rows * R;
 #pragma unroll
     for (int k = 0; k < R; ++k) p[row * R + k] = acc[k];
   }
@@ -143,11 +154,15 @@ inline int64_t RowsPerChunk(int r) { return 32 * static_cast<int64_t>(r); }
 
 inline int64_t Chunks(int64_t rows, int r) { return (rows + RowsPerChunk(r) - 1) / RowsPerChunk(r); }
 
+// Writes matrix z's partials at out + z * out_stride: [chunks, cols, R].
 template <typename T, int R, int W>
 __global__ void __launch_bounds__(kColumnThreads * kRowThreads)
-    ProjectTransposedKernel(const T* __restrict__ m, const float* __restrict__ p, float* __restrict__ out,
-                            int64_t rows, int64_t cols, int64_t rows_per_chunk) {
+    ProjectTransposedKernel(Pointers<const void*> ms, const float* __restrict__ ps, float* __restrict__ out,
+                            int64_t out_stride, int64_t rows, int64_t cols, int64_t rows_per_chunk) {
   __shared__ float partial[kRowThreads][kColumnThreads * W * R];
+  const int z = blockIdx.z;
+  const T* m = static_cast<const T*>(ms.at[z]);
+  const float* p = ps + z * rows * R;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * kColumnThreads + tx) * W;
   const int64_t begin = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
@@ -174,7 +189,7 @@ __global__ void __launch_bounds__(kColumnThreads * kRowThreads)
   __syncthreads();
   // Sum over the row threads: thread (tx, ty) takes every kRowThreads-th of the block's
   // W * R * kColumnThreads outputs, so the stores of a warp are consecutive.
-  float* chunk_out = out + static_cast<int64_t>(blockIdx.y) * cols * R;
+  float* chunk_out = out + z * out_stride + static_cast<int64_t>(blockIdx.y) * cols * R;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kColumnThreads * W * R;
   for (int x = ty * kColumnThreads + tx; x < kColumnThreads * W * R; x += kColumnThreads * kRowThreads) {
     if (first + x >= cols * R) break;
@@ -185,13 +200,16 @@ __global__ void __launch_bounds__(kColumnThreads * kRowThreads)
   }
 }
 
+// q[z] = the sum of matrix z's `chunks` partials of n floats each.
 __global__ void SumChunksKernel(const float* __restrict__ scratch, float* __restrict__ q, int64_t chunks,
                                 int64_t n) {
+  const int z = blockIdx.z;
+  const float* in = scratch + z * chunks * n;
   for (int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; x < n;
        x += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float sum = 0;
-    for (int64_t c = 0; c < chunks; ++c) sum += scratch[c * n + x];
-    q[x] = sum;
+    for (int64_t c = 0; c < chunks; ++c) sum += in[c * n + x];
+    q[z * n + x] = sum;
   }
 }
 
@@ -199,13 +217,16 @@ __global__ void SumChunksKernel(const float* __restrict__ scratch, float* __rest
 
 constexpr int kExpandThreads = 256;
 
-template <typename T, int R, int W, bool kError>
+template <typename T, int R, int W>
 __global__ void __launch_bounds__(kExpandThreads)
-    ExpandAndSubtractKernel(T* m, const float* __restrict__ p, const float* __restrict__ q, float* __restrict__ out,
-                            int64_t cols) {
-  const int64_t row = blockIdx.y;
+    ExpandAndSubtractKernel(Pointers<void*> ms, const float* __restrict__ ps, const float* __restrict__ qs,
+                            Pointers<float*> outs, int64_t first_row, int64_t rows, int64_t cols) {
+  const int z = blockIdx.z;
+  const int64_t row = first_row + blockIdx.y;
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * kExpandThreads + threadIdx.x) * W;
   if (j >= cols) return;
+  const float* p = ps + z * rows * R;
+  const float* q = qs + z * cols * R;
   float pk[R];
 #pragma unroll
   for (int k = 0; k < R; ++k) pk[k] = __ldg(p + row * R + k);
@@ -222,13 +243,14 @@ __global__ void __launch_bounds__(kExpandThreads)
   float stored[W];
 #pragma unroll
   for (int w = 0; w < W; ++w) stored[w] = o[w];
-  Store<W>(out + row * cols + j, stored);
-  if constexpr (kError) {
+  Store<W>(outs.at[z] + row * cols + j, stored);
+  if (ms.at[z] != nullptr) {
+    T* m = static_cast<T*>(ms.at[z]) + row * cols + j;
     float v[W];
-    Load<W>(m + row * cols + j, v);
+    Load<W>(m, v);
 #pragma unroll
     for (int w = 0; w < W; ++w) v[w] -= o[w];
-    Store<W>(m + row * cols + j, v);
+    Store<W>(m, v);
   }
 }
 
@@ -240,15 +262,18 @@ bool Aligned(const void* x, size_t bytes) { return x == nullptr || reinterpret_c
 
 size_t StateBytes(State state) { return state == State::kBFloat16 ? 2 : 4; }
 
-// Four at a time where every row starts aligned.
-bool Vectorized(int64_t cols, State state, std::initializer_list<const void*> floats,
-                std::initializer_list<const void*> states) {
-  if (cols % 4 != 0) return false;
-  for (const void* x : floats) {
-    if (!Aligned(x, 16)) return false;
-  }
-  for (const void* x : states) {
-    if (!Aligned(x, 4 * StateBytes(state))) return false;
+// Four at a time where every row of every matrix starts aligned: `floats` and `states`
+// are arrays of `batch` pointers (or null), `q` Q's batch.
+bool Vectorized(int64_t batch, int64_t cols, State state, std::initializer_list<const void* const*> floats,
+                std::initializer_list<const void* const*> states, const float* q) {
+  if (cols % 4 != 0 || !Aligned(q, 16)) return false;
+  for (int64_t i = 0; i < batch; ++i) {
+    for (const void* const* x : floats) {
+      if (x != nullptr && !Aligned(x[i], 16)) return false;
+    }
+    for (const void* const* x : states) {
+      if (x != nullptr && !Aligned(x[i], 4 * StateBytes(state))) return false;
+    }
   }
   return true;
 }
@@ -281,75 +306,94 @@ cudaError_t Dispatch(State state, int r, bool vectorized, F&& f) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-}  // namespace
-
-cudaError_t AddAndProject(const float* g, const void* e, void* m, State state, const float* q, float* p,
-                          int64_t rows, int64_t cols, int r, cudaStream_t stream) {
-  if (rows == 0 || cols == 0) return cudaSuccess;
-  const bool vectorized = Vectorized(cols, state, {g, q}, {e, m});
-  const dim3 grid(static_cast<unsigned>(CeilDiv(rows, kRowsPerBlock)));
-  return Dispatch(state, r, vectorized, [&]<typename T, int R, int W>() {
-    if (e != nullptr) {
-      AddAndProjectKernel<T, R, W, true><<<grid, 32 * kRowsPerBlock, 0, stream>>>(
-          g, static_cast<const T*>(e), static_cast<T*>(m), q, p, rows, cols);
-    } else {
-      AddAndProjectKernel<T, R, W, false><<<grid, 32 * kRowsPerBlock, 0, stream>>>(
-          g, nullptr, static_cast<T*>(m), q, p, rows, cols);
-    }
-    return cudaGetLastError();
-  });
+// Pointers [first, first + count) of `x` (all null where x is).
+template <typename P, typename Q>
+Pointers<P> Slice(Q const* x, int64_t first, int64_t count) {
+  Pointers<P> out{};
+  for (int64_t i = 0; i < count; ++i) out.at[i] = x != nullptr ? static_cast<P>(x[first + i]) : nullptr;
+  return out;
 }
+
+// Runs launch(first, count) over the batch, kLaunchBatch matrices at a time.
+template <typename L>
+cudaError_t ForEachLaunch(int64_t batch, L&& launch) {
+  for (int64_t first = 0; first < batch; first += kLaunchBatch) {
+    launch(first, batch - first < kLaunchBatch ? batch - first : kLaunchBatch);
+    const cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
 
 bool Supports(int64_t rows, int r) { return r >= 1 && r <= kMaxRank && Chunks(rows, r) <= kMaxGridY; }
 
-size_t ProjectTransposedScratch(int64_t rows, int64_t cols, int r) {
-  const int64_t chunks = Chunks(rows, r);
-  return chunks > 1 ? static_cast<size_t>(chunks * cols * r) : 0;
-}
-
-cudaError_t ProjectTransposed(const void* m, State state, const float* p, float* q, float* scratch, int64_t rows,
-                              int64_t cols, int r, cudaStream_t stream) {
-  if (cols == 0) return cudaSuccess;
-  if (rows == 0) return cudaMemsetAsync(q, 0, sizeof(float) * cols * r, stream);
+cudaError_t AddAndProject(int64_t batch, const float* const* g, const void* const* e, void* const* m, State state,
+                          const float* q, float* p, int64_t rows, int64_t cols, int r, cudaStream_t stream) {
+  if (batch == 0 || rows == 0 || cols == 0) return cudaSuccess;
   if (!Supports(rows, r)) return cudaErrorInvalidValue;
-  const bool vectorized = Vectorized(cols, state, {}, {m});
-  const int64_t chunks = Chunks(rows, r);
-  float* out = chunks > 1 ? scratch : q;
-  if (out == nullptr) return cudaErrorInvalidValue;
+  const bool vectorized =
+      Vectorized(batch, cols, state, {reinterpret_cast<const void* const*>(g)}, {e, const_cast<const void* const*>(m)}, q);
   return Dispatch(state, r, vectorized, [&]<typename T, int R, int W>() {
-    const dim3 grid(static_cast<unsigned>(CeilDiv(cols, kColumnThreads * W)), static_cast<unsigned>(chunks));
-    ProjectTransposedKernel<T, R, W><<<grid, dim3(kColumnThreads, kRowThreads), 0, stream>>>(
-        static_cast<const T*>(m), p, out, rows, cols, RowsPerChunk(r));
-    cudaError_t status = cudaGetLastError();
-    if (status != cudaSuccess || chunks == 1) return status;
-    const int64_t n = cols * r;
-    SumChunksKernel<<<static_cast<unsigned>(CeilDiv(n, 256) < 1024 ? CeilDiv(n, 256) : 1024), 256, 0, stream>>>(
-        scratch, q, chunks, n);
-    return cudaGetLastError();
+    return ForEachLaunch(batch, [&](int64_t first, int64_t count) {
+      const dim3 grid(static_cast<unsigned>(CeilDiv(rows, kRowsPerBlock)), 1, static_cast<unsigned>(count));
+      AddAndProjectKernel<T, R, W><<<grid, 32 * kRowsPerBlock, 0, stream>>>(
+          Slice<const float*>(g, first, count), Slice<const void*>(e, first, count), Slice<void*>(m, first, count),
+          q + first * cols * r, p + first * rows * r, rows, cols);
+    });
   });
 }
 
-cudaError_t ExpandAndSubtract(void* m, State state, const float* p, const float* q, float* out, int64_t rows,
-                              int64_t cols, int r, cudaStream_t stream) {
-  if (rows == 0 || cols == 0) return cudaSuccess;
-  const bool vectorized = Vectorized(cols, state, {out, q}, {m});
+size_t ProjectTransposedScratch(int64_t batch, int64_t rows, int64_t cols, int r) {
+  const int64_t chunks = Chunks(rows, r);
+  return chunks > 1 ? static_cast<size_t>(batch * chunks * cols * r) : 0;
+}
+
+cudaError_t ProjectTransposed(int64_t batch, const void* const* m, State state, const float* p, float* q,
+                              float* scratch, int64_t rows, int64_t cols, int r, cudaStream_t stream) {
+  if (batch == 0 || cols == 0) return cudaSuccess;
+  if (rows == 0) return cudaMemsetAsync(q, 0, sizeof(float) * batch * cols * r, stream);
+  if (!Supports(rows, r)) return cudaErrorInvalidValue;
+  const bool vectorized = Vectorized(batch, cols, state, {}, {m}, nullptr);
+  const int64_t chunks = Chunks(rows, r);
+  if (chunks > 1 && scratch == nullptr) return cudaErrorInvalidValue;
   return Dispatch(state, r, vectorized, [&]<typename T, int R, int W>() {
-    // A row per blockIdx.y, so at most kMaxGridY rows per launch.
-    for (int64_t first = 0; first < rows; first += kMaxGridY) {
-      const int64_t slab = rows - first < kMaxGridY ? rows - first : kMaxGridY;
-      const dim3 grid(static_cast<unsigned>(CeilDiv(cols, kExpandThreads * W)), static_cast<unsigned>(slab));
-      T* m_slab = m != nullptr ? static_cast<T*>(m) + first * cols : nullptr;
-      const float* p_slab = p + first * r;
-      float* out_slab = out + first * cols;
-      if (m_slab != nullptr) {
-        ExpandAndSubtractKernel<T, R, W, true><<<grid, kExpandThreads, 0, stream>>>(m_slab, p_slab, q, out_slab, cols);
-      } else {
-        ExpandAndSubtractKernel<T, R, W, false><<<grid, kExpandThreads, 0, stream>>>(nullptr, p_slab, q, out_slab, cols);
+    const int64_t n = cols * r;
+    return ForEachLaunch(batch, [&](int64_t first, int64_t count) {
+      const dim3 grid(static_cast<unsigned>(CeilDiv(cols, kColumnThreads * W)), static_cast<unsigned>(chunks),
+                      static_cast<unsigned>(count));
+      float* out = chunks > 1 ? scratch + first * chunks * n : q + first * n;
+      ProjectTransposedKernel<T, R, W><<<grid, dim3(kColumnThreads, kRowThreads), 0, stream>>>(
+          Slice<const void*>(m, first, count), p + first * rows * r, out, chunks > 1 ? chunks * n : n, rows, cols,
+          RowsPerChunk(r));
+      if (chunks > 1) {
+        const int64_t blocks = CeilDiv(n, 256) < 1024 ? CeilDiv(n, 256) : 1024;
+        SumChunksKernel<<<dim3(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(count)), 256, 0, stream>>>(
+            out, q + first * n, chunks, n);
       }
-      const cudaError_t status = cudaGetLastError();
-      if (status != cudaSuccess) return status;
-    }
-    return cudaSuccess;
+    });
+  });
+}
+
+cudaError_t ExpandAndSubtract(int64_t batch, void* const* m, State state, const float* p, const float* q,
+                              float* const* out, int64_t rows, int64_t cols, int r, cudaStream_t stream) {
+  if (batch == 0 || rows == 0 || cols == 0) return cudaSuccess;
+  if (!Supports(rows, r)) return cudaErrorInvalidValue;
+  const bool vectorized = Vectorized(batch, cols, state, {reinterpret_cast<const void* const*>(out)},
+                                     {const_cast<const void* const*>(m)}, q);
+  return Dispatch(state, r, vectorized, [&]<typename T, int R, int W>() {
+    return ForEachLaunch(batch, [&](int64_t first, int64_t count) {
+      // A row per blockIdx.y, so at most kMaxGridY rows per launch.
+      for (int64_t first_row = 0; first_row < rows; first_row += kMaxGridY) {
+        const int64_t slab = rows - first_row < kMaxGridY ? rows - first_row : kMaxGridY;
+        const dim3 grid(static_cast<unsigned>(CeilDiv(cols, kExpandThreads * W)), static_cast<unsigned>(slab),
+                        static_cast<unsigned>(count));
+        ExpandAndSubtractKernel<T, R, W><<<grid, kExpandThreads, 0, stream>>>(
+            Slice<void*>(m, first, count), p + first * rows * r, q + first * cols * r, Slice<float*>(out, first, count),
+            first_row, rows, cols);
+      }
+    });
   });
 }
 

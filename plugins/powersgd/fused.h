@@ -9,7 +9,8 @@
 // bfloat16, M is rounded once (G + E computed in float32) and P is computed from the
 // rounded M, so that E = M - P Q^T is what the approximation left out of the M it saw.
 // Plain C++ with raw pointers: the kernels are compiled by nvcc without LibTorch's
-// headers; powersgd.cc checks shapes and dtypes and passes the pointers.
+// headers; powersgd.cc checks shapes and dtypes and passes the pointers. Matrices of one
+// shape go to each kernel together (one launch for up to 32 of them).
 #ifndef DDPLAB_PLUGINS_POWERSGD_FUSED_H_
 #define DDPLAB_PLUGINS_POWERSGD_FUSED_H_
 
@@ -29,22 +30,27 @@ inline constexpr int kMaxRank = 8;
 // below some 2^21 * r).
 bool Supports(int64_t rows, int r);
 
-// All matrices are row-major and contiguous: G, M, E and out [rows, cols], P [rows, r],
-// Q [cols, r]. `e` may be null (no error yet: E = 0) and may equal `m` (M written over
-// E). Returns the launch's error.
-cudaError_t AddAndProject(const float* g, const void* e, void* m, State state, const float* q, float* p,
-                          int64_t rows, int64_t cols, int r, cudaStream_t stream);
+// Each function works on a batch of `batch` matrices of one shape, given as host arrays
+// of `batch` device pointers (element i of each array is matrix i's), all row-major and
+// contiguous: G, M, E and out [rows, cols]; P and Q are contiguous batches, P
+// [batch, rows, r] and Q [batch, cols, r]. Each returns its launches' error.
 
-// Floats of scratch memory ProjectTransposed needs for this shape (0: none).
-size_t ProjectTransposedScratch(int64_t rows, int64_t cols, int r);
+// M = G + E, P = M Q. `e` may be null (no errors: E = 0), and so may any of its
+// elements; e[i] may equal m[i] (M written over E).
+cudaError_t AddAndProject(int64_t batch, const float* const* g, const void* const* e, void* const* m, State state,
+                          const float* q, float* p, int64_t rows, int64_t cols, int r, cudaStream_t stream);
 
-// q = m^T p; `scratch` holds ProjectTransposedScratch(rows, cols, r) floats.
-cudaError_t ProjectTransposed(const void* m, State state, const float* p, float* q, float* scratch, int64_t rows,
-                              int64_t cols, int r, cudaStream_t stream);
+// Floats of scratch memory ProjectTransposed needs for this batch (0: none).
+size_t ProjectTransposedScratch(int64_t batch, int64_t rows, int64_t cols, int r);
 
-// out = p q^T; and with `m` not null, m -= p q^T (rounded to the state's dtype).
-cudaError_t ExpandAndSubtract(void* m, State state, const float* p, const float* q, float* out, int64_t rows,
-                              int64_t cols, int r, cudaStream_t stream);
+// Q = M^T P; `scratch` holds ProjectTransposedScratch(batch, rows, cols, r) floats.
+cudaError_t ProjectTransposed(int64_t batch, const void* const* m, State state, const float* p, float* q,
+                              float* scratch, int64_t rows, int64_t cols, int r, cudaStream_t stream);
+
+// out = P Q^T; and where `m` and m[i] are not null, m[i] -= P Q^T (rounded to the state's
+// dtype).
+cudaError_t ExpandAndSubtract(int64_t batch, void* const* m, State state, const float* p, const float* q,
+                              float* const* out, int64_t rows, int64_t cols, int r, cudaStream_t stream);
 
 }  // namespace ddplab::powersgd::fused
 

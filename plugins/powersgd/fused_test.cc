@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -32,95 +33,113 @@ at::Tensor Offset(int64_t rows, int64_t cols, at::ScalarType dtype, int64_t offs
   return storage.narrow(0, offset, rows * cols).view({rows, cols});
 }
 
-// (rows, cols, rank, bfloat16 state, with an error, in place, misaligned)
-using Case = std::tuple<int64_t, int64_t, int, bool, bool, bool, bool>;
+// (matrices, rows, cols, rank, bfloat16 state, with an error, in place, misaligned)
+using Case = std::tuple<int64_t, int64_t, int64_t, int, bool, bool, bool, bool>;
 
 class FusedTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(FusedTest, MatchesATen) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
-  const auto [rows, cols, r, bf16, with_error, in_place, misaligned] = GetParam();
+  const auto [batch, rows, cols, r, bf16, with_error, in_place, misaligned] = GetParam();
   ASSERT_TRUE(Supports(rows, r));
-  torch::manual_seed(rows * 131 + cols * 7 + r);
+  torch::manual_seed(rows * 131 + cols * 7 + r + batch);
   const at::ScalarType dtype = bf16 ? at::kBFloat16 : at::kFloat;
   const State state = bf16 ? State::kBFloat16 : State::kFloat32;
   const int64_t shift = misaligned ? 1 : 0;
   const auto cuda = at::TensorOptions().device(at::kCUDA);
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
 
-  at::Tensor g = Offset(rows, cols, at::kFloat, shift);
-  g.copy_(at::randn({rows, cols}, cuda));
-  at::Tensor e = Offset(rows, cols, dtype, shift);
-  e.copy_(at::randn({rows, cols}, cuda).mul_(0.1));
-  at::Tensor q = at::randn({cols, r}, cuda);
-  // Reference M: G + E in float32, rounded once to the state's dtype.
-  at::Tensor m_ref = (with_error ? g + e.to(at::kFloat) : g.clone()).to(dtype);
+  // Per matrix: G, E, M (E itself in place), out; the reference M: G + E in float32,
+  // rounded once.
+  std::vector<at::Tensor> g, e, m, m_ref, out, out2;
+  std::vector<const float*> g_ptrs;
+  std::vector<const void*> e_ptrs;
+  std::vector<void*> m_ptrs;
+  std::vector<float*> out_ptrs, out2_ptrs;
+  for (int64_t i = 0; i < batch; ++i) {
+    g.push_back(Offset(rows, cols, at::kFloat, shift));
+    g.back().copy_(at::randn({rows, cols}, cuda));
+    e.push_back(Offset(rows, cols, dtype, shift));
+    e.back().copy_(at::randn({rows, cols}, cuda).mul_(0.1));
+    m_ref.push_back((with_error ? g.back() + e.back().to(at::kFloat) : g.back().clone()).to(dtype));
+    m.push_back(in_place && with_error ? e.back() : Offset(rows, cols, dtype, shift));
+    out.push_back(Offset(rows, cols, at::kFloat, shift));
+    out2.push_back(Offset(rows, cols, at::kFloat, shift));
+    g_ptrs.push_back(g.back().data_ptr<float>());
+    e_ptrs.push_back(with_error ? e.back().data_ptr() : nullptr);
+    m_ptrs.push_back(m.back().data_ptr());
+    out_ptrs.push_back(out.back().data_ptr<float>());
+    out2_ptrs.push_back(out2.back().data_ptr<float>());
+  }
+  at::Tensor q = at::randn({batch, cols, r}, cuda);
 
   // M = G + E, P = M Q.
-  at::Tensor m = in_place && with_error ? e : Offset(rows, cols, dtype, shift);
-  at::Tensor p = at::empty({rows, r}, cuda);
-  ASSERT_EQ(AddAndProject(g.data_ptr<float>(), with_error ? e.data_ptr() : nullptr, m.data_ptr(), state,
+  at::Tensor p = at::empty({batch, rows, r}, cuda);
+  ASSERT_EQ(AddAndProject(batch, g_ptrs.data(), with_error ? e_ptrs.data() : nullptr, m_ptrs.data(), state,
                           q.data_ptr<float>(), p.data_ptr<float>(), rows, cols, r, stream),
             cudaSuccess);
-  EXPECT_TRUE(at::equal(m, m_ref)) << "M differs from G + E rounded once";
-  const at::Tensor m64 = m_ref.to(at::kDouble);
-  EXPECT_LT(RelativeError(p, m64.mm(q.to(at::kDouble))), 1e-5);
-
-  // Q = M^T P, from an orthonormal P as the hook gives it.
-  // (linalg_qr's Q is column-major; the kernels take row-major matrices.)
-  at::Tensor p_orthonormal = std::get<0>(at::linalg_qr(at::randn({rows, r}, cuda))).contiguous();
-  at::Tensor q2 = at::empty({cols, r}, cuda);
-  at::Tensor scratch = at::empty({static_cast<int64_t>(ProjectTransposedScratch(rows, cols, r))}, cuda);
-  ASSERT_EQ(ProjectTransposed(m.data_ptr(), state, p_orthonormal.data_ptr<float>(), q2.data_ptr<float>(),
+  // Q = M^T P, from an orthonormal P as the hook gives it (linalg_qr's Q is
+  // column-major; the kernels take row-major matrices).
+  at::Tensor p_orthonormal = std::get<0>(at::linalg_qr(at::randn({batch, rows, r}, cuda))).contiguous();
+  at::Tensor q2 = at::empty({batch, cols, r}, cuda);
+  at::Tensor scratch = at::empty({static_cast<int64_t>(ProjectTransposedScratch(batch, rows, cols, r))}, cuda);
+  std::vector<const void*> m_const(m_ptrs.begin(), m_ptrs.end());
+  ASSERT_EQ(ProjectTransposed(batch, m_const.data(), state, p_orthonormal.data_ptr<float>(), q2.data_ptr<float>(),
                               scratch.numel() > 0 ? scratch.data_ptr<float>() : nullptr, rows, cols, r, stream),
             cudaSuccess);
-  EXPECT_LT(RelativeError(q2, m64.t().mm(p_orthonormal.to(at::kDouble))), 1e-5);
-
-  // out = P Q^T and M -= P Q^T.
-  at::Tensor out = Offset(rows, cols, at::kFloat, shift);
-  ASSERT_EQ(ExpandAndSubtract(m.data_ptr(), state, p_orthonormal.data_ptr<float>(), q2.data_ptr<float>(),
-                              out.data_ptr<float>(), rows, cols, r, stream),
+  std::vector<at::Tensor> m_after_project;
+  for (const at::Tensor& x : m) m_after_project.push_back(x.clone());
+  // out = P Q^T and M -= P Q^T; then out alone (no error feedback), which writes nothing else.
+  ASSERT_EQ(ExpandAndSubtract(batch, m_ptrs.data(), state, p_orthonormal.data_ptr<float>(), q2.data_ptr<float>(),
+                              out_ptrs.data(), rows, cols, r, stream),
             cudaSuccess);
-  const at::Tensor expanded = p_orthonormal.to(at::kDouble).mm(q2.to(at::kDouble).t());
-  EXPECT_LT(RelativeError(out, expanded), 1e-5);
-  // The error, rounded once from M - P Q^T: within one rounding of the state's dtype.
-  const at::Tensor error_ref = m64 - expanded;
-  EXPECT_LT(RelativeError(m, error_ref), bf16 ? 1.0 / 128 : 1e-5);
-
-  // out alone (no error feedback) leaves nothing else written.
-  at::Tensor out2 = Offset(rows, cols, at::kFloat, shift);
-  ASSERT_EQ(ExpandAndSubtract(nullptr, state, p_orthonormal.data_ptr<float>(), q2.data_ptr<float>(),
-                              out2.data_ptr<float>(), rows, cols, r, stream),
+  ASSERT_EQ(ExpandAndSubtract(batch, nullptr, state, p_orthonormal.data_ptr<float>(), q2.data_ptr<float>(),
+                              out2_ptrs.data(), rows, cols, r, stream),
             cudaSuccess);
-  EXPECT_TRUE(at::equal(out, out2));
+
+  for (int64_t i = 0; i < batch; ++i) {
+    SCOPED_TRACE("matrix " + std::to_string(i));
+    EXPECT_TRUE(at::equal(m_after_project[i], m_ref[i])) << "M differs from G + E rounded once";
+    const at::Tensor m64 = m_ref[i].to(at::kDouble);
+    EXPECT_LT(RelativeError(p[i], m64.mm(q[i].to(at::kDouble))), 1e-5);
+    const at::Tensor p64 = p_orthonormal[i].to(at::kDouble);
+    EXPECT_LT(RelativeError(q2[i], m64.t().mm(p64)), 1e-5);
+    const at::Tensor expanded = p64.mm(q2[i].to(at::kDouble).t());
+    EXPECT_LT(RelativeError(out[i], expanded), 1e-5);
+    // The error, rounded once from M - P Q^T: within one rounding of the state's dtype.
+    EXPECT_LT(RelativeError(m[i], m64 - expanded), bf16 ? 1.0 / 128 : 1e-5);
+    EXPECT_TRUE(at::equal(out[i], out2[i]));
+  }
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
-  const auto [rows, cols, r, bf16, with_error, in_place, misaligned] = info.param;
-  return std::to_string(rows) + "x" + std::to_string(cols) + "_r" + std::to_string(r) + (bf16 ? "_bf16" : "_f32") +
+  const auto [batch, rows, cols, r, bf16, with_error, in_place, misaligned] = info.param;
+  return std::to_string(batch) + "_" + std::to_string(rows) + "x" + std::to_string(cols) + "_r" + std::to_string(r) + (bf16 ? "_bf16" : "_f32") +
          (with_error ? "_error" : "") + (in_place ? "_inplace" : "") + (misaligned ? "_misaligned" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, FusedTest,
     ::testing::Values(
-        // ViT-L/32's weights at ranks 1 and 4, both state dtypes
-        Case{3072, 1024, 1, false, true, true, false}, Case{3072, 1024, 4, true, true, true, false},
-        Case{1024, 4096, 1, true, true, true, false}, Case{1024, 4096, 4, false, true, true, false},
-        Case{4096, 1024, 2, true, false, false, false}, Case{1000, 1024, 8, false, true, false, false},
-        // one row chunk, and a chunk cut short
-        Case{40, 128, 1, false, true, true, false}, Case{37, 256, 3, true, true, false, false},
+        // ViT-L/32's weights at ranks 1 and 4, both state dtypes, one and several at once
+        Case{1, 3072, 1024, 1, false, true, true, false}, Case{3, 3072, 1024, 4, true, true, true, false},
+        Case{2, 1024, 4096, 1, true, true, true, false}, Case{1, 1024, 4096, 4, false, true, true, false},
+        Case{1, 4096, 1024, 2, true, false, false, false}, Case{2, 1000, 1024, 8, false, true, false, false},
+        // one row chunk, and a chunk cut short; more matrices than one launch takes (32)
+        Case{1, 40, 128, 1, false, true, true, false}, Case{3, 37, 256, 3, true, true, false, false},
+        Case{35, 40, 128, 4, false, true, true, false}, Case{33, 70, 64, 1, true, false, false, false},
         // columns not divisible by four, and pointers off their alignment
-        Case{37, 13, 5, false, true, true, false}, Case{33, 1022, 4, true, true, true, false},
-        Case{64, 256, 1, false, true, false, true}, Case{64, 256, 6, true, true, true, true},
-        Case{5, 3, 2, false, false, false, true}, Case{1, 4096, 1, true, true, true, false}),
+        Case{2, 37, 13, 5, false, true, true, false}, Case{1, 33, 1022, 4, true, true, true, false},
+        Case{3, 64, 256, 1, false, true, false, true}, Case{1, 64, 256, 6, true, true, true, true},
+        Case{1, 5, 3, 2, false, false, false, true}, Case{1, 1, 4096, 1, true, true, true, false}),
     CaseName);
 
 TEST(FusedTest, RefusesRanksItWasNotBuiltFor) {
   EXPECT_FALSE(Supports(1024, 0));
   EXPECT_FALSE(Supports(1024, kMaxRank + 1));
   EXPECT_TRUE(Supports(1024, kMaxRank));
-  EXPECT_EQ(ProjectTransposed(nullptr, State::kFloat32, nullptr, nullptr, nullptr, 16, 16, kMaxRank + 1, nullptr),
+  const void* m = nullptr;
+  EXPECT_EQ(ProjectTransposed(1, &m, State::kFloat32, nullptr, nullptr, nullptr, 16, 16, kMaxRank + 1, nullptr),
             cudaErrorInvalidValue);
 }
 

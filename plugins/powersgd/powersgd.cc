@@ -13,8 +13,14 @@
 // one shape are multiplied and orthogonalized as a batch. Per-parameter state (Q, error)
 // is keyed by the parameter, so it survives the engine's regrouping of buckets.
 //
-// With bf16_state, M and the error are kept in bfloat16 and P = M Q, Q = M^T P and
-// M - P Q^T computed from them in bfloat16 (P and Q cast; they are small).
+// On a GPU (float32 gradients, rank up to 8) the passes over the matrices run as three
+// kernels of our own (fused.h), each reading every matrix of a shape once in one launch:
+// M = G + error written over the error as P = M Q is summed; Q = M^T P; P Q^T into the
+// bucket as the error becomes M - P Q^T in place. Elsewhere (or with
+// disable_fused_kernels) they are ATen's products over the group's matrices stacked.
+//
+// With bf16_state, M and the error are kept in bfloat16 (in ATen's passes P = M Q,
+// Q = M^T P and M - P Q^T are then computed in bfloat16, P and Q cast; they are small).
 //
 // Gradients are read where autograd left them (GradBucket::gradients): the engine does
 // not copy them into the bucket first, since the bucket is written over with the result
@@ -453,62 +459,70 @@ class PowerSgdHook : public ddplab::CommHook {
     TORCH_CHECK(status == cudaSuccess, "powersgd: ", kernel, " failed: ", cudaGetErrorString(status));
   }
 
-  // Per matrix: M = G + error, written over the error (a new M without one, or without
-  // error feedback), and P = M Q into the group's P. `q` is [batch, cols, r].
+  // M = G + error for the group's matrices, each written over its error (into a new M
+  // without one, or without error feedback), and P = M Q into the group's P. `q` is
+  // [batch, cols, r].
   void AddAndProject(Group& g, const at::Tensor& q_batch) {
     const at::Tensor q = q_batch.contiguous();
     const int64_t rows = g.p.size(1), cols = g.q.size(1);
-    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-    for (size_t i = 0; i < g.matrices.size(); ++i) {
-      const int64_t b = static_cast<int64_t>(i);
-      const Matrix& matrix = g.matrices[i];
-      const at::Tensor gradient = matrix.source.contiguous();
+    std::vector<at::Tensor> gradients;  // held until the launch is queued
+    std::vector<const float*> gs;
+    std::vector<const void*> es;
+    std::vector<void*> ms;
+    for (const Matrix& matrix : g.matrices) {
+      gradients.push_back(matrix.source.contiguous());
       const at::Tensor& error = error_[matrix.parameter];
       const bool with_error = error_feedback_ && error.defined();
-      at::Tensor m = with_error ? error : at::empty({rows, cols}, gradient.options().dtype(StateDtype(gradient)));
-      TORCH_INTERNAL_ASSERT(m.is_contiguous() && m.scalar_type() == StateDtype(gradient) && m.numel() == rows * cols);
-      Check(ddplab::powersgd::fused::AddAndProject(gradient.data_ptr<float>(), with_error ? error.data_ptr() : nullptr,
-                                                   m.data_ptr(), FusedState(), q.select(0, b).data_ptr<float>(),
-                                                   g.p.select(0, b).data_ptr<float>(), rows, cols,
-                                                   static_cast<int>(g.r), stream),
-            "AddAndProject");
+      at::Tensor m = with_error ? error
+                                : at::empty({rows, cols}, gradients.back().options().dtype(StateDtype(gradients.back())));
+      TORCH_INTERNAL_ASSERT(m.is_contiguous() && m.scalar_type() == StateDtype(gradients.back()) &&
+                            m.numel() == rows * cols);
+      gs.push_back(gradients.back().data_ptr<float>());
+      es.push_back(with_error ? error.data_ptr() : nullptr);
+      ms.push_back(m.data_ptr());
       g.ms.push_back(m);
     }
+    Check(ddplab::powersgd::fused::AddAndProject(static_cast<int64_t>(gs.size()), gs.data(), es.data(), ms.data(),
+                                                 FusedState(), q.data_ptr<float>(), g.p.data_ptr<float>(), rows, cols,
+                                                 static_cast<int>(g.r), c10::cuda::getCurrentCUDAStream().stream()),
+          "AddAndProject");
   }
 
-  // Per matrix: Q = M^T P into the group's Q.
+  // Q = M^T P for the group's matrices, into the group's Q.
   void ProjectTransposed(Group& g) {
-    const int64_t rows = g.p.size(1), cols = g.q.size(1);
+    const int64_t batch = static_cast<int64_t>(g.ms.size()), rows = g.p.size(1), cols = g.q.size(1);
     const int r = static_cast<int>(g.r);
-    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-    const size_t scratch_floats = ddplab::powersgd::fused::ProjectTransposedScratch(rows, cols, r);
+    const size_t scratch_floats = ddplab::powersgd::fused::ProjectTransposedScratch(batch, rows, cols, r);
     at::Tensor scratch;
     if (scratch_floats > 0) scratch = at::empty({static_cast<int64_t>(scratch_floats)}, g.p.options());
-    for (size_t i = 0; i < g.ms.size(); ++i) {
-      const int64_t b = static_cast<int64_t>(i);
-      Check(ddplab::powersgd::fused::ProjectTransposed(
-                g.ms[i].data_ptr(), FusedState(), g.p.select(0, b).data_ptr<float>(),
-                g.q.select(0, b).data_ptr<float>(), scratch.defined() ? scratch.data_ptr<float>() : nullptr, rows,
-                cols, r, stream),
-            "ProjectTransposed");
-    }
+    std::vector<const void*> ms;
+    for (const at::Tensor& m : g.ms) ms.push_back(m.data_ptr());
+    Check(ddplab::powersgd::fused::ProjectTransposed(batch, ms.data(), FusedState(), g.p.data_ptr<float>(),
+                                                     g.q.data_ptr<float>(),
+                                                     scratch.defined() ? scratch.data_ptr<float>() : nullptr, rows,
+                                                     cols, r, c10::cuda::getCurrentCUDAStream().stream()),
+          "ProjectTransposed");
   }
 
-  // Per matrix: the result P Q^T into the bucket, and with error feedback the error
-  // M - P Q^T written over M and kept for the next step.
+  // The result P Q^T into the bucket for the group's matrices, and with error feedback
+  // the error M - P Q^T written over each M and kept for the next step.
   void ExpandAndSubtract(Group& g) {
     const int64_t rows = g.p.size(1), cols = g.q.size(1);
-    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    std::vector<void*> ms;
+    std::vector<float*> outs;
     for (size_t i = 0; i < g.ms.size(); ++i) {
-      const int64_t b = static_cast<int64_t>(i);
       at::Tensor& out = g.matrices[i].view;
       TORCH_INTERNAL_ASSERT(out.is_contiguous() && out.scalar_type() == at::kFloat);
-      Check(ddplab::powersgd::fused::ExpandAndSubtract(error_feedback_ ? g.ms[i].data_ptr() : nullptr, FusedState(),
-                                                       g.p.select(0, b).data_ptr<float>(),
-                                                       g.q.select(0, b).data_ptr<float>(), out.data_ptr<float>(),
-                                                       rows, cols, static_cast<int>(g.r), stream),
-            "ExpandAndSubtract");
-      if (error_feedback_) error_[g.matrices[i].parameter] = g.ms[i];
+      outs.push_back(out.data_ptr<float>());
+      ms.push_back(error_feedback_ ? g.ms[i].data_ptr() : nullptr);
+    }
+    Check(ddplab::powersgd::fused::ExpandAndSubtract(static_cast<int64_t>(outs.size()), ms.data(), FusedState(),
+                                                     g.p.data_ptr<float>(), g.q.data_ptr<float>(), outs.data(), rows,
+                                                     cols, static_cast<int>(g.r),
+                                                     c10::cuda::getCurrentCUDAStream().stream()),
+          "ExpandAndSubtract");
+    if (error_feedback_) {
+      for (size_t i = 0; i < g.ms.size(); ++i) error_[g.matrices[i].parameter] = g.ms[i];
     }
     g.ms.clear();
   }
