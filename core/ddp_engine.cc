@@ -132,6 +132,7 @@ struct DataParallelEngine::State {
   int64_t wire_bytes = 0;    // sent by the engine's own reductions this step
   // This step's error is sampled (SampleError, fixed when the step begins).
   bool sampled = false;
+  bool sampling_paused = false;  // PauseErrorSampling
   // Buckets travel in another dtype and this step is not sampled (a sampled step reduces
   // the float32 bucket exactly too): each gradient goes straight into the wire's dtype as
   // it comes in (MarkReady), instead of into the float32 bucket, to be cast at launch.
@@ -329,7 +330,7 @@ struct DataParallelEngine::State {
   // Sampled steps also reduce a copy of each bucket exactly (float32), for the error.
   // Never in a timed step: the extra reduction and copy would be measured too.
   bool SampleError() const {
-    return !timing && options.gradient_error_every > 0 &&
+    return !timing && !sampling_paused && options.gradient_error_every > 0 &&
            synced_steps % options.gradient_error_every == 0 &&
            (hook || options.comm_dtype != at::ScalarType::Undefined);
   }
@@ -1049,6 +1050,8 @@ absl::Status DataParallelEngine::EndBackward() {
   }
   return absl::OkStatus();
 }
+
+void DataParallelEngine::PauseErrorSampling(bool paused) { state_->sampling_paused = paused; }
 
 void DataParallelEngine::StartTiming(bool bucket_times) {
   timing_ = true;

@@ -135,6 +135,10 @@ class DataParallelEngine {
   // An error when a parameter that should have received a gradient did not.
   absl::Status EndBackward();
 
+  // While paused, no step samples the gradient error (steps being profiled, which should
+  // look like measured ones). Timed steps are never sampled either way.
+  void PauseErrorSampling(bool paused);
+
   // Times the exposed communication of the synced steps between the two calls. On a
   // GPU the events are read (waited for) only in FinishTiming. `bucket_times`: also each
   // collective's duration, where c10d measures it (NCCL with TORCH_NCCL_ENABLE_TIMING);

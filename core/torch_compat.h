@@ -153,6 +153,25 @@ inline void CopyEach(at::TensorList dst, at::TensorList src) {
 #endif
 }
 
+// A profiler event's (torch::autograd::profiler::KinetoEvent's) start and duration in
+// nanoseconds: LibTorch 1.13 gives microseconds, 2.x nanoseconds.
+template <typename Event>
+int64_t ProfilerEventStartNs(const Event& event) {
+#if TORCH_VERSION_MAJOR >= 2
+  return static_cast<int64_t>(event.startNs());
+#else
+  return static_cast<int64_t>(event.startUs()) * 1000;
+#endif
+}
+template <typename Event>
+int64_t ProfilerEventDurationNs(const Event& event) {
+#if TORCH_VERSION_MAJOR >= 2
+  return static_cast<int64_t>(event.durationNs());
+#else
+  return static_cast<int64_t>(event.durationUs()) * 1000;
+#endif
+}
+
 }  // namespace ddplab::compat
 
 #endif  // DDPLAB_CORE_TORCH_COMPAT_H_

@@ -32,6 +32,7 @@
 #include "core/nvtx.h"
 #include "core/sgd.h"
 #include "core/synthetic_data.h"
+#include "core/torch_profile.h"
 #include "core/vit.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -300,7 +301,10 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
 
   const int warmup = static_cast<int>(e.steps().warmup());
   const int measured = static_cast<int>(e.steps().measured());
-  const int total = warmup + measured + static_cast<int>(e.steps().cooldown());
+  // Profiled steps (TrainOptions::torch_profile_path) follow the measured ones.
+  const int profiled = options.torch_profile_path.empty() ? 0 : std::max(options.torch_profile_steps, 0);
+  const int total = warmup + measured + profiled + static_cast<int>(e.steps().cooldown());
+  std::unique_ptr<TorchProfile> profile;
   StepTimer timer(cuda, measured);
   std::vector<at::Tensor> losses;
   double host_wait_before = 0;
@@ -335,6 +339,16 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       if (engine) engine->StartTiming(/*bucket_times=*/e.profiling().bucket_timing());
       window_start = std::chrono::steady_clock::now();
     }
+    if (profiled > 0 && step == warmup + measured) {
+      if (engine) {
+        engine->WaitForUpdates();
+        engine->PauseErrorSampling(true);
+      }
+      Synchronize(device);
+      absl::StatusOr<std::unique_ptr<TorchProfile>> started = TorchProfile::Start(cuda);
+      if (!started.ok()) return started.status();
+      profile = std::move(*started);
+    }
     // The step's name is only built when NVTX is on: nothing on the hot path otherwise.
     NvtxRange batch_range(nvtx, nvtx ? absl::StrCat("Batch ", step).c_str() : "");
     if (timed) timer.Mark(m, kStart);
@@ -347,11 +361,13 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       Batch batch;
       {
         NvtxRange r(nvtx, "get batch");
+        RECORD_USER_SCOPE("get batch");  // for LibTorch's profiler, when on
         batch = data.Next();
       }
       if (timed && micro == 0) timer.Mark(m, kBatch);
       {
         NvtxRange r(nvtx, "forward");
+        RECORD_USER_SCOPE("forward");  // for LibTorch's profiler, when on
         loss = at::cross_entropy_loss(model->forward(batch.images), batch.labels);
         if (micro_batches > 1) loss = loss / micro_batches;
         // Nothing is left after a forward that waited stage by stage; backward must not
@@ -361,6 +377,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       if (timed && micro == 0) timer.Mark(m, kForward);
       {
         NvtxRange r(nvtx, "backward");
+        RECORD_USER_SCOPE("backward");  // for LibTorch's profiler, when on
         if (micro == 0) {
           if (engine) {
             engine->ZeroGrad();
@@ -384,6 +401,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     if (timed) timer.Mark(m, kBackward);
     {
       NvtxRange r(nvtx, "optimizer step");
+      RECORD_USER_SCOPE("optimizer step");  // for LibTorch's profiler, when on
       // With the optimizer overlapped, the engine updated every bucket's parameters as
       // its average came in.
       if (!engine || !engine->updated_parameters()) optimizer.Step();
@@ -392,6 +410,16 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     // The last micro-batch's loss, undivided.
     losses.push_back(micro_batches > 1 ? loss.detach() * static_cast<double>(micro_batches) : loss.detach());
     batch_range.End();
+    if (profile && step == warmup + measured + profiled - 1) {
+      if (engine) {
+        engine->WaitForUpdates();
+        engine->PauseErrorSampling(false);
+      }
+      Synchronize(device);
+      absl::StatusOr<TorchProfile::Summary> written = profile->StopAndWrite(options.torch_profile_path, rank);
+      profile.reset();
+      if (!written.ok()) return written.status();
+    }
     if (step == warmup + measured - 1) {
       if (engine) engine->WaitForUpdates();  // the last measured step's, in its time
       Synchronize(device);

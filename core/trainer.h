@@ -39,6 +39,11 @@ struct TrainOptions {
   // Where to write this rank's timeline of the measured steps (Chrome trace events, one
   // JSON array); empty: none. MergeTraces joins the ranks' files.
   std::string trace_path;
+  // Where to write this rank's LibTorch profiler trace (TorchProfile) of
+  // `torch_profile_steps` steps run after the measured ones (not measured, and never
+  // sampling the gradient error); empty: none.
+  std::string torch_profile_path;
+  int torch_profile_steps = 3;
 };
 
 // Joins per-rank trace files (JSON arrays of Chrome trace events) into one Chrome trace

@@ -1,5 +1,6 @@
 #include "core/trainer.h"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -117,6 +118,37 @@ TEST(TrainerTest, BackwardSmCarveoutTargetsTheThreadThatRunsBackward) {
   r = Train(e, {});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("distributed.backward_sm_carveout"), std::string::npos) << r.status();
+}
+
+// LibTorch's profiler over steps after the measured ones: a Chrome trace whose phases are
+// the profiled steps' (one "forward" and one "backward" scope each), with the operators
+// they ran; the measured figures do not include them.
+TEST(TrainerTest, TorchProfileTracesTheStepsAfterTheMeasuredOnes) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/tiny.torch_trace.json");
+  std::remove(path.c_str());
+  TrainOptions options;
+  options.torch_profile_path = path;
+  options.torch_profile_steps = 2;
+  absl::StatusOr<v1::RunResult> r = Train(Tiny(3), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->measured_steps(), 3u);
+  EXPECT_EQ(r->loss_size(), 2 + 3 + 2);  // warm-up, measured, profiled
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string trace = text.str();
+  ASSERT_EQ(trace.rfind("{\"traceEvents\": [", 0), 0u) << trace.substr(0, 200);
+  auto count = [&](const std::string& needle) {
+    int n = 0;
+    for (size_t at = trace.find(needle); at != std::string::npos; at = trace.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("{\"name\": \"forward\", \"cat\": \"cpu\""), 2);
+  EXPECT_EQ(count("{\"name\": \"backward\", \"cat\": \"cpu\""), 2);
+  EXPECT_EQ(count("{\"name\": \"optimizer step\", \"cat\": \"cpu\""), 2);
+  EXPECT_GT(count("\"name\": \"aten::addmm\""), 0);
+  EXPECT_EQ(trace.substr(trace.size() - 3), "]}\n");
 }
 
 }  // namespace

@@ -74,7 +74,11 @@ ABSL_FLAG(bool, skip_completed, false,
           "crash picks up where the suite stopped).");
 ABSL_FLAG(std::string, profile, "none",
           "nsys: run every worker under Nsight Systems, capturing the measured steps "
-          "(cudaProfilerApi range) with CUDA, NVTX, OS runtime and NCCL traces, one report per rank.");
+          "(cudaProfilerApi range) with CUDA, NVTX, OS runtime and NCCL traces, one report per rank. "
+          "torch: LibTorch's own profiler (Kineto, CUPTI on GPUs) over --profile_steps steps run "
+          "after the measured ones, one Chrome trace per rank (<experiment>.torch_trace.rank<R>.json "
+          "beside the results): every operator, and every kernel on the stream that ran it.");
+ABSL_FLAG(int, profile_steps, 3, "With --profile=torch: how many steps to profile (1 to 100).");
 ABSL_FLAG(std::string, progress_label, "", "Shown before the progress line (workers get this).");
 
 namespace ddplab {
@@ -204,8 +208,13 @@ int Main(int argc, char** argv) {
                    "--profile; every run writes a Chrome trace of its measured steps anyway.\n";
       return 2;
     }
-  } else if (absl::GetFlag(FLAGS_profile) != "none") {
-    std::cerr << "vit_ddp: --profile=" << absl::GetFlag(FLAGS_profile) << ": expected none or nsys\n";
+  } else if (absl::GetFlag(FLAGS_profile) != "none" && absl::GetFlag(FLAGS_profile) != "torch") {
+    std::cerr << "vit_ddp: --profile=" << absl::GetFlag(FLAGS_profile) << ": expected none, nsys or torch\n";
+    return 2;
+  }
+  const bool torch_profile = absl::GetFlag(FLAGS_profile) == "torch";
+  if (torch_profile && (absl::GetFlag(FLAGS_profile_steps) < 1 || absl::GetFlag(FLAGS_profile_steps) > 100)) {
+    std::cerr << "vit_ddp: --profile_steps=" << absl::GetFlag(FLAGS_profile_steps) << ": expected 1 to 100\n";
     return 2;
   }
 
@@ -323,6 +332,10 @@ int Main(int argc, char** argv) {
         args.push_back(a);
       }
       for (const std::string& dir : dirs) args.push_back(absl::StrCat("--plugin_dir=", dir));
+      if (torch_profile) {
+        args.push_back("--profile=torch");
+        args.push_back(absl::StrCat("--profile_steps=", absl::GetFlag(FLAGS_profile_steps)));
+      }
       LaunchOptions launch;
       launch.nproc_per_node = per_node;
       launch.nnodes = absl::GetFlag(FLAGS_nnodes);
@@ -381,6 +394,11 @@ int Main(int argc, char** argv) {
     }
     train.trace_path = absl::StrCat(run_dir, "/", experiment.name(), ".trace.rank",
                                     is_worker ? (*worker)->rank : 0, ".json");
+    if (torch_profile) {
+      train.torch_profile_path = absl::StrCat(run_dir, "/", experiment.name(), ".torch_trace.rank",
+                                              is_worker ? (*worker)->rank : 0, ".json");
+      train.torch_profile_steps = absl::GetFlag(FLAGS_profile_steps);
+    }
     absl::StatusOr<v1::RunResult> result = Train(experiment, train);
     if (!result.ok()) {
       std::cerr << "vit_ddp: " << experiment.name() << ": " << result.status().message() << "\n";

@@ -1,0 +1,127 @@
+#include "core/torch_profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <vector>
+
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/torch_compat.h"
+
+namespace ddplab {
+namespace {
+
+namespace profiler = torch::autograd::profiler;
+using torch::profiler::impl::ActivityType;
+using torch::profiler::impl::ProfilerConfig;
+using torch::profiler::impl::ProfilerState;
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TorchProfile>> TorchProfile::Start(bool cuda) {
+  ProfilerConfig config(ProfilerState::KINETO);
+  std::set<ActivityType> activities{ActivityType::CPU};
+  if (cuda) activities.insert(ActivityType::CUDA);
+  try {
+    profiler::prepareProfiler(config, activities);
+    profiler::enableProfiler(config, activities);
+  } catch (const std::exception& e) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("LibTorch's profiler did not start: ", compat::WhatWithoutBacktrace(e)));
+  }
+  std::unique_ptr<TorchProfile> profile(new TorchProfile());
+  profile->running_ = true;
+  return profile;
+}
+
+TorchProfile::~TorchProfile() {
+  if (!running_) return;
+  try {
+    (void)profiler::disableProfiler();
+  } catch (...) {
+  }
+}
+
+absl::StatusOr<TorchProfile::Summary> TorchProfile::StopAndWrite(const std::string& path, int rank) {
+  if (!running_) return absl::FailedPreconditionError("the profiler was already stopped");
+  running_ = false;
+  std::unique_ptr<profiler::ProfilerResult> result;
+  try {
+    result = profiler::disableProfiler();
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("LibTorch's profiler did not stop: ", compat::WhatWithoutBacktrace(e)));
+  }
+  if (!result) return absl::InternalError("LibTorch's profiler returned no result");
+  const auto& events = result->events();
+  int64_t origin_ns = 0;
+  bool any = false;
+  for (const auto& e : events) {
+    const int64_t start = compat::ProfilerEventStartNs(e);
+    if (start <= 0) continue;
+    origin_ns = any ? std::min(origin_ns, start) : start;
+    any = true;
+  }
+  const int cpu_pid = 2 * rank, gpu_pid = 2 * rank + 1;
+  Summary summary;
+  std::string body;
+  absl::StrAppendFormat(&body,
+                        "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": "
+                        "\"rank %d CPU\"}},\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
+                        "\"args\": {\"name\": \"rank %d GPU\"}}",
+                        cpu_pid, rank, gpu_pid, rank);
+  for (const auto& e : events) {
+    const int64_t start = compat::ProfilerEventStartNs(e);
+    if (start <= 0) continue;  // an instant the profiler did not time
+    const bool gpu = e.deviceType() == c10::DeviceType::CUDA;
+    const double ts_us = static_cast<double>(start - origin_ns) / 1e3;
+    const double dur_us = static_cast<double>(std::max<int64_t>(compat::ProfilerEventDurationNs(e), 0)) / 1e3;
+    if (gpu) {
+      ++summary.gpu_events;
+      absl::StrAppendFormat(&body,
+                            ",\n{\"name\": %s, \"cat\": \"gpu\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
+                            "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"stream\": %d, \"correlation\": %d}}",
+                            JsonString(e.name()), gpu_pid, e.deviceResourceId(), ts_us, dur_us,
+                            e.deviceResourceId(), e.correlationId());
+    } else {
+      ++summary.cpu_events;
+      absl::StrAppendFormat(&body,
+                            ",\n{\"name\": %s, \"cat\": \"cpu\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
+                            "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"correlation\": %d}}",
+                            JsonString(e.name()), cpu_pid, e.startThreadId(), ts_us, dur_us,
+                            e.correlationId());
+    }
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "{\"traceEvents\": [\n" << body << "\n]}\n";
+    out.close();
+    if (!out) return absl::InternalError(absl::StrCat("could not write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("could not rename ", tmp, " to ", path));
+  }
+  return summary;
+}
+
+}  // namespace ddplab
