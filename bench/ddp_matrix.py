@@ -240,6 +240,10 @@ def main():
                    help="seconds after start: no new run after (0: none); the table still comes")
     p.add_argument("--before", default="",
                    help="another vit_ddp binary (with its .runfiles beside it), run after ours in each repetition")
+    p.add_argument("--ddplab_args", default="",
+                   help="more arguments for every vit_ddp run, space-separated (e.g. --profile=torch)")
+    p.add_argument("--skip_pytorch", action="store_true",
+                   help="ddplab only: no PyTorch runs (no ratios against PyTorch in the table)")
     a = p.parse_args()
     start = time.time()
     out = prepare_output(a.out)
@@ -289,11 +293,12 @@ def main():
                 continue
             print(f"{key} rep {rep}", flush=True)
             run(["bazel-bin/experiments/vit_ddp", f"--experiment={textproto}",
-                 f"--output_dir={out}/ddplab/{key}/{rep}"], f"{out}/logs/ddplab_{key}_{rep}.log")
+                 f"--output_dir={out}/ddplab/{key}/{rep}"] + a.ddplab_args.split(),
+                f"{out}/logs/ddplab_{key}_{rep}.log")
             if a.before and meta["gpus"] > 1:
                 run([a.before, f"--experiment={textproto}", f"--output_dir={out}/before/{key}/{rep}"],
                     f"{out}/logs/before_{key}_{rep}.log")
-            if "pytorch_key" in meta:
+            if "pytorch_key" in meta or a.skip_pytorch:
                 continue
             os.makedirs(f"{out}/pytorch/{key}", exist_ok=True)
             py = pytorch_command(meta["gpus"], a.warmup, a.measured, f"{out}/pytorch/{key}/{rep}.json", args,

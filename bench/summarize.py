@@ -37,21 +37,23 @@ def main():
         # A variant PyTorch has no setting for shares its base configuration's PyTorch runs.
         theirs_key = meta.get("pytorch_key", config)
         theirs = [load(f) for f in sorted(glob.glob(os.path.join(a.dir, "pytorch", theirs_key, "*.json")))]
-        if not ours or not theirs:
+        if not ours:
             continue
+        # Without PyTorch's runs (ddp_matrix.py --skip_pytorch) its fields are None.
+        theirs_median = (lambda field: statistics.median(r[field] for r in theirs)) if theirs else (lambda field: None)
         row = dict(meta)
         row.update({
             "ddplab_steps_per_s": statistics.median(r["steps_per_s"] for r in ours),
-            "pytorch_steps_per_s": statistics.median(r["steps_per_s"] for r in theirs),
+            "pytorch_steps_per_s": theirs_median("steps_per_s"),
             "ddplab_peak_gib": statistics.median(r["peak_memory_gib"] for r in ours),
-            "pytorch_peak_gib": statistics.median(r["peak_memory_gib"] for r in theirs),
+            "pytorch_peak_gib": theirs_median("peak_memory_gib"),
             "ddplab_runs_steps_per_s": [round(r["steps_per_s"], 4) for r in ours],
             "pytorch_runs_steps_per_s": [round(r["steps_per_s"], 4) for r in theirs],
             "ddplab_tflops_per_gpu": statistics.median(r["tflops_per_gpu"] for r in ours),
             "ddplab_data_wait_fraction": max(r["data_wait_fraction"] for r in ours),
             "ddplab_phases_ms": ours[len(ours) // 2]["phases"],
         })
-        row["ratio"] = row["ddplab_steps_per_s"] / row["pytorch_steps_per_s"]
+        row["ratio"] = row["ddplab_steps_per_s"] / row["pytorch_steps_per_s"] if theirs else None
         exposed = [r.get("exposed_comm_ms") for r in ours if r.get("engine")]
         if exposed:
             row["ddplab_exposed_comm_ms"] = statistics.median(exposed)
@@ -76,14 +78,16 @@ def main():
     if single:
         for r in rows:
             r["ddplab_vs_single_gpu"] = r["ddplab_steps_per_s"] / single["ddplab_steps_per_s"]
-            r["pytorch_vs_single_gpu"] = r["pytorch_steps_per_s"] / single["pytorch_steps_per_s"]
+            if r["pytorch_steps_per_s"] and single["pytorch_steps_per_s"]:
+                r["pytorch_vs_single_gpu"] = r["pytorch_steps_per_s"] / single["pytorch_steps_per_s"]
     # The same over the single-GPU step with compute on a high-priority stream, where it
     # was measured (the tuned configurations run theirs so).
     high = next((r for r in rows if r["config"] == "single_gpu_high_priority"), None)
     if high:
         for r in rows:
             r["ddplab_vs_single_gpu_high_priority"] = r["ddplab_steps_per_s"] / high["ddplab_steps_per_s"]
-            r["pytorch_vs_single_gpu_high_priority"] = r["pytorch_steps_per_s"] / high["pytorch_steps_per_s"]
+            if r["pytorch_steps_per_s"] and high["pytorch_steps_per_s"]:
+                r["pytorch_vs_single_gpu_high_priority"] = r["pytorch_steps_per_s"] / high["pytorch_steps_per_s"]
     result = dict(env)
     result["bench"] = a.name
     result["rows"] = rows
@@ -97,9 +101,9 @@ def main():
           f"{'ratio':>7}{'d/1gpu':>7}{'p/1gpu':>7}{'d GiB':>7}{'p GiB':>7}{'exposed ms':>11}{'grad err':>9}")
     for r in rows:
         print(f"{r['config']:<30}{r['gpus']:>4} {r['transport']:<9}{r['ddplab_steps_per_s']:>9.3f}"
-              f"{r['pytorch_steps_per_s']:>10.3f}{r['ratio']:>7.3f}"
+              f"{r['pytorch_steps_per_s'] or 0:>10.3f}{r['ratio'] or 0:>7.3f}"
               f"{r.get('ddplab_vs_single_gpu', 0):>7.3f}{r.get('pytorch_vs_single_gpu', 0):>7.3f}"
-              f"{r['ddplab_peak_gib']:>7.2f}{r['pytorch_peak_gib']:>7.2f}"
+              f"{r['ddplab_peak_gib']:>7.2f}{r['pytorch_peak_gib'] or 0:>7.2f}"
               f"{r.get('ddplab_exposed_comm_ms', 0):>11.2f}{r.get('ddplab_gradient_error', 0):>9.1e}")
     compared = [r for r in rows if "before_steps_per_s" in r]
     if compared:

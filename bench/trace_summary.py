@@ -7,10 +7,12 @@ measured ones: the trainer's phase scopes ("get batch", "forward", "backward",
 memset on the stream that ran it, with the correlation id that ties a kernel to its
 launch. For each trace this prints, per profiled step (means over the steps):
 
-- each phase's GPU work on the compute stream (the stream of the forward's kernels):
-  span from its first kernel's start to its last kernel's end, and the kernels' summed
-  time (span - sum = the stream idle inside the phase: waiting for another stream or
-  for launches);
+- each phase's GPU work on the compute stream (the stream of the forward's kernels): how
+  long the stream was idle between the previous phase's last kernel and this phase's
+  first, the span from its first kernel's start to its last kernel's end, and the
+  kernels' summed time (span - sum = the stream idle inside the phase: waiting for
+  another stream or for launches); means over the steps after the first, which starts
+  on an idle GPU;
 - the step: from the first forward kernel to the next step's first forward kernel;
 - every other stream: its busy time, and how much of it ran beside the compute
   stream's kernels.
@@ -25,6 +27,7 @@ import sys
 from collections import defaultdict
 
 PHASES = ("forward", "backward", "optimizer step")
+SCOPES = PHASES + ("get batch",)
 
 
 def union_length(intervals):
@@ -65,11 +68,21 @@ def merge(intervals):
     return [(a, b) for a, b in out]
 
 
+def kernel_family(name):
+    """A kernel's name without its template arguments and parameters, for comparing runs."""
+    for cut in ("<", "("):
+        if cut in name:
+            name = name[: name.index(cut)]
+    return name.replace("void ", "").strip()[:80]
+
+
 def summarize(path):
     with open(path) as f:
         events = json.load(f)["traceEvents"]
     cpu = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu"]
-    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") == "gpu"]
+    # The profiler also puts each user scope on the GPU's timeline (the span of the work
+    # launched inside it); those are not kernels.
+    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") == "gpu" and e["name"] not in SCOPES]
     if not gpu:
         raise SystemExit(f"{path}: no GPU events (a CPU run, or LibTorch without CUPTI)")
     # Phase scopes, in time order; each step starts with its "forward".
@@ -106,20 +119,33 @@ def summarize(path):
 
     forwards = [s for s in scopes if s["name"] == "forward"]
     steps = len(forwards)
-    per_phase = {p: {"span_ms": 0.0, "kernels_ms": 0.0, "count": 0} for p in PHASES}
+    # Means over the steps after the first: the first starts on an idle GPU (the trainer
+    # synchronizes before the profiler starts), so its launches pace it.
+    per_phase = {p: {"before_ms": 0.0, "span_ms": 0.0, "kernels_ms": 0.0, "count": 0, "steps": 0} for p in PHASES}
+    previous_end = None
     for s in scopes:
         ks = [k for k in by_phase[id(s)] if k["args"]["stream"] == compute]
         if not ks:
             continue
         a = min(k["ts"] for k in ks)
         b = max(k["ts"] + k["dur"] for k in ks)
-        d = per_phase[s["name"]]
-        d["span_ms"] += (b - a) / 1e3
-        d["kernels_ms"] += sum(k["dur"] for k in ks) / 1e3
-        d["count"] += len(ks)
+        if s["ts"] >= forwards[min(1, steps - 1)]["ts"] and previous_end is not None:
+            d = per_phase[s["name"]]
+            d["before_ms"] += max(a - previous_end, 0.0) / 1e3
+            d["span_ms"] += (b - a) / 1e3
+            d["kernels_ms"] += sum(k["dur"] for k in ks) / 1e3
+            d["count"] += len(ks)
+            d["steps"] += 1
+            for k in ks:
+                names = d.setdefault("by_kernel_ms", defaultdict(float))
+                names[kernel_family(k["name"])] += k["dur"] / 1e3
+        previous_end = b
     for d in per_phase.values():
+        n = max(d.pop("steps"), 1)
+        by_kernel = d.pop("by_kernel_ms", {})
         for key in d:
-            d[key] /= max(steps, 1)
+            d[key] /= n
+        d["by_kernel_ms"] = {name: ms / n for name, ms in by_kernel.items()}
     # Step time on the GPU: between consecutive forwards' first compute kernels.
     firsts = []
     for s in forwards:
@@ -170,6 +196,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("traces", nargs="+")
     parser.add_argument("--json", help="write the summaries here too")
+    parser.add_argument("--top", type=int, default=6,
+                        help="kernels whose time per phase differs most from the first trace's (0: none)")
     args = parser.parse_args()
     out = []
     for path in args.traces:
@@ -179,8 +207,17 @@ def main():
         step = f"{s['step_ms']:.2f}" if s["step_ms"] is not None else "-"
         print(f"  step {step} ms on the GPU, compute stream busy {s['compute_busy_ms']:.2f} ms")
         for p, d in s["phases"].items():
-            print(f"  {p:15s} span {d['span_ms']:7.2f} ms  kernels {d['kernels_ms']:7.2f} ms  "
-                  f"idle inside {d['span_ms'] - d['kernels_ms']:6.2f} ms  ({d['count']:.0f} kernels)")
+            print(f"  {p:15s} waited {d['before_ms']:5.2f} ms, then span {d['span_ms']:7.2f} ms, kernels "
+                  f"{d['kernels_ms']:7.2f} ms, idle inside {d['span_ms'] - d['kernels_ms']:6.2f} ms "
+                  f"({d['count']:.0f} kernels)")
+        if args.top and out[0] is not s:
+            for p in PHASES:
+                mine, base = s["phases"][p]["by_kernel_ms"], out[0]["phases"][p]["by_kernel_ms"]
+                delta = {n: mine.get(n, 0.0) - base.get(n, 0.0) for n in set(mine) | set(base)}
+                top = sorted(delta.items(), key=lambda kv: -abs(kv[1]))[: args.top]
+                if top:
+                    print(f"    {p} against the first trace: " +
+                          ", ".join(f"{n} {ms:+.2f}" for n, ms in top if abs(ms) >= 0.01))
         for stream, d in sorted(s["other_streams"].items(), key=lambda kv: -kv[1]["busy_ms"]):
             print(f"  stream {stream:>4s}: busy {d['busy_ms']:6.2f} ms, beside compute {d['beside_compute_ms']:6.2f} ms, "
                   f"{d['kernels']} kernels, mostly {d['top_kernel']}")

@@ -34,6 +34,9 @@ def trace(steps=3):
         events.append({"name": "optimizer step", "cat": "cpu", "ph": "X", "pid": 0, "tid": 1,
                        "ts": o + 8, "dur": 1, "args": {"correlation": 0}})
         launch(o + 8.5, 7, o + 50, 5, "opt")
+        # The profiler's GPU span of a scope, which is no kernel.
+        events.append({"name": "backward", "cat": "gpu", "ph": "X", "pid": 1, "tid": 7, "ts": o + 20,
+                       "dur": 70, "args": {"stream": 7, "correlation": 1}})
     return {"traceEvents": events}
 
 
@@ -49,6 +52,8 @@ class TraceSummaryTest(unittest.TestCase):
         self.assertAlmostEqual(s["step_ms"], 0.060)
         self.assertAlmostEqual(s["compute_busy_ms"], 0.052)
         f = s["phases"]["forward"]
+        self.assertAlmostEqual(f["before_ms"], 0.005)  # the optimizer's kernel ends at 55, next forward at 60
+        self.assertAlmostEqual(s["phases"]["backward"]["before_ms"], 0.0)
         self.assertAlmostEqual(f["span_ms"], 0.020)
         self.assertAlmostEqual(f["kernels_ms"], 0.017)
         self.assertAlmostEqual(s["phases"]["backward"]["span_ms"], 0.030)
