@@ -157,6 +157,9 @@ SM_VARIANT = re.compile(r"^(?P<base>.+)_sm(?P<carveout>[0-9]+)$")
 # fused kernels (powersgd.disable_fused_kernels). PyTorch's hook has neither setting: its
 # row is the base's.
 POWERSGD_SUFFIXES = {"_bf16state": "bf16_state: true", "_aten": "disable_fused_kernels: true"}
+# Variants of any configuration, `<config><suffix>`: `_lt` starts the engine's collectives
+# from a thread of its own (the launch_thread plugin). PyTorch's row is the base's.
+PLUGIN_SUFFIXES = {"_lt": "plugin { launch_thread {} }"}
 
 
 def config_entry(config):
@@ -174,6 +177,11 @@ def config_entry(config):
             if "powersgd {" not in plugins:
                 sys.exit(f"ddp_matrix.py: {config!r}: {stem!r} has no powersgd plugin for {setting.split(':')[0]}")
             return plugins.replace("powersgd {", "powersgd { " + setting), args, nccl_env, fields, base or stem
+    for suffix, plugin in PLUGIN_SUFFIXES.items():
+        if config.endswith(suffix) and config not in CONFIGS:
+            stem = config[:-len(suffix)]
+            plugins, args, nccl_env, fields, base = config_entry(stem)
+            return f"{plugins} {plugin}", args, nccl_env, fields, base or stem
     if config not in CONFIGS:
         sys.exit(f"ddp_matrix.py: unknown configuration {config!r}")
     nccl_env, fields = EXTRA.get(config, ({}, ""))

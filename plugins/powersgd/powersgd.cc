@@ -33,6 +33,7 @@
 // higher rank), and launching them from autograd's thread held back backward's own
 // launches. The engine waits for the result only after backward.
 #include <algorithm>
+#include <cstdlib>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -227,6 +228,8 @@ class PowerSgdHook : public ddplab::CommHook {
           const c10::DeviceIndex device = task.bucket.buffer.device().index();
           c10::cuda::CUDAGuard device_guard(device);
           if (!stream_) stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+          static const bool host_wait = std::getenv("DDPLAB_WAIT_ON_HOST") != nullptr;  // EXPERIMENT
+          if (host_wait) task.ready->synchronize();
           task.ready->block(*stream_);
           // Autograd's gradients are read here, on our stream, and dropped (in Reduce) once
           // the reads are queued: the caching allocator must not hand their memory out
