@@ -533,8 +533,6 @@ struct DataParallelEngine::State {
         if (job.ready) {
           // c10d orders its collective after the calling thread's current stream.
           c10::cuda::CUDAStreamGuard guard(*launch_stream);
-          static const bool host_wait = std::getenv("DDPLAB_WAIT_ON_HOST") != nullptr;  // EXPERIMENT
-          if (host_wait) job.ready->synchronize();
           job.ready->block(*launch_stream);
           mean = StartReduction(job.index, std::move(job.tensors));
         } else

@@ -33,7 +33,6 @@
 // higher rank), and launching them from autograd's thread held back backward's own
 // launches. The engine waits for the result only after backward.
 #include <algorithm>
-#include <cstdlib>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -228,8 +227,14 @@ class PowerSgdHook : public ddplab::CommHook {
           const c10::DeviceIndex device = task.bucket.buffer.device().index();
           c10::cuda::CUDAGuard device_guard(device);
           if (!stream_) stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
-          static const bool host_wait = std::getenv("DDPLAB_WAIT_ON_HOST") != nullptr;  // EXPERIMENT
-          if (host_wait) task.ready->synchronize();
+          // The step's first bucket is queued only once backward has made it, waited for
+          // here on the host. The host runs far ahead of the GPU, so it would otherwise
+          // queue the bucket (and the ones after it) during the forward, behind a wait on
+          // the compute stream; with that waiting work queued, the forward's kernels ran
+          // with a few microseconds between them instead of about one (LibTorch's profiler
+          // on 4 H200: 0.26 ms of a 28 ms forward; bench/NOTES.md). Later buckets are
+          // queued at once: waiting for the last would leave its work exposed.
+          if (task.bucket.index == 0) task.ready->synchronize();
           task.ready->block(*stream_);
           // Autograd's gradients are read here, on our stream, and dropped (in Reduce) once
           // the reads are queued: the caching allocator must not hand their memory out
