@@ -52,6 +52,19 @@ cudaError_t ProjectTransposed(int64_t batch, const void* const* m, State state, 
 cudaError_t ExpandAndSubtract(int64_t batch, void* const* m, State state, const float* p, const float* q,
                               float* const* out, int64_t rows, int64_t cols, int r, cudaStream_t stream);
 
+// Orthonormalizes the columns of each of `batch` matrices P ([batch, rows, r],
+// contiguous), in place, one launch for the batch: `passes` passes of modified
+// Gram-Schmidt; in each, column j's part orthogonal to the earlier columns is normalized
+// where its length exceeds `dependent` times column j's length at the start of the pass,
+// and zeroed where it does not (a dependent or zero column stays zero).
+cudaError_t Orthonormalize(int64_t batch, float* p, int64_t rows, int r, int passes, float dependent,
+                           cudaStream_t stream);
+
+// next = q with each all-zero column of each matrix replaced by fill's; q, fill and next
+// are [batch, cols, r], contiguous.
+cudaError_t ReplaceZeroColumns(int64_t batch, const float* q, const float* fill, float* next, int64_t cols, int r,
+                               cudaStream_t stream);
+
 }  // namespace ddplab::powersgd::fused
 
 #endif  // DDPLAB_PLUGINS_POWERSGD_FUSED_H_

@@ -134,6 +134,82 @@ INSTANTIATE_TEST_SUITE_P(
         Case{1, 5, 3, 2, false, false, false, true}, Case{1, 1, 4096, 1, true, true, true, false}),
     CaseName);
 
+// powersgd.cc's GramSchmidt, in double: `passes` passes over [batch, rows, r].
+at::Tensor GramSchmidtReference(at::Tensor p, int passes, double dependent) {
+  const int64_t r = p.size(2);
+  for (int pass = 0; pass < passes; ++pass) {
+    at::Tensor threshold = p.norm(2, {1}, /*keepdim=*/true).mul_(dependent);
+    for (int64_t j = 0; j < r; ++j) {
+      at::Tensor col = p.narrow(2, j, 1);
+      at::Tensor norm = col.norm(2, {1}, /*keepdim=*/true);
+      col.mul_(at::where(norm > threshold.narrow(2, j, 1), norm.reciprocal(), 0.0));
+      if (j + 1 < r) {
+        at::Tensor rest = p.narrow(2, j + 1, r - j - 1);
+        rest.sub_(at::bmm(col, at::bmm(col.transpose(1, 2), rest)));
+      }
+    }
+  }
+  return p;
+}
+
+// One launch orthonormalizes a batch as Gram-Schmidt does: random columns, a zero column
+// and a dependent one (twice an earlier column plus rounding-sized noise), which both
+// come out zero; the others orthonormal.
+TEST(FusedTest, OrthonormalizeMatchesGramSchmidt) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  for (int r : {1, 2, 3, 4, 8}) {
+    for (int64_t rows : {1, 37, 1024, 4096}) {
+      if (rows < r) continue;
+      for (int passes : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << "rank " << r << ", rows " << rows << ", passes " << passes);
+        torch::manual_seed(r * 1000 + rows + passes);
+        const int64_t batch = 3;
+        at::Tensor p = at::randn({batch, rows, r}, at::TensorOptions().dtype(at::kDouble));
+        if (r >= 3) {
+          p.select(0, 1).select(1, 1).zero_();
+          p.select(0, 2).select(1, 2).copy_(p.select(0, 2).select(1, 0) * 2 +
+                                            1e-9 * at::randn({rows}, at::TensorOptions().dtype(at::kDouble)));
+        }
+        at::Tensor device = p.to(at::kFloat).to(at::kCUDA);
+        ASSERT_EQ(Orthonormalize(batch, device.data_ptr<float>(), rows, r, passes, 1e-4f, stream), cudaSuccess);
+        at::Tensor expected = GramSchmidtReference(p.to(at::kFloat).to(at::kDouble), passes, 1e-4);
+        at::Tensor got = device.cpu().to(at::kDouble);
+        EXPECT_LT((got - expected).abs().max().item<double>(), 2e-5);
+        if (r >= 3) {
+          EXPECT_EQ(got.select(0, 1).select(1, 1).abs().max().item<double>(), 0.0);
+          EXPECT_EQ(got.select(0, 2).select(1, 2).abs().max().item<double>(), 0.0);
+        }
+        // P^T P: 1 on the kept columns, 0 elsewhere.
+        at::Tensor gram = at::bmm(got.transpose(1, 2), got);
+        at::Tensor kept = (got.norm(2, {1}) > 0).to(at::kDouble);  // [batch, r]
+        EXPECT_LT((gram - at::diag_embed(kept)).abs().max().item<double>(), passes == 2 || r == 1 ? 1e-5 : 1e-3);
+      }
+    }
+  }
+}
+
+// Zero columns of Q take the fill's; the rest is Q's, bit for bit.
+TEST(FusedTest, ReplaceZeroColumns) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  for (int r : {1, 4, 8}) {
+    for (int64_t cols : {1, 100, 4096}) {
+      SCOPED_TRACE(::testing::Message() << "rank " << r << ", cols " << cols);
+      const auto cuda = at::TensorOptions().device(at::kCUDA);
+      at::Tensor q = at::randn({2, cols, r}, cuda), fill = at::randn({2, cols, r}, cuda);
+      q.select(0, 1).select(1, r - 1).zero_();
+      at::Tensor next = at::empty_like(q);
+      ASSERT_EQ(ReplaceZeroColumns(2, q.data_ptr<float>(), fill.data_ptr<float>(), next.data_ptr<float>(), cols, r,
+                                   stream),
+                cudaSuccess);
+      at::Tensor expected = q.clone();
+      expected.select(0, 1).select(1, r - 1).copy_(fill.select(0, 1).select(1, r - 1));
+      EXPECT_TRUE(at::equal(next, expected));
+    }
+  }
+}
+
 TEST(FusedTest, RefusesRanksItWasNotBuiltFor) {
   EXPECT_FALSE(Supports(1024, 0));
   EXPECT_FALSE(Supports(1024, kMaxRank + 1));
@@ -141,6 +217,8 @@ TEST(FusedTest, RefusesRanksItWasNotBuiltFor) {
   const void* m = nullptr;
   EXPECT_EQ(ProjectTransposed(1, &m, State::kFloat32, nullptr, nullptr, nullptr, 16, 16, kMaxRank + 1, nullptr),
             cudaErrorInvalidValue);
+  EXPECT_EQ(Orthonormalize(1, nullptr, 16, kMaxRank + 1, 1, 1e-4f, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(ReplaceZeroColumns(1, nullptr, nullptr, nullptr, 16, 0, nullptr), cudaErrorInvalidValue);
 }
 
 #else

@@ -16,8 +16,11 @@
 // On a GPU (float32 gradients, rank up to 8) the passes over the matrices run as three
 // kernels of our own (fused.h), each reading every matrix of a shape once in one launch:
 // M = G + error written over the error as P = M Q is summed; Q = M^T P; P Q^T into the
-// bucket as the error becomes M - P Q^T in place. Elsewhere (or with
-// disable_fused_kernels) they are ATen's products over the group's matrices stacked.
+// bucket as the error becomes M - P Q^T in place; and the small steps between them, P's
+// orthonormalization and the zero columns of the kept Q, one launch each per shape where
+// ATen's ops took some ten (LibTorch's profiler on 4 H200: 1,100 small launches a step at
+// rank 1, beside backward's kernels). Elsewhere (or with disable_fused_kernels) they are
+// ATen's products over the group's matrices stacked.
 //
 // With bf16_state, M and the error are kept in bfloat16 (in ATen's passes P = M Q,
 // Q = M^T P and M - P Q^T are then computed in bfloat16, P and Q cast; they are small).
@@ -408,11 +411,12 @@ class PowerSgdHook : public ddplab::CommHook {
       Mean(p_flat);
       sent_elements += p_flat.numel();
       for (Group& g : groups) {
-        Orthogonalize(g.p);
         if (g.fused) {
+          OrthonormalizeFused(g);
           ProjectTransposed(g);
           continue;
         }
+        Orthogonalize(g.p);
         const at::Tensor p = g.p.to(g.m.scalar_type());
         InStateDtype(g.m, g.q, [&](at::Tensor& q) { ddplab::powersgd::MulMtP(g.m, p, q); });
       }
@@ -420,7 +424,7 @@ class PowerSgdHook : public ddplab::CommHook {
       Mean(q_flat);
       sent_elements += q_flat.numel();
       for (Group& g : groups) {
-        if (warm_start_) KeepQ(g.parameters, g.q);
+        if (warm_start_) KeepQ(g.parameters, g.q, g.fused);
         if (g.fused) {
           ExpandAndSubtract(g);
           continue;
@@ -534,7 +538,35 @@ class PowerSgdHook : public ddplab::CommHook {
     }
     g.ms.clear();
   }
+
+  // The group's P orthonormalized in one launch, as Orthogonalize does it in several per
+  // column: one pass of Gram-Schmidt at rank 1 (a normalization), two above (where
+  // Orthogonalize takes Householder QR for a few matrices: the same columns, to rounding).
+  void OrthonormalizeFused(Group& g) {
+    Check(ddplab::powersgd::fused::Orthonormalize(g.p.size(0), g.p.data_ptr<float>(), g.p.size(1),
+                                                  static_cast<int>(g.r), g.r == 1 ? 1 : 2,
+                                                  static_cast<float>(kDependentColumn),
+                                                  c10::cuda::getCurrentCUDAStream().stream()),
+          "Orthonormalize");
+  }
+
+  // q with its zero columns replaced by fill's, [batch, cols, r], in one launch.
+  static at::Tensor ReplaceZeroColumnsFused(const at::Tensor& q, const at::Tensor& fill) {
+    TORCH_INTERNAL_ASSERT(q.is_contiguous() && fill.is_contiguous() && q.sizes() == fill.sizes() &&
+                          q.scalar_type() == at::kFloat && fill.scalar_type() == at::kFloat);
+    at::Tensor next = at::empty_like(q);
+    Check(ddplab::powersgd::fused::ReplaceZeroColumns(q.size(0), q.data_ptr<float>(), fill.data_ptr<float>(),
+                                                      next.data_ptr<float>(), q.size(1), static_cast<int>(q.size(2)),
+                                                      c10::cuda::getCurrentCUDAStream().stream()),
+          "ReplaceZeroColumns");
+    return next;
+  }
 #else
+  void OrthonormalizeFused(Group&) { TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build"); }
+  static at::Tensor ReplaceZeroColumnsFused(const at::Tensor&, const at::Tensor&) {
+    TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build");
+    return at::Tensor();
+  }
   void AddAndProject(Group&, const at::Tensor&) { TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build"); }
   void ProjectTransposed(Group&) { TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build"); }
   void ExpandAndSubtract(Group&) { TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build"); }
@@ -575,7 +607,7 @@ class PowerSgdHook : public ddplab::CommHook {
   // gradient of low rank in one step does not confine the approximation to that rank in
   // every later step. Q is the same on every rank, and so are its zero columns and the
   // replacement. Computed on the device for the whole group at once: no synchronization.
-  void KeepQ(const std::vector<size_t>& parameters, const at::Tensor& q) {  // [batch, cols, r]
+  void KeepQ(const std::vector<size_t>& parameters, const at::Tensor& q, bool fused) {  // [batch, cols, r]
     at::Tensor& fill = refill_[parameters];
     if (!fill.defined()) {
       std::vector<at::Tensor> fills;
@@ -585,8 +617,13 @@ class PowerSgdHook : public ddplab::CommHook {
       }
       fill = at::stack(fills).to(q.options());
     }
-    at::Tensor zero = q.norm(2, {1}, /*keepdim=*/true) == 0;  // [batch, 1, r]
-    at::Tensor next = at::where(zero, fill, q);
+    at::Tensor next;
+    if (fused) {
+      next = ReplaceZeroColumnsFused(q, fill);  // one launch
+    } else {
+      at::Tensor zero = q.norm(2, {1}, /*keepdim=*/true) == 0;  // [batch, 1, r]
+      next = at::where(zero, fill, q);
+    }
     group_q_[parameters] = next;
     for (size_t i = 0; i < parameters.size(); ++i) q_[parameters[i]] = next.select(0, static_cast<int64_t>(i));
   }
