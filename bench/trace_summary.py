@@ -114,6 +114,8 @@ def summarize(path):
         if s["name"] == "forward":
             for k in by_phase[id(s)]:
                 forward_streams[k["args"]["stream"]] += k["dur"]
+    if not forward_streams:
+        raise SystemExit(f"{path}: no kernel launched inside a \"forward\" scope (a trace of vit_ddp --profile=torch?)")
     compute = max(forward_streams, key=forward_streams.get)
     compute_union = merge([(k["ts"], k["ts"] + k["dur"]) for k in streams[compute]])
 
@@ -129,9 +131,10 @@ def summarize(path):
             continue
         a = min(k["ts"] for k in ks)
         b = max(k["ts"] + k["dur"] for k in ks)
-        if s["ts"] >= forwards[min(1, steps - 1)]["ts"] and previous_end is not None:
+        # (With one step, that step.)
+        if s["ts"] >= forwards[min(1, steps - 1)]["ts"] and (previous_end is not None or steps == 1):
             d = per_phase[s["name"]]
-            d["before_ms"] += max(a - previous_end, 0.0) / 1e3
+            d["before_ms"] += max(a - previous_end, 0.0) / 1e3 if previous_end is not None else 0.0
             d["span_ms"] += (b - a) / 1e3
             d["kernels_ms"] += sum(k["dur"] for k in ks) / 1e3
             d["count"] += len(ks)

@@ -63,6 +63,17 @@ class TraceSummaryTest(unittest.TestCase):
         self.assertAlmostEqual(side["beside_compute_ms"], 0.025)
         self.assertEqual(side["top_kernel"], "side")
 
+    def test_one_step(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "t.json")
+            with open(path, "w") as f:
+                json.dump(trace(steps=1), f)
+            s = trace_summary.summarize(path)
+        self.assertEqual(s["steps"], 1)
+        self.assertIsNone(s["step_ms"])
+        self.assertAlmostEqual(s["phases"]["forward"]["span_ms"], 0.020)
+        self.assertAlmostEqual(s["phases"]["backward"]["kernels_ms"], 0.030)
+
     def test_cpu_only_trace_is_refused(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "t.json")

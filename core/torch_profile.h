@@ -1,7 +1,9 @@
 // LibTorch's own profiler (Kineto; on GPUs through CUPTI) around a few training steps,
-// written as a Chrome trace: every ATen operator and user scope on the threads that ran
-// them, and on a GPU every kernel, copy and memset on the stream that ran it. It needs no
-// tool beside LibTorch, where Nsight Systems may not be installed.
+// written as a Chrome trace: the ATen operators and user scopes of the thread that starts
+// it and of autograd's threads (which inherit its state; other threads', such as a
+// communication hook's worker, are not recorded), each CUDA runtime call, and on a GPU
+// every kernel, copy and memset on the stream that ran it, whichever thread launched it.
+// It needs no tool beside LibTorch, where Nsight Systems may not be installed.
 #ifndef DDPLAB_CORE_TORCH_PROFILE_H_
 #define DDPLAB_CORE_TORCH_PROFILE_H_
 
@@ -15,14 +17,14 @@ namespace ddplab {
 
 class TorchProfile {
  public:
-  // Starts profiling this process's CPU operators, and its GPU's activity when `cuda`.
-  // Fails if a profiler is already on (one at a time per process).
+  // Starts profiling this thread's (and autograd's) operators, and the GPU's activity
+  // when `cuda`. Fails if a profiler is already on for this thread.
   static absl::StatusOr<std::unique_ptr<TorchProfile>> Start(bool cuda);
   ~TorchProfile();  // stops profiling if Stop was not called
 
   struct Summary {
     int64_t cpu_events = 0;
-    int64_t gpu_events = 0;  // kernels, copies and memsets
+    int64_t gpu_events = 0;  // kernels, copies and memsets (not the scopes' GPU spans)
   };
   // Stops profiling and writes what was recorded to `path` as a Chrome trace (a JSON
   // object with "traceEvents", opened by Perfetto or chrome://tracing): process

@@ -307,7 +307,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
   std::unique_ptr<TorchProfile> profile;
   StepTimer timer(cuda, measured);
   std::vector<at::Tensor> losses;
-  double host_wait_before = 0;
+  double host_wait_before = 0, host_wait_after = 0;  // around the measured steps
   std::chrono::steady_clock::time_point window_start, window_end;
 
   auto last_progress = std::chrono::steady_clock::now();
@@ -419,11 +419,16 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       absl::StatusOr<TorchProfile::Summary> written = profile->StopAndWrite(options.torch_profile_path, rank);
       profile.reset();
       if (!written.ok()) return written.status();
+      if (cuda && written->gpu_events == 0) {
+        std::cerr << "rank " << rank << ": the profile " << options.torch_profile_path
+                  << " has no GPU activity: this LibTorch's profiler records none (no Kineto or CUPTI)\n";
+      }
     }
     if (step == warmup + measured - 1) {
       if (engine) engine->WaitForUpdates();  // the last measured step's, in its time
       Synchronize(device);
       window_end = std::chrono::steady_clock::now();
+      host_wait_after = data.host_wait_seconds();
       if (engine) engine->FinishTiming();
 #if defined(DDPLAB_CUDA)
       if (cuda) cudaProfilerStop();
@@ -501,7 +506,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
   // Step time from the wall clock: the events miss the gaps between steps.
   phases->set_step_ms(seconds * 1e3 / measured);
   r.set_data_wait_fraction(phases->get_batch_ms() / phases->step_ms());
-  r.set_host_data_wait_ms((data.host_wait_seconds() - host_wait_before) * 1e3 / measured);
+  r.set_host_data_wait_ms((host_wait_after - host_wait_before) * 1e3 / measured);
   for (const at::Tensor& loss : losses) r.add_loss(loss.item<float>());
   if (engine) {
     const EngineStats& stats = engine->stats();

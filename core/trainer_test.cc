@@ -120,9 +120,9 @@ TEST(TrainerTest, BackwardSmCarveoutTargetsTheThreadThatRunsBackward) {
   EXPECT_NE(r.status().message().find("distributed.backward_sm_carveout"), std::string::npos) << r.status();
 }
 
-// LibTorch's profiler over steps after the measured ones: a Chrome trace whose phases are
-// the profiled steps' (one "forward" and one "backward" scope each), with the operators
-// they ran; the measured figures do not include them.
+// LibTorch's profiler over steps after the measured ones: they run (their losses are
+// there) and the trace holds their phases (one "forward" and one "backward" scope each,
+// and none of the measured steps'), with the operators they ran.
 TEST(TrainerTest, TorchProfileTracesTheStepsAfterTheMeasuredOnes) {
   const std::string path = absl::StrCat(::testing::TempDir(), "/tiny.torch_trace.json");
   std::remove(path.c_str());

@@ -77,7 +77,8 @@ ABSL_FLAG(std::string, profile, "none",
           "(cudaProfilerApi range) with CUDA, NVTX, OS runtime and NCCL traces, one report per rank. "
           "torch: LibTorch's own profiler (Kineto, CUPTI on GPUs) over --profile_steps steps run "
           "after the measured ones, one Chrome trace per rank (<experiment>.torch_trace.rank<R>.json "
-          "beside the results): every operator, and every kernel on the stream that ran it.");
+          "beside the results): the operators of the main and autograd threads, and every kernel on the "
+          "stream that ran it.");
 ABSL_FLAG(int, profile_steps, 3, "With --profile=torch: how many steps to profile (1 to 100).");
 ABSL_FLAG(std::string, progress_label, "", "Shown before the progress line (workers get this).");
 

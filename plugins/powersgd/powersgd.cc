@@ -36,6 +36,7 @@
 // higher rank), and launching them from autograd's thread held back backward's own
 // launches. The engine waits for the result only after backward.
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -236,8 +237,11 @@ class PowerSgdHook : public ddplab::CommHook {
           // the compute stream; with that waiting work queued, the forward's kernels ran
           // with a few microseconds between them instead of about one (LibTorch's profiler
           // on 4 H200: 0.26 ms of a 28 ms forward; bench/NOTES.md). Later buckets are
-          // queued at once: waiting for the last would leave its work exposed.
-          if (task.bucket.index == 0) task.ready->synchronize();
+          // queued at once: waiting for the last would leave its work exposed. Polled, so
+          // that the wait (some tens of milliseconds a step) does not spin a core.
+          if (task.bucket.index == 0) {
+            while (!task.ready->query()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+          }
           task.ready->block(*stream_);
           // Autograd's gradients are read here, on our stream, and dropped (in Reduce) once
           // the reads are queued: the caching allocator must not hand their memory out
