@@ -36,12 +36,6 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
-// The trainer's phase scopes, which the profiler also puts on the GPU's timeline (the span
-// of the work launched inside them).
-bool IsUserScope(const std::string& name) {
-  return name == "get batch" || name == "forward" || name == "backward" || name == "optimizer step";
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TorchProfile>> TorchProfile::Start(bool cuda) {
@@ -103,11 +97,10 @@ absl::StatusOr<TorchProfile::Summary> TorchProfile::StopAndWrite(const std::stri
     const int64_t start = compat::ProfilerEventStartNs(e);
     if (start <= 0) continue;  // an instant the profiler did not time
     const bool gpu = e.deviceType() == c10::DeviceType::CUDA;
-    const bool scope = IsUserScope(e.name());
     const double ts_us = static_cast<double>(start - origin_ns) / 1e3;
     const double dur_us = static_cast<double>(std::max<int64_t>(compat::ProfilerEventDurationNs(e), 0)) / 1e3;
     if (gpu) {
-      if (!scope) ++summary.gpu_events;
+      ++summary.gpu_events;
       absl::StrAppendFormat(&body,
                             ",\n{\"name\": %s, \"cat\": \"gpu\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
                             "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"stream\": %d, \"correlation\": %d}}",

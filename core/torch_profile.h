@@ -24,7 +24,7 @@ class TorchProfile {
 
   struct Summary {
     int64_t cpu_events = 0;
-    int64_t gpu_events = 0;  // kernels, copies and memsets (not the scopes' GPU spans)
+    int64_t gpu_events = 0;  // kernels, copies, memsets, and user scopes' spans on the GPU
   };
   // Stops profiling and writes what was recorded to `path` as a Chrome trace (a JSON
   // object with "traceEvents", opened by Perfetto or chrome://tracing): process
