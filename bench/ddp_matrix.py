@@ -3,12 +3,14 @@
 alternately, over NVLink and over host memory (NCCL_P2P_DISABLE=1, as a PCIe-only
 machine), then the table. Run from the repository root after building vit_ddp.
 
-  python3 bench/ddp_matrix.py --out DIR [--gpus 2,4] [--transports nvlink,host]
+  python3 bench/ddp_matrix.py --out DIR [--gpus 1,2,4] [--transports nvlink,host]
                               [--configs naive,static_graph,...] [--reps 1] [--deadline S]
                               [--before BINARY]
 
 Writes DIR/configs/<key>.json, DIR/ddplab/<key>/<rep>/..., DIR/pytorch/<key>/<rep>.json and
-DIR/ddp.json (bench/results' format, with ratios to the single-GPU step). --before names
+DIR/ddp.json (bench/results' format, with ratios to the single-GPU step). With --gpus 1 each
+configuration runs in one process with the engine on, against PyTorch's DDP in one process
+(transport "local": what the plugins' own work costs, nothing sent). --before names
 another build of vit_ddp (say, of the commit before a change), run after ddplab's in each
 repetition into DIR/before/<key>/<rep>/...: before and after in the same call. A
 configuration named <config>_sm<N> is <config> with distributed.backward_sm_carveout: N;
@@ -189,6 +191,10 @@ def config_entry(config):
 
 
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
+# With --gpus 1 a configuration runs one process with the engine on (force_engine: the
+# seed's "DDP on 1 GPU"), against PyTorch's DDP in one process with the same hook: nothing
+# travels, so the row is what the plugins' own work costs. It has no transport.
+ONE_GPU_TRANSPORT = "local"
 
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment
 name: "{name}"
@@ -274,8 +280,9 @@ def main():
             runs.append(("ddp_1gpu", {"config": "ddp_1gpu", "gpus": 1, "transport": "none"},
                          plugins, args, "", {}, True, ()))
     for gpus in [int(g) for g in a.gpus.split(",") if g]:
-        for transport in filter(None, a.transports.split(",")):
-            name, env = TRANSPORTS[transport]
+        transports = [ONE_GPU_TRANSPORT] if gpus == 1 else list(filter(None, a.transports.split(",")))
+        for transport in transports:
+            name, env = TRANSPORTS.get(transport, ("", {}))
             configs = list(filter(None, a.configs.split(",")))
             for config in configs:
                 plugins, args, nccl_env, fields, base = config_entry(config)
@@ -283,8 +290,8 @@ def main():
                 meta = {"config": config, "gpus": gpus, "transport": transport, "nccl_env": nccl_env}
                 if base in configs:
                     meta["pytorch_key"] = f"{base}_{gpus}gpu_{transport}"  # PyTorch runs there
-                runs.append((key, meta, plugins, args, f"transport: {name} {fields}", dict(env, **nccl_env),
-                             False, ()))
+                runs.append((key, meta, plugins, args, f"transport: {name} {fields}" if name else fields,
+                             dict(env, **nccl_env), gpus == 1, ()))
 
     for key, meta, plugins, args, transport, env, force, py_extra in runs:
         meta = dict(meta, batch_size=32, model="vit_l_32", measured_steps=a.measured)
@@ -303,7 +310,7 @@ def main():
             run(["bazel-bin/experiments/vit_ddp", f"--experiment={textproto}",
                  f"--output_dir={out}/ddplab/{key}/{rep}"] + a.ddplab_args.split(),
                 f"{out}/logs/ddplab_{key}_{rep}.log")
-            if a.before and meta["gpus"] > 1:
+            if a.before and (meta["gpus"] > 1 or force):
                 run([a.before, f"--experiment={textproto}", f"--output_dir={out}/before/{key}/{rep}"],
                     f"{out}/logs/before_{key}_{rep}.log")
             if "pytorch_key" in meta or a.skip_pytorch:

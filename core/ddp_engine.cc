@@ -245,15 +245,19 @@ struct DataParallelEngine::State {
     for (size_t i = buckets.size(); i-- > reversed;) order.push_back(i);
     return order;
   }
-  // One process and no hook: the average of one gradient is itself, so there is
-  // nothing to copy, reduce or wait for.
-  bool identity() const { return world == 1 && !hook; }
+  // One process, no hook, and gradients travelling in their own dtype: the average of
+  // one gradient is itself, so there is nothing to copy, reduce or wait for. (In another
+  // dtype one process still rounds its gradients to it, as PyTorch's bf16_compress_hook
+  // does, and pays for the casts: DDP on 1 GPU with bf16 measures them.)
+  bool identity() const { return world == 1 && !hook && !other_wire_dtype(); }
+  bool other_wire_dtype() const {
+    return options.comm_dtype != at::ScalarType::Undefined && !params.empty() &&
+           options.comm_dtype != params[0].scalar_type();
+  }
   // Gradients averaged where they lie (EngineOptions::reduce_in_place), where nothing
   // needs them flat: the engine's own all-reduce in their own dtype, no bucket views.
   bool in_place() const {
-    return options.reduce_in_place && !identity() && !hook && !view_mode() &&
-           (options.comm_dtype == at::ScalarType::Undefined ||
-            (!params.empty() && options.comm_dtype == params[0].scalar_type()));
+    return options.reduce_in_place && !identity() && !hook && !view_mode() && !other_wire_dtype();
   }
 
   void Build(const std::vector<size_t>& order) {

@@ -8,8 +8,9 @@
 // and every bucket before it has been launched, its all-reduce starts on c10d's
 // communication stream while backward goes on. After backward the step waits only for
 // the reductions, and copies the averaged gradients back (or, with gradients as bucket
-// views, has nothing to copy). With one process and no communication hook there is
-// nothing to average: the engine then keeps the local gradients and does no work.
+// views, has nothing to copy). With one process, no communication hook and gradients
+// travelling in their own dtype there is nothing to average: the engine then keeps the
+// local gradients and does no work.
 //
 //   ddplab::DataParallelEngine engine(model->parameters(), group, options, comm_hook_factory);
 //   engine.BroadcastParameters();
@@ -93,8 +94,8 @@ class DataParallelEngine {
   // What updates a bucket's parameters (indices into `params`, each with its averaged
   // gradient in place) with EngineOptions::overlap_optimizer: called once per bucket and
   // synced step, on a GPU with a stream of the engine's own current, ordered after the
-  // bucket's reduction. Without it, or with one process and no hook (nothing to
-  // average), the caller's optimizer runs after EndBackward as usual.
+  // bucket's reduction. Without it, or with one process, no hook and no other wire dtype
+  // (nothing to average), the caller's optimizer runs after EndBackward as usual.
   using ParameterUpdate = std::function<void(const std::vector<size_t>& params)>;
   void SetParameterUpdate(ParameterUpdate update);
   // Whether the last EndBackward updated every parameter that had a gradient (the

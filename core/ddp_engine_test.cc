@@ -110,6 +110,35 @@ TEST(DataParallelEngineTest, OneProcessKeepsTheLocalGradientsWithoutBuckets) {
   EXPECT_EQ(engine.stats().bucket_memory_bytes, 0);
 }
 
+// One process whose gradients travel in bfloat16 (the bf16 plugin): the engine still
+// rounds them to it and back, as PyTorch's bf16_compress_hook does on one process, so
+// that DDP on 1 GPU with bf16 costs and reports what the casts do.
+TEST(DataParallelEngineTest, OneProcessInBfloat16RoundsTheGradients) {
+  REQUIRE_GLOO();
+  absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();
+  ASSERT_TRUE(group.ok()) << group.status();
+  at::Tensor p = torch::ones({5}).requires_grad_();
+  // 1 + 2^-10 and friends: not representable in bfloat16's 8 bits of mantissa.
+  const at::Tensor x = torch::arange(5.0) + 1.0 / 1024;
+  const at::Tensor rounded = x.to(at::kBFloat16).to(at::kFloat);
+  ASSERT_FALSE(at::equal(rounded, x));
+  for (bool view : {false, true}) {
+    EngineOptions options;
+    options.comm_dtype = at::kBFloat16;
+    options.gradient_as_bucket_view = view;
+    DataParallelEngine engine({p}, *group, options);
+    for (int step = 0; step < 2; ++step) {
+      engine.ZeroGrad();
+      engine.BeginStep(true);
+      (p * x).sum().backward();
+      ASSERT_TRUE(engine.EndBackward().ok());
+      EXPECT_TRUE(at::equal(p.grad(), rounded)) << "view " << view << ", step " << step;
+    }
+    EXPECT_EQ(engine.stats().wire_bytes, 5 * 2);
+    EXPECT_EQ(engine.stats().wire_dtype, "BFloat16");
+  }
+}
+
 // A hook that fails (its future holds an error) is the step's error, naming the bucket,
 // once every bucket's future is done; not an exception out of the engine.
 class FailingHook : public CommHook {
