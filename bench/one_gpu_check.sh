@@ -12,6 +12,7 @@
 # CONFIGS: ddp_matrix.py configurations (default: PowerSGD rank 1 and 4 as tuned on 4
 # GPUs); BEFORE: another build's vit_ddp, run beside ours in each repetition. Writes
 # DIR/{environment.txt,build.log,test.log,matrix/,traces.txt} and prints the table last.
+# SKIP_TESTS=1 leaves the tests out; DEADLINE=S starts no run after S seconds of the matrix.
 set -uo pipefail
 DIR=${1:?usage: one_gpu_check.sh DIR [CONFIGS] [REPS] [BEFORE]}
 CONFIGS=${2:-powersgd_rank1_tuned_bf16state,powersgd_rank4_cap200_bf16state}
@@ -37,6 +38,7 @@ echo "build and tests: $(($(date +%s) - start)) s"
 args=(--out "$DIR/matrix" --gpus 1 --configs "$CONFIGS" --baselines single_gpu,ddp_1gpu --reps "$REPS"
       --ddplab_args=--profile=torch)
 [ -n "$BEFORE" ] && args+=(--before "$BEFORE")
+[ -n "${DEADLINE:-}" ] && args+=(--deadline "$DEADLINE")
 python3 bench/ddp_matrix.py "${args[@]}" >"$DIR/matrix.log" 2>&1 || status=1
 traces=$(find "$DIR/matrix" -path '*/1/*' -name '*.torch_trace.rank0.json' | sort)
 [ -n "$traces" ] && python3 bench/trace_summary.py $traces --json "$DIR/traces.json" >"$DIR/traces.txt" 2>&1

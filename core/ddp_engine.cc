@@ -778,6 +778,11 @@ absl::Status DataParallelEngine::SetTailGroup(ProcessGroupPtr group) {
 }
 
 void DataParallelEngine::BroadcastParameters() {
+  // One process has rank 0's parameters already, and issues no collective: NCCL's first
+  // one creates the communicator, and once one has been made in the process, backward's
+  // kernel launches stall now and then for the rest of the run (1.2-1.5% of the
+  // single-GPU step on an H200, even after the communicator is destroyed; bench/NOTES.md).
+  if (state_->world == 1) return;
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> flat{at::cat(
       [&] {
@@ -871,13 +876,15 @@ void DataParallelEngine::BeginStep(bool sync) {
     for (size_t i = s.params.size(); i-- > 0;) {
       if (!s.expected[i]) order.push_back(i);
     }
-    at::Tensor shared = at::tensor(std::vector<int64_t>(order.begin(), order.end()),
-                                   at::TensorOptions().dtype(at::kLong));
-    if (s.cuda) shared = shared.to(s.params[0].device());
-    std::vector<at::Tensor> tensors{shared};
-    s.group->broadcast(tensors)->wait();
-    shared = shared.cpu();
-    for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<size_t>(shared[k].item<int64_t>());
+    if (s.world > 1) {
+      at::Tensor shared = at::tensor(std::vector<int64_t>(order.begin(), order.end()),
+                                     at::TensorOptions().dtype(at::kLong));
+      if (s.cuda) shared = shared.to(s.params[0].device());
+      std::vector<at::Tensor> tensors{shared};
+      s.group->broadcast(tensors)->wait();
+      shared = shared.cpu();
+      for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<size_t>(shared[k].item<int64_t>());
+    }
     // Gradients so far (accumulated micro-steps) move into the new buckets; a parameter
     // without one (ZeroGrad just dropped it) stays without.
     std::vector<at::Tensor> grads;

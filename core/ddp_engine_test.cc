@@ -110,6 +110,39 @@ TEST(DataParallelEngineTest, OneProcessKeepsTheLocalGradientsWithoutBuckets) {
   EXPECT_EQ(engine.stats().bucket_memory_bytes, 0);
 }
 
+// A group of one process without collectives: c10d's defaults throw for each.
+class NoCollectives : public compat::CollectiveGroup {
+ public:
+  NoCollectives() : compat::CollectiveGroup(/*rank=*/0, /*size=*/1) {}
+  const std::string getBackendName() const override { return "no_collectives"; }
+};
+
+// One process issues no collective of its own: not the parameters' broadcast, nor the
+// rebuild's. (NCCL's first collective makes a communicator, and one made in the process
+// slows the rest of its steps: bench/NOTES.md.) A hook is called as usual.
+TEST(DataParallelEngineTest, OneProcessIssuesNoCollective) {
+  at::Tensor p0 = torch::ones({4}).requires_grad_();
+  at::Tensor p1 = torch::full({4}, 2.0).requires_grad_();
+  for (bool with_hook : {false, true}) {
+    std::vector<size_t> calls;
+    DataParallelEngine::CommHookFactory factory;
+    if (with_hook) factory = [&](const CommContext&) { return std::make_unique<RecordingHook>(&calls); };
+    DataParallelEngine engine({p0, p1}, c10::make_intrusive<NoCollectives>(), OneParameterPerBucket(), factory);
+    ASSERT_NO_THROW(engine.BroadcastParameters()) << "hook " << with_hook;
+    EXPECT_TRUE(at::equal(p1, torch::full({4}, 2.0)));
+    at::Tensor x = torch::arange(4.0);
+    for (int step = 0; step < 2; ++step) {  // the second rebuilds the buckets
+      engine.ZeroGrad();
+      ASSERT_NO_THROW(engine.BeginStep(true)) << "hook " << with_hook << ", step " << step;
+      (p0 * (p1 * x)).sum().backward();
+      ASSERT_TRUE(engine.EndBackward().ok());
+      EXPECT_TRUE(at::equal(p0.grad(), x * 2.0));
+    }
+    EXPECT_EQ(engine.stats().rebuilt, with_hook);
+    EXPECT_EQ(calls.size(), with_hook ? 4u : 0u);
+  }
+}
+
 // One process whose gradients travel in bfloat16 (the bf16 plugin): the engine still
 // rounds them to it and back, as PyTorch's bf16_compress_hook does on one process, so
 // that DDP on 1 GPU with bf16 costs and reports what the casts do.
