@@ -4,8 +4,17 @@
 
 namespace ddplab {
 
+namespace {
+
+// The mean over one rank is the tensor itself: no collective. With NCCL, none also means
+// no communicator, whose making slows the rest of the process's steps (bench/NOTES.md).
+PendingMean Done() { return {c10::intrusive_ptr<c10d::Work>(), [] {}}; }
+
+}  // namespace
+
 PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nccl) {
   const int world = group.getSize();
+  if (world == 1) return Done();
   if (nccl) {
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions options;
@@ -39,6 +48,7 @@ PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nc
 
 PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::Tensor> tensors,
                                bool nccl) {
+  if (group.getSize() == 1) return Done();
   if (tensors.size() == 1) return StartMean(group, tensors[0], nccl);
 #if TORCH_VERSION_MAJOR < 2
   if (!nccl && tensors[0].scalar_type() == at::kBFloat16) {

@@ -117,29 +117,39 @@ class NoCollectives : public compat::CollectiveGroup {
   const std::string getBackendName() const override { return "no_collectives"; }
 };
 
-// One process issues no collective of its own: not the parameters' broadcast, nor the
-// rebuild's. (NCCL's first collective makes a communicator, and one made in the process
-// slows the rest of its steps: bench/NOTES.md.) A hook is called as usual.
+// One process issues no collective: not the parameters' broadcast, nor the rebuild's,
+// nor a bucket's mean (bf16's, and the exact one of a sampled step). NCCL's first
+// collective makes a communicator, and one made in the process slows the rest of its
+// steps (bench/NOTES.md). A hook is called as usual.
 TEST(DataParallelEngineTest, OneProcessIssuesNoCollective) {
   at::Tensor p0 = torch::ones({4}).requires_grad_();
   at::Tensor p1 = torch::full({4}, 2.0).requires_grad_();
-  for (bool with_hook : {false, true}) {
+  enum Mode { kPlain, kHook, kBfloat16 };
+  for (Mode mode : {kPlain, kHook, kBfloat16}) {
     std::vector<size_t> calls;
     DataParallelEngine::CommHookFactory factory;
-    if (with_hook) factory = [&](const CommContext&) { return std::make_unique<RecordingHook>(&calls); };
-    DataParallelEngine engine({p0, p1}, c10::make_intrusive<NoCollectives>(), OneParameterPerBucket(), factory);
-    ASSERT_NO_THROW(engine.BroadcastParameters()) << "hook " << with_hook;
+    if (mode == kHook) factory = [&](const CommContext&) { return std::make_unique<RecordingHook>(&calls); };
+    EngineOptions options = OneParameterPerBucket();
+    if (mode == kBfloat16) {
+      options.comm_dtype = at::kBFloat16;
+      options.gradient_error_every = 1;  // every step also reduces exactly
+    }
+    DataParallelEngine engine({p0, p1}, c10::make_intrusive<NoCollectives>(), options, factory);
+    ASSERT_NO_THROW(engine.BroadcastParameters()) << "mode " << mode;
     EXPECT_TRUE(at::equal(p1, torch::full({4}, 2.0)));
     at::Tensor x = torch::arange(4.0);
     for (int step = 0; step < 2; ++step) {  // the second rebuilds the buckets
       engine.ZeroGrad();
-      ASSERT_NO_THROW(engine.BeginStep(true)) << "hook " << with_hook << ", step " << step;
+      ASSERT_NO_THROW(engine.BeginStep(true)) << "mode " << mode << ", step " << step;
       (p0 * (p1 * x)).sum().backward();
-      ASSERT_TRUE(engine.EndBackward().ok());
-      EXPECT_TRUE(at::equal(p0.grad(), x * 2.0));
+      absl::Status status;
+      ASSERT_NO_THROW(status = engine.EndBackward()) << "mode " << mode << ", step " << step;
+      ASSERT_TRUE(status.ok()) << status;
+      EXPECT_TRUE(at::equal(p0.grad(), x * 2.0));  // exact in bfloat16 too
     }
-    EXPECT_EQ(engine.stats().rebuilt, with_hook);
-    EXPECT_EQ(calls.size(), with_hook ? 4u : 0u);
+    EXPECT_EQ(engine.stats().rebuilt, mode != kPlain);
+    EXPECT_EQ(calls.size(), mode == kHook ? 4u : 0u);
+    EXPECT_EQ(engine.stats().gradient_error_samples, mode == kBfloat16 ? 2 : 0);
   }
 }
 
