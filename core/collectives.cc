@@ -1,6 +1,10 @@
 #include "core/collectives.h"
 
+#include <memory>
 #include <vector>
+
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 namespace ddplab {
 
@@ -8,13 +12,26 @@ namespace {
 
 // The mean over one rank is the tensor itself: no collective. With NCCL, none also means
 // no communicator, whose making slows the rest of the process's steps (bench/NOTES.md).
-PendingMean Done() { return {c10::intrusive_ptr<c10d::Work>(), [] {}}; }
+// What a collective's wait also does is kept: on a GPU the stream that waits is ordered
+// after the stream that started the mean (which wrote the tensor), as NCCL's stream would
+// have been; the engine's update stream reads the tensor after that wait.
+PendingMean Done(const at::Tensor& tensor) {
+  if (!tensor.defined() || tensor.device().is_cpu()) return {c10::intrusive_ptr<c10d::Work>(), [] {}};
+  const c10::Device device = tensor.device();
+  const c10::impl::VirtualGuardImpl guard(device.type());
+  auto written = std::make_shared<c10::Event>(device.type());
+  written->record(guard.getStream(device));
+  return {c10::intrusive_ptr<c10d::Work>(), [written, device] {
+            const c10::impl::VirtualGuardImpl guard(device.type());
+            written->block(guard.getStream(device));
+          }};
+}
 
 }  // namespace
 
 PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nccl) {
   const int world = group.getSize();
-  if (world == 1) return Done();
+  if (world == 1) return Done(tensor);
   if (nccl) {
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions options;
@@ -48,7 +65,7 @@ PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nc
 
 PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::Tensor> tensors,
                                bool nccl) {
-  if (group.getSize() == 1) return Done();
+  if (group.getSize() == 1) return Done(tensors.empty() ? at::Tensor() : tensors[0]);
   if (tensors.size() == 1) return StartMean(group, tensors[0], nccl);
 #if TORCH_VERSION_MAJOR < 2
   if (!nccl && tensors[0].scalar_type() == at::kBFloat16) {

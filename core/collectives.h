@@ -21,7 +21,8 @@ namespace ddplab {
 // the tensor is divided first. Gloo in LibTorch 1.x has no bfloat16 either: there the
 // bfloat16 values travel as their bytes through an all-gather and are summed in rank
 // order in float32, then rounded once. Over one rank nothing is issued (the tensor is
-// its own mean) and `work` is null. Returns what waits for the result.
+// its own mean) and `work` is null; on a GPU `wait` still orders the current stream after
+// the stream current at the start. Returns what waits for the result.
 struct PendingMean {
   c10::intrusive_ptr<c10d::Work> work;  // the collective, for its timing
   std::function<void()> wait;

@@ -286,8 +286,7 @@ struct DataParallelEngine::State {
       // in place need none: no memory for them.
       if (identity() || in_place()) continue;
       bucket.buffer = at::zeros({total}, params[bucket.params[0]].options());
-      if (options.comm_dtype != at::ScalarType::Undefined && options.comm_dtype != bucket.buffer.scalar_type() &&
-          !hook) {
+      if (other_wire_dtype() && !hook) {
         // What the bucket travels as, allocated once: the collectives of a step then
         // hold no memory of their own.
         bucket.wire = at::empty({total}, bucket.buffer.options().dtype(options.comm_dtype));

@@ -1,6 +1,7 @@
 // The data-parallel engine: gradients all-reduced in buckets, overlapped with backward.
 //
-// Parameters are broadcast from rank 0 at start. Their gradients are grouped into
+// Parameters are broadcast from rank 0 at start (one process issues no collective of its
+// own: see BroadcastParameters). Their gradients are grouped into
 // buckets by size in reverse parameter order (a small first bucket, then the cap), and
 // regrouped once, after the first step, in the order gradients actually became ready
 // (rank 0's order, so that every rank has the same buckets). A hook on each parameter's
@@ -88,7 +89,9 @@ class DataParallelEngine {
   DataParallelEngine(const DataParallelEngine&) = delete;
   DataParallelEngine& operator=(const DataParallelEngine&) = delete;
 
-  // Makes every rank's parameters rank 0's.
+  // Makes every rank's parameters rank 0's. One process has them already and issues
+  // nothing: NCCL's first collective would make a communicator, whose existence slows the
+  // process's later steps (bench/NOTES.md).
   void BroadcastParameters();
 
   // What updates a bucket's parameters (indices into `params`, each with its averaged

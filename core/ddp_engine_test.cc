@@ -15,6 +15,10 @@
 #include "gtest/gtest.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
+#if defined(DDPLAB_CUDA)
+#include <ATen/cuda/Sleep.h>
+#endif
+
 namespace ddplab {
 namespace {
 
@@ -151,6 +155,36 @@ TEST(DataParallelEngineTest, OneProcessIssuesNoCollective) {
     EXPECT_EQ(calls.size(), mode == kHook ? 4u : 0u);
     EXPECT_EQ(engine.stats().gradient_error_samples, mode == kBfloat16 ? 2 : 0);
   }
+}
+
+// One process with bf16 and the optimizer overlapped, on a GPU: the updates, on a stream
+// of the engine's own, read the bucket only after backward has cast into it. With no
+// collective (one rank), nothing else orders the two streams: NCCL's wait did before.
+// Backward is held behind a long kernel, so that a missing order reads the bucket early.
+TEST(DataParallelEngineTest, OneProcessInBfloat16OrdersItsUpdatesOnAGpu) {
+  if (!DDPLAB_CUDA_BUILD || !torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
+#if defined(DDPLAB_CUDA)
+  const auto cuda = at::TensorOptions().device(at::kCUDA);
+  const at::Tensor x = torch::rand({1 << 22}, cuda) + 1.0 / 1024;
+  const at::Tensor expected = 1.0 - 0.5 * x.to(at::kBFloat16).to(at::kFloat);
+  for (bool beside_forward : {false, true}) {
+    at::Tensor p = torch::ones({1 << 22}, cuda).requires_grad_();
+    EngineOptions options;
+    options.comm_dtype = at::kBFloat16;
+    options.overlap_optimizer = true;
+    options.optimizer_during_backward = !beside_forward;  // on the update stream during backward
+    options.updates_beside_forward = beside_forward;      // on it after backward
+    DataParallelEngine engine({p}, c10::make_intrusive<NoCollectives>(), options);
+    engine.SetParameterUpdate([&p](const std::vector<size_t>&) { p.detach().add_(p.grad(), -0.5); });
+    engine.ZeroGrad();
+    engine.BeginStep(true);
+    at::cuda::sleep(int64_t{1} << 29);  // a quarter of a second or so on the compute stream
+    (p * x).sum().backward();
+    ASSERT_TRUE(engine.EndBackward().ok());
+    engine.WaitForUpdates();
+    EXPECT_TRUE(at::equal(p.detach(), expected)) << "beside the forward: " << beside_forward;
+  }
+#endif
 }
 
 // One process whose gradients travel in bfloat16 (the bf16 plugin): the engine still
