@@ -191,9 +191,7 @@ def config_entry(config):
 
 
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
-# With --gpus 1 a configuration runs one process with the engine on (force_engine: the
-# seed's "DDP on 1 GPU"), against PyTorch's DDP in one process with the same hook: nothing
-# travels, so the row is what the plugins' own work costs. It has no transport.
+# The transport of --gpus 1 rows (one process with force_engine; see the docstring).
 ONE_GPU_TRANSPORT = "local"
 
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment

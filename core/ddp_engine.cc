@@ -777,11 +777,7 @@ absl::Status DataParallelEngine::SetTailGroup(ProcessGroupPtr group) {
 }
 
 void DataParallelEngine::BroadcastParameters() {
-  // One process has rank 0's parameters already, and issues no collective: NCCL's first
-  // one creates the communicator, and once one has been made in the process, backward's
-  // kernel launches stall now and then for the rest of the run (1.2-1.5% of the
-  // single-GPU step on an H200, even after the communicator is destroyed; bench/NOTES.md).
-  if (state_->world == 1) return;
+  if (state_->world == 1) return;  // nothing to issue (see the header)
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> flat{at::cat(
       [&] {

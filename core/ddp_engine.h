@@ -1,8 +1,8 @@
 // The data-parallel engine: gradients all-reduced in buckets, overlapped with backward.
 //
-// Parameters are broadcast from rank 0 at start (one process issues no collective of its
-// own: see BroadcastParameters). Their gradients are grouped into
-// buckets by size in reverse parameter order (a small first bucket, then the cap), and
+// Parameters are broadcast from rank 0 at start (one process issues no collective: see
+// BroadcastParameters). Their gradients are grouped into buckets by size in reverse
+// parameter order (a small first bucket, then the cap), and
 // regrouped once, after the first step, in the order gradients actually became ready
 // (rank 0's order, so that every rank has the same buckets). A hook on each parameter's
 // gradient accumulator copies the gradient into its bucket; when a bucket is complete,
