@@ -22,6 +22,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "ddplab/v1/options.pb.h"
 
 namespace ddplab {
 namespace {
@@ -115,13 +116,16 @@ class Locator {
   // `roots` are searched in order (an experiment's own block, then the suite's
   // defaults); `fallback` is where the experiment's block starts (line -1 if unknown).
   Locator(std::string file, std::vector<const TextFormat::ParseInfoTree*> roots,
-          TextFormat::ParseLocation fallback, std::string experiment)
+          TextFormat::ParseLocation fallback, std::string experiment, const ConfigCheck* check = nullptr)
       : file_(std::move(file)),
         roots_(std::move(roots)),
         fallback_(fallback),
-        experiment_(std::move(experiment)) {}
+        experiment_(std::move(experiment)),
+        check_(check) {}
 
   const std::string& file() const { return file_; }
+  // The caller's check of the experiment's plugins (ParseExperimentText), if any.
+  const ConfigCheck* check() const { return check_ != nullptr && *check_ ? check_ : nullptr; }
 
   // An error about the field at `path` (relative to `root`): "file:line:col: path: what".
   absl::Status Error(const Descriptor* root, absl::string_view path,
@@ -176,6 +180,7 @@ class Locator {
   std::vector<const TextFormat::ParseInfoTree*> roots_;
   TextFormat::ParseLocation fallback_;
   std::string experiment_;
+  const ConfigCheck* check_;
 };
 
 // Reads the "# proto-message: NAME" header line, if any, before the first field.
@@ -284,13 +289,6 @@ void ApplyDefaults(v1::Experiment& e) {
     e.mutable_profiling()->set_profiler(v1::Profiling::NONE);
   }
   if (e.output().directory().empty()) e.mutable_output()->set_directory(kDefaultOutputDirectory);
-  for (v1::Plugin& plugin : *e.mutable_plugin()) {
-    if (plugin.has_powersgd()) {
-      v1::PowerSgdConfig& p = *plugin.mutable_powersgd();
-      if (p.rank() == 0) p.set_rank(1);
-      if (p.min_compression_rate() == 0) p.set_min_compression_rate(2);
-    }
-  }
 }
 
 // The patch size an experiment's model uses, 0 if the model is not set.
@@ -319,6 +317,63 @@ uint32_t PatchSize(const v1::Model& model) {
 // NCCL's MAXCHANNELS.
 constexpr uint32_t kMaxNcclChannels = 64;
 
+// The field rules (ddplab.v1.rules) of a plugin's configuration message, checked for
+// every number field that has them; `path` is the message's ("plugin[1].bucket_sizing").
+// Returns the first broken rule as {field path, what}, or an empty path.
+std::pair<std::string, std::string> BrokenRule(const google::protobuf::Message& config, const std::string& path) {
+  const Descriptor* d = config.GetDescriptor();
+  const google::protobuf::Reflection* r = config.GetReflection();
+  for (int f = 0; f < d->field_count(); ++f) {
+    const FieldDescriptor* field = d->field(f);
+    if (!field->options().HasExtension(v1::rules)) continue;
+    const v1::FieldRules& rules = field->options().GetExtension(v1::rules);
+    auto value_at = [&](int k) {
+      const bool rep = field->is_repeated();
+      switch (field->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_DOUBLE: return rep ? r->GetRepeatedDouble(config, field, k) : r->GetDouble(config, field);
+        case FieldDescriptor::CPPTYPE_FLOAT: return double{rep ? r->GetRepeatedFloat(config, field, k) : r->GetFloat(config, field)};
+        case FieldDescriptor::CPPTYPE_UINT32: return double(rep ? r->GetRepeatedUInt32(config, field, k) : r->GetUInt32(config, field));
+        case FieldDescriptor::CPPTYPE_INT32: return double(rep ? r->GetRepeatedInt32(config, field, k) : r->GetInt32(config, field));
+        default: return 0.0;
+      }
+    };
+    const int n = field->is_repeated() ? r->FieldSize(config, field) : 1;
+    for (int k = 0; k < n; ++k) {
+      const double v = value_at(k);
+      const std::string at = field->is_repeated() ? absl::StrCat(path, ".", field->name(), "[", k, "]")
+                                                  : absl::StrCat(path, ".", field->name());
+      if (!field->is_repeated() && v == 0) continue;  // left out: the plugin's default
+      if (!std::isfinite(v) || (rules.has_gt() && !(v > rules.gt()))) {
+        return {at, absl::StrCat("must be > ", FormatNumber(rules.gt()), ", got ", FormatNumber(v))};
+      }
+      if (rules.has_lte() && !(v <= rules.lte())) {
+        return {at, absl::StrCat("must be at most ", FormatNumber(rules.lte()), ", got ", FormatNumber(v))};
+      }
+      for (int t = 0; rules.unique() && t < k; ++t) {
+        if (value_at(t) == v) return {at, absl::StrCat("repeats ", FormatNumber(v), " (", field->name(), "[", t, "])")};
+      }
+    }
+  }
+  return {};
+}
+
+// A sweep field (ddplab.v1.sweep) set beside the field it sets: {field path, what}.
+std::pair<std::string, std::string> SweepContradiction(const google::protobuf::Message& config,
+                                                       const std::string& path) {
+  const Descriptor* d = config.GetDescriptor();
+  const google::protobuf::Reflection* r = config.GetReflection();
+  for (int f = 0; f < d->field_count(); ++f) {
+    const FieldDescriptor* field = d->field(f);
+    if (!field->is_repeated() || !field->options().HasExtension(v1::sweep)) continue;
+    const FieldDescriptor* of = d->FindFieldByName(field->options().GetExtension(v1::sweep).of());
+    if (of == nullptr || r->FieldSize(config, field) == 0 || !r->HasField(config, of)) continue;
+    return {absl::StrCat(path, ".", of->name()),
+            absl::StrCat("contradicts ", field->name(), ": a sweep sets the ", of->name(),
+                         " of each run; leave ", of->name(), " out")};
+  }
+  return {};
+}
+
 absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at) {
   const Descriptor* root = v1::Experiment::descriptor();
   std::map<std::string, int> seen;
@@ -340,71 +395,20 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at) {
                       absl::StrCat("plugin \"", name, "\" is listed twice (first as plugin[",
                                    first->second, "])"));
     }
-    if (plugin.has_bucket_sizing()) {
-      const v1::BucketSizingConfig& b = plugin.bucket_sizing();
-      std::string path = absl::StrCat(here, ".bucket_sizing");
-      if (b.bucket_cap_mb() < 0 || !std::isfinite(b.bucket_cap_mb())) {
-        return at.Error(root, path + ".bucket_cap_mb",
-                        absl::StrCat("must be > 0, got ", FormatNumber(b.bucket_cap_mb())));
-      }
-      if (b.first_bucket_cap_mb() < 0 || !std::isfinite(b.first_bucket_cap_mb())) {
-        return at.Error(root, path + ".first_bucket_cap_mb",
-                        absl::StrCat("must be > 0, got ", FormatNumber(b.first_bucket_cap_mb())));
-      }
-      if (b.bucket_cap_mb() > 0 && b.first_bucket_cap_mb() > b.bucket_cap_mb()) {
-        return at.Error(root, path + ".first_bucket_cap_mb",
-                        absl::StrCat("must be at most bucket_cap_mb (",
-                                     FormatNumber(b.bucket_cap_mb()), "), got ",
-                                     FormatNumber(b.first_bucket_cap_mb())));
-      }
-      if (b.sweep_cap_mb_size() > 0 && b.bucket_cap_mb() != 0) {
-        return at.Error(root, path + ".bucket_cap_mb",
-                        "contradicts sweep_cap_mb: a sweep sets the cap of each run; leave "
-                        "bucket_cap_mb out");
-      }
-      for (int s = 0; s < b.sweep_cap_mb_size(); ++s) {
-        double cap = b.sweep_cap_mb(s);
-        std::string sweep_path = absl::StrCat(path, ".sweep_cap_mb[", s, "]");
-        if (!(cap > 0) || !std::isfinite(cap)) {
-          return at.Error(root, sweep_path, absl::StrCat("must be > 0, got ", FormatNumber(cap)));
-        }
-        for (int t = 0; t < s; ++t) {
-          if (b.sweep_cap_mb(t) == cap) {
-            return at.Error(root, sweep_path,
-                            absl::StrCat("repeats ", FormatNumber(cap), " (sweep_cap_mb[", t, "])"));
-          }
-        }
-      }
+    const FieldDescriptor* field = v1::Plugin::descriptor()->FindFieldByName(name);
+    const google::protobuf::Message& config = plugin.GetReflection()->GetMessage(plugin, field);
+    const std::string path = absl::StrCat(here, ".", name);
+    for (auto [where, what] : {BrokenRule(config, path), SweepContradiction(config, path)}) {
+      if (!where.empty()) return at.Error(root, where, what);
     }
-    if (plugin.has_tail_communicator()) {
-      const v1::Distributed& dist = e.distributed();
-      const std::string channels = absl::StrCat(here, ".tail_communicator.channels");
-      if (plugin.tail_communicator().channels() > kMaxNcclChannels) {
-        return at.Error(root, channels,
-                        absl::StrCat("must be at most ", kMaxNcclChannels, " (NCCL's most), got ",
-                                     plugin.tail_communicator().channels()));
-      }
-      if (plugin.tail_communicator().channels() > 0 &&
-          (dist.device() == v1::Distributed::CPU || dist.backend() == v1::Distributed::GLOO)) {
-        return at.Error(root, channels, "sets NCCL's channels, but this experiment uses Gloo");
-      }
-      for (int v = 0; v < dist.nccl_env_size(); ++v) {
-        const std::string& name = dist.nccl_env(v).name();
-        if (name == "NCCL_MAX_NCHANNELS" || name == "NCCL_MAX_NRINGS" || name == "NCCL_MAX_CTAS") {
-          return at.Error(root, absl::StrCat("distributed.nccl_env[", v, "].name"),
-                          absl::StrCat(name, " caps every NCCL communicator of the process, the one of ",
-                                       here, " (tail_communicator) too: set distributed.nccl_channels "
-                                       "instead, which caps the experiment's communicator only"));
-        }
-      }
-    }
-    if (plugin.has_powersgd()) {
-      const v1::PowerSgdConfig& p = plugin.powersgd();
-      std::string path = absl::StrCat(here, ".powersgd");
-      if (!(p.min_compression_rate() > 0) || !std::isfinite(p.min_compression_rate())) {
-        return at.Error(root, path + ".min_compression_rate",
-                        absl::StrCat("must be > 0, got ", FormatNumber(p.min_compression_rate())));
-      }
+  }
+  if (const ConfigCheck* check = at.check()) {
+    // "plugin[1].bucket_sizing.first_bucket_cap_mb: what": located like the rest.
+    if (absl::Status s = (*check)(e); !s.ok()) {
+      const std::string message(s.message());
+      const size_t colon = message.find(": ");
+      if (colon == std::string::npos || !absl::StartsWith(message, "plugin[")) return at.Error(root, "plugin", message);
+      return at.Error(root, message.substr(0, colon), message.substr(colon + 2));
     }
   }
   return absl::OkStatus();
@@ -613,7 +617,8 @@ std::string PluginName(const v1::Plugin& plugin) {
   return field ? field->name() : "";
 }
 
-absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename) {
+absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename,
+                                               const ConfigCheck& check) {
   std::string file(filename);
   absl::StatusOr<std::string> type = MessageType(text, file);
   if (!type.ok()) return type.status();
@@ -643,7 +648,7 @@ absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::stri
   const Descriptor* suite_descriptor = v1::Suite::descriptor();
   if (!is_suite) {
     ApplyDefaults(single);
-    Locator at(file, {&tree}, TextFormat::ParseLocation(), single.name());
+    Locator at(file, {&tree}, TextFormat::ParseLocation(), single.name(), &check);
     if (absl::Status s = ValidateExperiment(single, at); !s.ok()) return s;
     suite.set_name(single.name());
     suite.set_description(single.description());
@@ -681,7 +686,7 @@ absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::stri
     KeepWrittenFields(own, resolved, tree.GetTreeForNested(experiment_field, i));
     ApplyDefaults(resolved);
     Locator at(file, {tree.GetTreeForNested(experiment_field, i), defaults_tree},
-               tree.GetLocation(experiment_field, i), resolved.name());
+               tree.GetLocation(experiment_field, i), resolved.name(), &check);
     if (absl::Status s = ValidateExperiment(resolved, at); !s.ok()) return s;
     auto [first, inserted] = names.emplace(resolved.name(), i);
     if (!inserted) {
@@ -695,7 +700,7 @@ absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::stri
   return suite;
 }
 
-absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path) {
+absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path, const ConfigCheck& check) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open experiment file: ",
@@ -706,31 +711,46 @@ absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path) {
   if (in.bad()) {
     return absl::DataLossError(absl::StrCat(path, ": cannot read experiment file"));
   }
-  return ParseExperimentText(buffer.str(), path);
+  return ParseExperimentText(buffer.str(), path, check);
 }
 
 namespace {
 
-// A bucket_sizing sweep becomes one run per cap, named <name>_<cap>mb.
-std::vector<SuiteRun> ExpandCapSweeps(const v1::Suite& suite) {
+// A plugin's sweep field (ddplab.v1.sweep) becomes one run per value, named
+// <name>_<value><suffix>, with the field it sweeps set to the value.
+std::vector<SuiteRun> ExpandPluginSweeps(const v1::Suite& suite) {
   std::vector<SuiteRun> out;
   for (const v1::Experiment& e : suite.experiment()) {
-    int sweep = -1;
-    for (int i = 0; i < e.plugin_size(); ++i) {
-      if (e.plugin(i).has_bucket_sizing() && e.plugin(i).bucket_sizing().sweep_cap_mb_size() > 0) sweep = i;
+    bool swept = false;
+    for (int i = 0; i < e.plugin_size() && !swept; ++i) {
+      const v1::Plugin& plugin = e.plugin(i);
+      const FieldDescriptor* entry = v1::Plugin::descriptor()->FindFieldByName(PluginName(plugin));
+      if (entry == nullptr) continue;
+      const google::protobuf::Message& config = plugin.GetReflection()->GetMessage(plugin, entry);
+      const Descriptor* d = config.GetDescriptor();
+      const google::protobuf::Reflection* r = config.GetReflection();
+      for (int f = 0; f < d->field_count() && !swept; ++f) {
+        const FieldDescriptor* field = d->field(f);
+        if (!field->is_repeated() || field->cpp_type() != FieldDescriptor::CPPTYPE_DOUBLE ||
+            !field->options().HasExtension(v1::sweep) || r->FieldSize(config, field) == 0) {
+          continue;
+        }
+        const v1::Sweep& sweep = field->options().GetExtension(v1::sweep);
+        const FieldDescriptor* of = d->FindFieldByName(sweep.of());
+        swept = true;
+        for (int k = 0; k < r->FieldSize(config, field); ++k) {
+          const double value = r->GetRepeatedDouble(config, field, k);
+          v1::Experiment one = e;
+          one.set_name(absl::StrCat(e.name(), "_", value, sweep.suffix()));
+          v1::Plugin& mine = *one.mutable_plugin(i);
+          google::protobuf::Message* own = mine.GetReflection()->MutableMessage(&mine, entry);
+          own->GetReflection()->ClearField(own, field);
+          own->GetReflection()->SetDouble(own, of, value);
+          out.push_back({one, e.name()});
+        }
+      }
     }
-    if (sweep < 0) {
-      out.push_back({e, ""});
-      continue;
-    }
-    for (double cap : e.plugin(sweep).bucket_sizing().sweep_cap_mb()) {
-      v1::Experiment one = e;
-      one.set_name(absl::StrCat(e.name(), "_", cap, "mb"));
-      v1::BucketSizingConfig* sizing = one.mutable_plugin(sweep)->mutable_bucket_sizing();
-      sizing->clear_sweep_cap_mb();
-      sizing->set_bucket_cap_mb(cap);
-      out.push_back({one, e.name()});
-    }
+    if (!swept) out.push_back({e, ""});
   }
   return out;
 }
@@ -741,7 +761,7 @@ std::vector<SuiteRun> ExpandCapSweeps(const v1::Suite& suite) {
 // suite's runs over the first transport, then all over the next. Runs of one process use
 // no transport and run once, among the first.
 std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite) {
-  std::vector<SuiteRun> runs = ExpandCapSweeps(suite);
+  std::vector<SuiteRun> runs = ExpandPluginSweeps(suite);
   std::vector<v1::Distributed::Transport> order;
   for (const SuiteRun& run : runs) {
     for (int t : run.experiment.distributed().sweep_transport()) {

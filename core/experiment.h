@@ -18,6 +18,7 @@
 #ifndef DDPLAB_CORE_EXPERIMENT_H_
 #define DDPLAB_CORE_EXPERIMENT_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,20 @@
 
 namespace ddplab {
 
-// Reads, parses, resolves and validates the experiment file at `path`.
-absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path);
+// A further check of each resolved experiment's plugins, by whoever can load them (the
+// plugin host: PluginHost::Configure). A failure's message starts with the field at fault
+// ("plugin[1].bucket_sizing.first_bucket_cap_mb: must be ...") so that it is reported at
+// that field's file:line:column.
+using ConfigCheck = std::function<absl::Status(const v1::Experiment&)>;
+
+// Reads, parses, resolves and validates the experiment file at `path`. Each plugin's
+// configuration is checked against the rules its .proto declares (ddplab.v1.rules), then
+// by `check` if given.
+absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path, const ConfigCheck& check = {});
 
 // As LoadExperimentFile, from text; `filename` is used in error messages.
-absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename);
+absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename,
+                                              const ConfigCheck& check = {});
 
 // The defaults the schema documents, in force where a field is left out (or zero).
 inline constexpr uint32_t kDefaultImageSize = 224;
@@ -46,11 +56,11 @@ std::string PluginName(const v1::Plugin& plugin);
 // One run of a suite: an experiment with its sweeps resolved.
 struct SuiteRun {
   v1::Experiment experiment;
-  std::string sweep;  // the bucket-cap sweep it belongs to (for "the fastest"), or ""
+  std::string sweep;  // the plugin sweep it belongs to (for "the fastest"), or ""
 };
 
-// The suite's runs in order. A bucket_sizing sweep becomes one run per cap, named
-// <name>_<cap>mb; then a transport sweep (distributed.sweep_transport) one run per
+// The suite's runs in order. A plugin's sweep field (ddplab.v1.sweep) becomes one run per
+// value, named <name>_<value><suffix> (bucket_sizing's sweep_cap_mb: <name>_<cap>mb); then a transport sweep (distributed.sweep_transport) one run per
 // transport, named <name>_<transport in lower case>: every run over the first transport,
 // then every run over the next. Runs of one process use no transport and run once.
 std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite);

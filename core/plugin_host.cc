@@ -65,6 +65,24 @@ absl::Status CheckIdentity(const std::string& path, const DdplabPluginInfo& info
 
 namespace internal_plugin_host {
 
+std::string PointName(ExtensionPoint point) {
+  switch (point) {
+    case ExtensionPoint::kBucketPlanner:
+      return "bucket planning";
+    case ExtensionPoint::kMissingGradients:
+      return "unused parameters";
+    case ExtensionPoint::kGradientLayout:
+      return "the gradient layout";
+    case ExtensionPoint::kCollectives:
+      return "a wire codec";
+    case ExtensionPoint::kCommHook:
+      return "the communication hook";
+    case ExtensionPoint::kParameterUpdates:
+      return "parameter updates";
+  }
+  return "an extension point";
+}
+
 // The registrar handed to one plugin's register_callbacks: it records into `set`.
 class Registrar : public PluginRegistrar {
  public:
@@ -75,109 +93,89 @@ class Registrar : public PluginRegistrar {
   void Reject(const std::string& message) override {
     if (error_.empty()) error_ = message;
   }
-  void AddEngineOptions(std::function<void(EngineOptions&)> callback) override {
-    if (callback) set_.engine_options_.push_back(std::move(callback));
-  }
-  void SetCommHook(std::function<std::unique_ptr<CommHook>(const CommContext&)> factory) override {
-    if (!set_.comm_hook_owner_.empty()) {
-      Reject(absl::StrCat("sets the communication hook, which plugin \"", set_.comm_hook_owner_,
-                          "\" already set; list only one of them"));
-      return;
+  void RejectField(const std::string& field, const std::string& message) override {
+    if (error_.empty()) {
+      error_ = message;
+      field_ = field;
     }
-    set_.comm_hook_factory_ = std::move(factory);
-    set_.comm_hook_owner_ = plugin_;
+  }
+  void SetBucketPlanner(std::shared_ptr<const BucketPlanner> planner) override {
+    Take(ExtensionPoint::kBucketPlanner);
+    set_.parts_.planner = std::move(planner);
+  }
+  void SetMissingGradients(std::shared_ptr<const MissingGradients> policy) override {
+    Take(ExtensionPoint::kMissingGradients);
+    set_.parts_.missing_gradients = std::move(policy);
+  }
+  void SetGradientLayout(LayoutFactory factory) override {
+    Take(ExtensionPoint::kGradientLayout);
+    set_.parts_.layout = std::move(factory);
+  }
+  void SetCommHook(CommHookFactory factory) override {
+    Take(ExtensionPoint::kCommHook);
+    set_.parts_.comm_hook = std::move(factory);
+  }
+  void SetParameterUpdates(std::function<std::unique_ptr<ParameterUpdates>()> factory) override {
+    Take(ExtensionPoint::kParameterUpdates);
+    set_.parts_.parameter_updates = std::move(factory);
+  }
+  void WrapCollectives(CollectivesWrapper wrapper) override {
+    set_.takers_[ExtensionPoint::kCollectives].push_back(plugin_);
+    set_.parts_.codecs.push_back(std::move(wrapper));
+  }
+  void Refuse(ExtensionPoint point, const std::string& why) override {
+    set_.refusals_.push_back({plugin_, point, why});
+  }
+  void SampleGradientError(int every) override {
+    int& current = set_.parts_.sample_error_every;
+    if (every > 0 && (current == 0 || every < current)) current = every;
   }
   void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) override {
     if (callbacks) set_.step_callbacks_.push_back(std::move(callbacks));
   }
 
   const std::string& error() const { return error_; }
+  const std::string& field() const { return field_; }
 
  private:
+  void Take(ExtensionPoint point) { set_.takers_[point].push_back(plugin_); }
   const google::protobuf::Message& config_;
   std::string plugin_;
   PluginSet& set_;
-  std::string error_;
+  std::string error_, field_;
 };
 
 }  // namespace internal_plugin_host
 
 BuildIdentity HostBuildIdentity() {
-  return BuildIdentity{TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI, GOOGLE_PROTOBUF_VERSION,
-                       DDPLAB_CUDA_BUILD};
+  return BuildIdentity{TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI, GOOGLE_PROTOBUF_VERSION, DDPLAB_CUDA_BUILD};
 }
 
-// Engine options that cannot hold together, refused when the plugins are loaded rather
-// than found out in a worker: the plugin that asked for each is named.
 absl::Status PluginSet::CheckComposition() const {
-  EngineOptions options;
-  std::string in_place, views, dtype, overlap, launch_thread, tail, beside_forward;
-  for (const OptionOwner& owner : option_owners_) {
-    for (size_t k = owner.begin; k < owner.end; ++k) engine_options_[k](options);
-    if (options.reduce_in_place && in_place.empty()) in_place = owner.plugin;
-    if (options.gradient_as_bucket_view && views.empty()) views = owner.plugin;
-    if (options.comm_dtype != at::ScalarType::Undefined && dtype.empty()) dtype = owner.plugin;
-    if (options.optimizer_during_backward && overlap.empty()) overlap = owner.plugin;
-    if (options.launch_thread && launch_thread.empty()) launch_thread = owner.plugin;
-    if (options.tail_buckets > 0 && tail.empty()) tail = owner.plugin;
-    if (options.updates_beside_forward && beside_forward.empty()) beside_forward = owner.plugin;
-  }
-  auto refuse = [](const std::string& plugin, const std::string& what, const std::string& other,
-                   const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat("plugin \"", plugin, "\" (", what,
-                                                   ") does not compose with plugin \"", other,
-                                                   "\": ", why, "; list one of them"));
+  auto refuse = [](const std::string& plugin, const std::string& other, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("plugin \"", plugin, "\" does not compose with plugin \"",
+                                                   other, "\": ", why, "; list one of them"));
   };
-  if (!overlap.empty()) {
-    const std::string what = "the optimizer during backward";
-    if (!comm_hook_owner_.empty()) {
-      return refuse(overlap, what, comm_hook_owner_,
-                    "it updates each bucket after the engine's own all-reduce, which a "
-                    "communication hook replaces");
-    }
-    if (!launch_thread.empty()) {
-      return refuse(overlap, what, launch_thread,
-                    "it updates each bucket after the all-reduce that autograd's thread starts, "
-                    "which the launch thread starts instead");
-    }
+  for (const auto& [point, takers] : takers_) {
+    if (point == ExtensionPoint::kCollectives || takers.size() < 2) continue;
+    return refuse(takers[1], takers[0],
+                  absl::StrCat("both take ", internal_plugin_host::PointName(point)));
   }
-  if (!beside_forward.empty()) {
-    const std::string what = "the updates beside the next forward";
-    if (!comm_hook_owner_.empty()) {
-      return refuse(beside_forward, what, comm_hook_owner_,
-                    "it queues each bucket's update after the engine's own all-reduce, which a "
-                    "communication hook replaces");
+  for (const Refusal& r : refusals_) {
+    auto it = takers_.find(r.point);
+    if (it == takers_.end()) continue;
+    for (const std::string& other : it->second) {
+      if (other != r.plugin) return refuse(r.plugin, other, r.why);
     }
-    if (!overlap.empty()) {
-      return refuse(beside_forward, what, overlap,
-                    "the updates run either during backward or beside the next forward");
-    }
-    if (!tail.empty()) {
-      return refuse(beside_forward, what, tail,
-                    "it reorders the last buckets, which the tail communicator reduces in order "
-                    "after the first communicator's");
-    }
-  }
-  if (!tail.empty() && !comm_hook_owner_.empty()) {
-    return refuse(tail, "the last buckets over a communicator of their own", comm_hook_owner_,
-                  "a communication hook reduces every bucket over the experiment's process group itself");
-  }
-  if (in_place.empty()) return absl::OkStatus();
-  const std::string what = "gradients averaged where they lie";
-  if (!views.empty()) return refuse(in_place, what, views, "both decide where gradients live");
-  if (!dtype.empty()) {
-    return refuse(in_place, what, dtype, "a gradient in another dtype on the wire needs a flat bucket to cast into");
-  }
-  if (!comm_hook_owner_.empty()) {
-    return refuse(in_place, what, comm_hook_owner_, "a communication hook takes a flat bucket");
   }
   return absl::OkStatus();
 }
 
-EngineOptions PluginSet::ResolveEngineOptions() const {
-  EngineOptions options;
-  for (const auto& apply : engine_options_) apply(options);
-  return options;
+bool PluginSet::diagnostic() const {
+  for (const LoadedPlugin* p : plugins_) {
+    if (p->info.status == static_cast<int32_t>(PluginStatus::kDiagnostic)) return true;
+  }
+  return false;
 }
 
 PluginHost::PluginHost(std::vector<std::string> search_dirs)
@@ -272,39 +270,33 @@ absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment
   PluginSet set;
   for (int i = 0; i < experiment.plugin_size(); ++i) {
     const v1::Plugin& entry = experiment.plugin(i);
-    std::string name = PluginName(entry);
-    std::string where = absl::StrCat("experiment \"", experiment.name(), "\", plugin[", i, "]");
-    if (name.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": names no plugin"));
-    }
+    const std::string name = PluginName(entry);
+    const std::string where = absl::StrCat("plugin[", i, "]");
+    if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": names no plugin"));
     absl::StatusOr<const LoadedPlugin*> loaded = Load(name, entry.path());
     if (!loaded.ok()) {
-      return absl::Status(loaded.status().code(),
-                          absl::StrCat(where, ": ", loaded.status().message()));
+      return absl::Status(loaded.status().code(), absl::StrCat(where, ": ", loaded.status().message()));
     }
     const LoadedPlugin& plugin = **loaded;
-    const google::protobuf::FieldDescriptor* field =
-        v1::Plugin::descriptor()->FindFieldByName(name);
+    const google::protobuf::FieldDescriptor* field = v1::Plugin::descriptor()->FindFieldByName(name);
     const google::protobuf::Message& config = entry.GetReflection()->GetMessage(entry, field);
-    std::string expected = config.GetDescriptor()->full_name();
+    const std::string expected = config.GetDescriptor()->full_name();
     if (expected != plugin.info.config_type) {
       return absl::FailedPreconditionError(absl::StrCat(
           where, ": plugin \"", name, "\" (", plugin.path, ") takes a ", plugin.info.config_type,
           ", but the experiment's field ", name, " holds a ", expected));
     }
     internal_plugin_host::Registrar registrar(config, name, set);
-    const size_t options_before = set.engine_options_.size();
     plugin.info.register_callbacks(registrar);
     if (!registrar.error().empty()) {
+      const std::string at = registrar.field().empty() ? where : absl::StrCat(where, ".", name, ".", registrar.field());
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": plugin \"", name, "\" rejected its configuration: ",
-                       registrar.error()));
+          absl::StrCat(at, ": plugin \"", name, "\" rejected its configuration: ", registrar.error()));
     }
     set.plugins_.push_back(&plugin);
-    set.option_owners_.push_back({name, options_before, set.engine_options_.size()});
-  }
-  if (absl::Status s = set.CheckComposition(); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("experiment \"", experiment.name(), "\": ", s.message()));
+    if (absl::Status s = set.CheckComposition(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+    }
   }
   return set;
 }

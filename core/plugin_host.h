@@ -2,11 +2,14 @@
 //
 //   ddplab::PluginHost host({runfiles_plugins_dir});
 //   absl::StatusOr<ddplab::PluginSet> plugins = host.Configure(experiment);
-//   if (!plugins.ok()) { ... }        // unknown name, bad build, rejected config
-//   ddplab::EngineOptions options = plugins->ResolveEngineOptions();
+//   if (!plugins.ok()) { ... }   // unknown name, bad build, rejected config, refused pair
+//   ddplab::DataParallelEngine engine(params, group, plugins->engine_parts());
 //
 // A plugin named N is the file <dir>/N/libN.so in one of the search directories (the
 // layout of plugins/ in the binary's runfiles), or the path its experiment entry gives.
+// Composition is checked once, here, from what each plugin registered: two plugins that
+// take the same extension point, or one that refuses a point another takes
+// (PluginRegistrar::Refuse), are refused with both named.
 
 #ifndef DDPLAB_CORE_PLUGIN_HOST_H_
 #define DDPLAB_CORE_PLUGIN_HOST_H_
@@ -18,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/engine/engine.h"
 #include "core/plugin_api.h"
 #include "ddplab/v1/experiment.pb.h"
 
@@ -49,35 +53,28 @@ class PluginSet {
   PluginSet(PluginSet&&) = default;
   PluginSet& operator=(PluginSet&&) = default;
 
-  // The engine's defaults with each plugin's changes applied in order.
-  EngineOptions ResolveEngineOptions() const;
-
-  // The communication hook's factory, or an empty function for the engine's own
-  // all-reduce.
-  const std::function<std::unique_ptr<CommHook>(const CommContext&)>& comm_hook_factory() const {
-    return comm_hook_factory_;
-  }
-  const std::vector<std::unique_ptr<StepCallbacks>>& step_callbacks() const {
-    return step_callbacks_;
-  }
+  // The engine's parts: the defaults where no plugin took a point.
+  const EngineParts& engine_parts() const { return parts_; }
+  const std::vector<std::unique_ptr<StepCallbacks>>& step_callbacks() const { return step_callbacks_; }
   // The plugins in the order they were configured.
   const std::vector<const LoadedPlugin*>& plugins() const { return plugins_; }
+  // A plugin of diagnostic status is listed: the run is not a way to train.
+  bool diagnostic() const;
 
  private:
   friend class PluginHost;
   friend class internal_plugin_host::Registrar;
-  // Refuses engine options that cannot hold together, naming the plugins that set them.
+  // Refuses points taken twice, or taken where another plugin refuses them.
   absl::Status CheckComposition() const;
-  // A plugin and the range of engine_options_ it registered.
-  struct OptionOwner {
+  struct Refusal {
     std::string plugin;
-    size_t begin, end;
+    ExtensionPoint point;
+    std::string why;
   };
-  std::vector<OptionOwner> option_owners_;
+  EngineParts parts_;
+  std::map<ExtensionPoint, std::vector<std::string>> takers_;  // by point, in order
+  std::vector<Refusal> refusals_;
   std::vector<const LoadedPlugin*> plugins_;
-  std::vector<std::function<void(EngineOptions&)>> engine_options_;
-  std::function<std::unique_ptr<CommHook>(const CommContext&)> comm_hook_factory_;
-  std::string comm_hook_owner_;
   std::vector<std::unique_ptr<StepCallbacks>> step_callbacks_;
 };
 
@@ -90,11 +87,12 @@ class PluginHost {
 
   // Loads the plugin `name`: from `explicit_path` when given, else from the search
   // directories. Loading the same plugin twice returns the first load.
-  absl::StatusOr<const LoadedPlugin*> Load(absl::string_view name,
-                                           absl::string_view explicit_path = "");
+  absl::StatusOr<const LoadedPlugin*> Load(absl::string_view name, absl::string_view explicit_path = "");
 
   // Loads every plugin the experiment lists, hands each its configuration and collects
-  // what they register. Errors name the experiment and the plugin.
+  // what they register. Errors start with the field at fault, "plugin[1]" or
+  // "plugin[1].bucket_sizing.first_bucket_cap_mb", then ": " and what is wrong, so that the
+  // experiment loader can point at the text (ConfigCheck, core/experiment.h).
   absl::StatusOr<PluginSet> Configure(const v1::Experiment& experiment);
 
   // The names of the plugins found in the search directories, sorted.

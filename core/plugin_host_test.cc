@@ -38,7 +38,7 @@ TEST_F(PluginHostTest, LoadsAWellFormedPlugin) {
   EXPECT_EQ((*plugin)->info.api_version, static_cast<uint32_t>(DDPLAB_PLUGIN_API_VERSION));
   EXPECT_STREQ((*plugin)->info.plugin_version, "1.2.3");
   EXPECT_STREQ((*plugin)->info.torch_version, TORCH_VERSION);
-  EXPECT_STREQ((*plugin)->info.config_type, "ddplab.v1.BucketViewConfig");
+  EXPECT_STREQ((*plugin)->info.config_type, "ddplab.plugins.bucket_view.v1.Config");
 
   // Loading again returns the same library.
   absl::StatusOr<const LoadedPlugin*> again = host.Load("good");
@@ -112,7 +112,7 @@ TEST_F(PluginHostTest, RefusesALibraryNamedOtherThanItsPlugin) {
   entry->mutable_bucket_view();
   absl::StatusOr<PluginSet> set = host.Configure(experiment);
   EXPECT_EQ(set.status().message(),
-            absl::StrCat("experiment \"e\", plugin[0]: plugin \"bucket_view\": ", Lib("good"),
+            absl::StrCat("plugin[0]: plugin \"bucket_view\": ", Lib("good"),
                          " calls itself \"good\"; a plugin's library must be named after it"));
 }
 
@@ -125,12 +125,10 @@ TEST(PluginHostIdentity, IsThisBuilds) {
 
 TEST(PluginSetTest, StartsFromPyTorchDdpDefaults) {
   PluginSet set;
-  EngineOptions options = set.ResolveEngineOptions();
-  EXPECT_EQ(options.bucket_cap_bytes, 25'000'000);
-  EXPECT_EQ(options.first_bucket_cap_bytes, 1'000'000);
-  EXPECT_FALSE(options.static_graph);
-  EXPECT_FALSE(options.gradient_as_bucket_view);
-  EXPECT_FALSE(set.comm_hook_factory());
+  EXPECT_EQ(DescribeEngine(set.engine_parts()),
+            "buckets of 25 MB, the first 1 MB, gradients copied into flat buckets, averaged by all-reduce");
+  EXPECT_FALSE(set.engine_parts().comm_hook);
+  EXPECT_FALSE(set.diagnostic());
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ SuiteReport MakeReport(const std::vector<v1::RunResult>& runs) {
     }
     row.peak_memory_gib = r.peak_memory_gib();
     if (r.gradient_error_samples() > 0) row.gradient_error = r.gradient_error();
-    row.no_communication = r.no_communication();
+    row.diagnostic = r.diagnostic();
     report.rows.push_back(row);
   }
   return report;
@@ -184,7 +184,7 @@ std::string Recommend(const SuiteReport& report) {
   // runs that exchange nothing.
   std::vector<std::pair<std::string, std::vector<const ReportRow*>>> groups;
   for (const ReportRow& r : report.rows) {
-    if (r.gpus <= 1 || r.no_communication) continue;
+    if (r.gpus <= 1 || r.diagnostic) continue;
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == r.transport; });
     if (it == groups.end()) {
       groups.push_back({r.transport, {}});
@@ -229,7 +229,7 @@ std::string RenderChartPng(const SuiteReport& report) {
     canvas.Text(left, y + 4, label_of(r), Rgb{0, 0, 0}, scale);
     const int w = max_rate > 0 ? static_cast<int>(bars_w * r.steps_per_s / max_rate) : 0;
     canvas.FillRect(left + label_w, y, std::max(w, 1), bar_h, r.gpus == 1                ? single
-                       : r.no_communication ? exchanged_nothing
+                       : r.diagnostic ? exchanged_nothing
                        : r.gradient_error   ? lossy
                                             : lossless);
     canvas.Text(left + label_w + w + 8, y + 4, absl::StrFormat("%.2f", r.steps_per_s), Rgb{0, 0, 0}, scale);

@@ -32,8 +32,8 @@ struct ReportRow {
   std::optional<double> busbw_gbps;  // the largest bucket's
   double peak_memory_gib = 0;
   std::optional<double> gradient_error;
-  // Gradients were not exchanged (the no_communication diagnostic): never recommended.
-  bool no_communication = false;
+  // A diagnostic run (a plugin of diagnostic status): never recommended.
+  bool diagnostic = false;
 };
 
 struct SuiteReport {

@@ -73,11 +73,11 @@ TEST(ReportTest, ChartLabelsAreNotCutShort) {
 TEST(ReportTest, NeverRecommendsARunThatExchangedNothing) {
   std::vector<v1::RunResult> runs = Runs();
   runs.push_back(::ddplab::Run("no_communication", 4, 12.4, true));
-  runs.back().set_no_communication(true);
+  runs.back().set_diagnostic(true);
   SuiteReport report = MakeReport(runs);
   ASSERT_EQ(report.rows.size(), 4u);
-  EXPECT_TRUE(report.rows[3].no_communication);
-  EXPECT_FALSE(report.rows[2].no_communication);
+  EXPECT_TRUE(report.rows[3].diagnostic);
+  EXPECT_FALSE(report.rows[2].diagnostic);
   const std::string text = Recommend(report);
   EXPECT_EQ(text.find("no_communication"), std::string::npos) << text;
   EXPECT_NE(text.find("bf16 is the fastest"), std::string::npos) << text;

@@ -26,7 +26,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/build_flags.h"
-#include "core/ddp_engine.h"
+#include "core/engine/engine.h"
 #include "core/device_report.h"
 #include "core/matmul_target.h"
 #include "core/nvtx.h"
@@ -151,34 +151,6 @@ absl::Status MakeDirectories(const std::string& path) {
   return absl::OkStatus();
 }
 
-std::string DescribeEngineOptions(const EngineOptions& o) {
-  std::string out = absl::StrCat("bucket_cap ", o.bucket_cap_bytes / 1e6, " MB, first bucket ",
-                                 o.first_bucket_cap_bytes / 1e6, " MB, static_graph ",
-                                 o.static_graph ? "on" : "off", ", gradient_as_bucket_view ",
-                                 o.gradient_as_bucket_view ? "on" : "off");
-  if (o.reduce_in_place) absl::StrAppend(&out, ", gradients reduced in place");
-  if (o.launch_thread) absl::StrAppend(&out, ", collectives launched from the engine's thread");
-  if (o.overlap_optimizer) {
-    absl::StrAppend(&out, o.optimizer_during_backward ? ", optimizer per bucket during backward"
-                                                      : ", optimizer per bucket as reductions end");
-  }
-  if (o.updates_beside_forward) {
-    absl::StrAppend(&out, ", updates beside the next forward");
-    if (o.reversed_buckets > 0) absl::StrAppend(&out, " (last ", o.reversed_buckets, " bucket(s) reversed)");
-  }
-  if (o.tail_buckets > 0) {
-    absl::StrAppend(&out, ", last ", o.tail_buckets, " bucket(s) over a communicator of their own (",
-                    o.tail_channels > 0 ? absl::StrCat(o.tail_channels, " channels") : "NCCL's channels",
-                    ")");
-  }
-  if (!o.sweep_bucket_cap_bytes.empty()) {
-    std::vector<std::string> caps;
-    for (int64_t b : o.sweep_bucket_cap_bytes) caps.push_back(absl::StrCat(b / 1e6));
-    absl::StrAppend(&out, ", sweep ", absl::StrJoin(caps, "/"), " MB");
-  }
-  return out;
-}
-
 namespace {
 
 absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainOptions& options) {
@@ -214,10 +186,6 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
 
   // The data-parallel engine, for runs of several processes or when asked for.
   std::unique_ptr<DataParallelEngine> engine;
-  // The forward's stage callback (forward_overlap) calls the engine: gone before it is.
-  absl::Cleanup no_stage_callback = [&model] { model->SetBeforeStage({}); };
-  EngineOptions engine_options =
-      options.plugins ? options.plugins->ResolveEngineOptions() : EngineOptions();
   if (world > 1 || e.distributed().force_engine()) {
     // One process alone (no worker environment) meets no one: its store is in memory.
     WorkerEnv env;
@@ -227,43 +195,15 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     // Per-bucket timing on NCCL's stream, when asked for (it costs a little of the step).
     if (cuda && e.profiling().bucket_timing()) nccl_variables.emplace_back("TORCH_NCCL_ENABLE_TIMING", "1");
     ScopedEnvironment nccl_env(nccl_variables);
-    // The experiment's group, and the tail_communicator plugin's.
-    std::vector<GroupOptions> groups(1);
-    groups[0].nccl_channels = static_cast<int>(e.distributed().nccl_channels());
-    if (engine_options.tail_buckets > 0 && world > 1) groups.push_back({engine_options.tail_channels});
+    GroupOptions group_options;
+    group_options.nccl_channels = static_cast<int>(e.distributed().nccl_channels());
     absl::StatusOr<std::vector<ProcessGroupPtr>> group = CreateProcessGroups(
-        env, cuda, std::chrono::seconds(e.distributed().timeout_seconds()), groups);
+        env, cuda, std::chrono::seconds(e.distributed().timeout_seconds()), {group_options});
     if (!group.ok()) return group.status();
-    engine = std::make_unique<DataParallelEngine>(
-        model->parameters(), group->front(), engine_options,
-        options.plugins ? options.plugins->comm_hook_factory() : DataParallelEngine::CommHookFactory());
-    if (group->size() > 1) {
-      if (absl::Status s = engine->SetTailGroup(group->back()); !s.ok()) return s;
-      // c10d makes a group's communicator at its first collective: the tail's now, under
-      // the experiment's NCCL variables and before the steps, as the first group's (in
-      // BroadcastParameters below), rather than in the middle of the first backward.
-      try {
-        std::vector<at::Tensor> one{at::zeros({1}, at::TensorOptions().device(device))};
-        group->back()->allreduce(one)->wait();
-      } catch (const std::exception& e) {
-        return absl::UnavailableError(absl::StrCat("rank ", rank, ": the tail_communicator's process group failed: ",
-                                                   compat::WhatWithoutBacktrace(e)));
-      }
-    }
+    engine = std::make_unique<DataParallelEngine>(model->parameters(), group->front(),
+                                                  options.plugins ? options.plugins->engine_parts() : EngineParts());
     engine->BroadcastParameters();
-    if (engine_options.overlap_optimizer) {
-      engine->SetParameterUpdate([&optimizer](const std::vector<size_t>& indices) {
-        optimizer.StepParameters(indices);
-      });
-    }
-    if (engine->defers_updates()) {
-      // The forward_overlap plugin: each stage of the next forward waits for its own
-      // parameters' updates, just before it runs.
-      DataParallelEngine* waiting = engine.get();
-      model->SetBeforeStage([waiting, stages = model->StageParameterIndices()](int64_t stage) {
-        waiting->WaitForParameters(stages[stage]);
-      });
-    }
+    engine->SetParameterStep([&optimizer](const std::vector<size_t>& indices) { optimizer.StepParameters(indices); });
   }
 
   SyntheticData::Options data_options;
@@ -327,7 +267,6 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     const int m = step - warmup;  // index among measured steps
     const bool timed = m >= 0 && m < measured;
     if (step == warmup) {
-      if (engine) engine->WaitForUpdates();  // the last warm-up step's, outside the window
       Synchronize(device);
 #if defined(DDPLAB_CUDA)
       if (cuda) {
@@ -340,10 +279,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       window_start = std::chrono::steady_clock::now();
     }
     if (profiled > 0 && step == warmup + measured) {
-      if (engine) {
-        engine->WaitForUpdates();
-        engine->PauseErrorSampling(true);
-      }
+      if (engine) engine->PauseErrorSampling(true);
       Synchronize(device);
       absl::StatusOr<std::unique_ptr<TorchProfile>> started = TorchProfile::Start(cuda);
       if (!started.ok()) return started.status();
@@ -370,9 +306,6 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
         RECORD_USER_SCOPE("forward");  // for LibTorch's profiler, when on
         loss = at::cross_entropy_loss(model->forward(batch.images), batch.labels);
         if (micro_batches > 1) loss = loss / micro_batches;
-        // Nothing is left after a forward that waited stage by stage; backward must not
-        // start before the last updates either way.
-        if (engine) engine->WaitForUpdates();
       }
       if (timed && micro == 0) timer.Mark(m, kForward);
       {
@@ -411,10 +344,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
     losses.push_back(micro_batches > 1 ? loss.detach() * static_cast<double>(micro_batches) : loss.detach());
     batch_range.End();
     if (profile && step == warmup + measured + profiled - 1) {
-      if (engine) {
-        engine->WaitForUpdates();
-        engine->PauseErrorSampling(false);
-      }
+      if (engine) engine->PauseErrorSampling(false);
       Synchronize(device);
       absl::StatusOr<TorchProfile::Summary> written = profile->StopAndWrite(options.torch_profile_path, rank);
       profile.reset();
@@ -425,7 +355,6 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       }
     }
     if (step == warmup + measured - 1) {
-      if (engine) engine->WaitForUpdates();  // the last measured step's, in its time
       Synchronize(device);
       window_end = std::chrono::steady_clock::now();
       host_wait_after = data.host_wait_seconds();
@@ -435,7 +364,6 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
 #endif
     }
   }
-  if (engine) engine->WaitForUpdates();
   Synchronize(device);
 
   v1::RunResult r;
@@ -511,7 +439,7 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
   if (engine) {
     const EngineStats& stats = engine->stats();
     r.set_engine(true);
-    r.set_engine_options(DescribeEngineOptions(engine_options));
+    r.set_engine_options(engine->Describe());
     for (int64_t bytes : stats.bucket_bytes) r.add_bucket_bytes(bytes);
     if (stats.timed_steps > 0) r.set_exposed_comm_ms(stats.exposed_comm_ms / stats.timed_steps);
     for (double ms : stats.bucket_allreduce_ms) r.add_bucket_allreduce_ms(ms);
@@ -521,16 +449,15 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
       r.set_gradient_error_samples(stats.gradient_error_samples);
     }
     r.set_wire_bytes(stats.wire_bytes);
-    r.set_tail_buckets(stats.tail_buckets);
     r.set_wire_dtype(stats.wire_dtype);
     for (const auto& [name, value] : engine->hook_stats()) (*r.mutable_hook_stats())[name] = value;
-    r.set_no_communication(r.hook_stats().count(kStatNoCommunication) > 0);
     // The run is measured and kept whatever this says.
     if (absl::Status s = engine->ShutDown(); !s.ok()) std::cerr << "ddplab: rank " << rank << ": " << s << "\n";
   }
   r.set_transport(v1::Distributed::Transport_Name(e.distributed().transport()));
   if (options.plugins) {
     for (const LoadedPlugin* p : options.plugins->plugins()) r.add_plugins(p->name);
+    r.set_diagnostic(options.plugins->diagnostic());
   }
   return r;
 }

@@ -50,8 +50,6 @@ struct TrainOptions {
 // (a JSON object with "traceEvents"), one track per rank, at `path`; deletes the parts.
 absl::Status MergeTraces(const std::vector<std::string>& parts, const std::string& path);
 
-// A description of engine options, for people and result records.
-std::string DescribeEngineOptions(const EngineOptions& options);
 
 // Trains `experiment` (resolved and validated) in this process and measures it. Fails
 // with a message when the experiment asks for what this build or machine lacks.

@@ -228,16 +228,18 @@ int Main(int argc, char** argv) {
       std::cout << "No GPU here: running the CPU suite (a tiny ViT on 2 Gloo processes).\n";
     }
   }
-  absl::StatusOr<v1::Suite> suite = LoadExperimentFile(path);
-  if (!suite.ok()) {
-    std::cerr << "vit_ddp: " << suite.status().message() << "\n";
-    return 2;
-  }
-
   std::vector<std::string> dirs;
   for (const std::string& dir : absl::GetFlag(FLAGS_plugin_dir)) dirs.push_back(UserPath(dir));
   if (std::string built = RunfilesPath(argv[0], "plugins"); !built.empty()) dirs.push_back(built);
   PluginHost host(dirs);
+  // Each experiment's plugins are loaded and configured as the file is read, so that a
+  // value a plugin refuses is reported at its place in the file.
+  absl::StatusOr<v1::Suite> suite = LoadExperimentFile(
+      path, [&host](const v1::Experiment& e) { return host.Configure(e).status(); });
+  if (!suite.ok()) {
+    std::cerr << "vit_ddp: " << suite.status().message() << "\n";
+    return 2;
+  }
 
   if (!is_worker) std::cout << FormatDeviceReport(device) << "\n";
 
@@ -280,7 +282,8 @@ int Main(int argc, char** argv) {
     }
     absl::StatusOr<PluginSet> plugins = host.Configure(experiment);
     if (!plugins.ok()) {
-      std::cerr << "vit_ddp: " << path << ": " << plugins.status().message() << "\n";
+      std::cerr << "vit_ddp: " << path << ": experiment \"" << experiment.name() << "\": "
+                << plugins.status().message() << "\n";
       return 2;
     }
     const int per_node = ProcessesPerNode(experiment, device);
@@ -292,7 +295,7 @@ int Main(int argc, char** argv) {
                 << (processes == 1 ? "" : "es") << ")\n"
                 << "  plugins: " << (names.empty() ? "none" : absl::StrJoin(names, ", ")) << "\n";
       if (processes > 1 || experiment.distributed().force_engine()) {
-        std::cout << "  engine:  " << DescribeEngineOptions(plugins->ResolveEngineOptions()) << "\n";
+        std::cout << "  engine:  " << DescribeEngine(plugins->engine_parts()) << "\n";
       }
       if (absl::GetFlag(FLAGS_print_experiments)) {
         std::string text;

@@ -1,37 +1,39 @@
-// bucket_sizing: the size of gradient buckets (PyTorch DDP's bucket_cap_mb).
-//
-// Small buckets start reducing early and overlap with the rest of backward; one bucket
-// larger than the model reduces everything at the end of backward. A sweep runs the
-// experiment once per cap. The experiment loader has checked the values
-// (core/experiment.cc); this applies them.
+// bucket_sizing: the size of gradient buckets (PyTorch DDP's bucket_cap_mb, here in MB of
+// 10^6 bytes). Small buckets start reducing early and overlap with the rest of backward;
+// one bucket larger than the model reduces everything at the end of backward. The
+// values' own checks (> 0, no repeats) are declared in bucket_sizing.proto; a sweep
+// (sweep_cap_mb) is expanded into one run per cap by the experiment loader.
 #include <cmath>
 #include <cstdint>
+#include <sstream>
 
 #include "core/plugin_api.h"
+#include "plugins/bucket_sizing/bucket_sizing.pb.h"
 
 namespace {
 
-constexpr double kBytesPerMb = 1000.0 * 1000.0;
+int64_t ToBytes(double mb) { return static_cast<int64_t>(std::llround(mb * 1e6)); }
 
-int64_t ToBytes(double mb) { return static_cast<int64_t>(std::llround(mb * kBytesPerMb)); }
+std::string Format(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
 
 void Register(ddplab::PluginRegistrar& registrar) {
-  const auto& config = static_cast<const ddplab::v1::BucketSizingConfig&>(registrar.config());
-  double cap_mb = config.bucket_cap_mb();
-  double first_mb = config.first_bucket_cap_mb();
-  std::vector<int64_t> sweep;
-  for (double mb : config.sweep_cap_mb()) sweep.push_back(ToBytes(mb));
-  registrar.AddEngineOptions([cap_mb, first_mb, sweep](ddplab::EngineOptions& options) {
-    if (cap_mb > 0) options.bucket_cap_bytes = ToBytes(cap_mb);
-    if (first_mb > 0) {
-      options.first_bucket_cap_bytes = ToBytes(first_mb);
-    } else if (options.first_bucket_cap_bytes > options.bucket_cap_bytes) {
-      options.first_bucket_cap_bytes = options.bucket_cap_bytes;
-    }
-    options.sweep_bucket_cap_bytes = sweep;
-  });
+  const auto& config = static_cast<const ddplab::plugins::bucket_sizing::v1::Config&>(registrar.config());
+  const double cap_mb = config.bucket_cap_mb() > 0 ? config.bucket_cap_mb() : 25;
+  if (config.bucket_cap_mb() > 0 && config.first_bucket_cap_mb() > cap_mb) {
+    registrar.RejectField("first_bucket_cap_mb", "must be at most bucket_cap_mb (" + Format(cap_mb) + "), got " +
+                                                     Format(config.first_bucket_cap_mb()));
+    return;
+  }
+  // The first bucket: as asked, else PyTorch's 1 MB, or the cap when that is smaller.
+  const double first_mb = config.first_bucket_cap_mb() > 0 ? config.first_bucket_cap_mb() : std::min(1.0, cap_mb);
+  registrar.SetBucketPlanner(std::make_shared<ddplab::CapPlanner>(ToBytes(cap_mb), ToBytes(first_mb)));
 }
 
 }  // namespace
 
-DDPLAB_PLUGIN("bucket_sizing", "1.0.0", "ddplab.v1.BucketSizingConfig", Register)
+DDPLAB_PLUGIN("bucket_sizing", "2.0.0", "ddplab.plugins.bucket_sizing.v1.Config", ddplab::PluginStatus::kStable,
+              Register)

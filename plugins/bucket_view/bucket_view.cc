@@ -1,16 +1,107 @@
-// bucket_view: parameters' gradients are views into the engine's bucket buffers
-// (PyTorch DDP's gradient_as_bucket_view), so backward writes gradients straight into
-// the buffers that are all-reduced: no copy in before the reduction, none out after it,
-// and one gradient-sized allocation fewer.
+// bucket_view: parameters' gradients are views into the buckets (PyTorch DDP's
+// gradient_as_bucket_view=True), so the average lands in the gradients themselves:
+// nothing is copied out after the reduction, and a gradient that autograd accumulates
+// into its view (micro-steps, unused parameters) is never copied in either.
+//
+// A gradient layout deriving from the default one (CopyLayout): the bucket buffers are
+// the gradients' storage. Where the wire has another dtype (bf16), the storage is a
+// float32 buffer of its own beside the wire's bucket, and the average is cast into it.
+#include "core/engine/copy_layout.h"
 #include "core/plugin_api.h"
+#include "plugins/bucket_view/bucket_view.pb.h"
 
 namespace {
 
+using ddplab::CopyLayout;
+
+class ViewLayout : public CopyLayout {
+ public:
+  using CopyLayout::CopyLayout;
+
+  void Build(const std::vector<ddplab::LayoutBucket>& buckets, const ddplab::LayoutSpec& spec) override {
+    const bool first = flats_.empty();
+    CopyLayout::Build(buckets, spec);
+    storage_.clear();
+    storage_views_.clear();
+    for (const Flat& flat : flats_) {
+      const at::Tensor& p = params_[flat.def.params[0]];
+      const bool own = flat.buffer.scalar_type() != p.scalar_type();
+      storage_.push_back(own ? at::zeros({flat.def.numel}, p.options()) : flat.buffer);
+      storage_views_.push_back(own ? Parts(flat, storage_.back()) : flat.views);
+    }
+    // Every gradient becomes its view. At the rebuild, gradients accumulated so far move
+    // into their new views; a parameter without one (ZeroGrad just dropped it) stays without.
+    for (size_t b = 0; b < flats_.size(); ++b) {
+      for (size_t k = 0; k < flats_[b].def.params.size(); ++k) {
+        at::Tensor& grad = params_[flats_[b].def.params[k]].mutable_grad();
+        if (!first && !grad.defined()) continue;
+        if (grad.defined()) storage_views_[b][k].copy_(grad);
+        grad = storage_views_[b][k];
+      }
+    }
+  }
+
+  // A parameter that receives a gradient each step starts the step with none: autograd
+  // then hands over its gradient without a kernel, and Collect copies it in once and makes
+  // the view the gradient again (one read, one write) instead of zeroing the bucket and
+  // adding into it (two of each). Only unused parameters keep a zeroed view.
+  void ZeroGrad() override {
+    for (size_t b = 0; b < flats_.size(); ++b) {
+      for (size_t k = 0; k < flats_[b].def.params.size(); ++k) {
+        at::Tensor& grad = params_[flats_[b].def.params[k]].mutable_grad();
+        if (flats_[b].unused[k]) {
+          storage_views_[b][k].zero_();
+          grad = storage_views_[b][k];
+        } else {
+          grad = at::Tensor();
+        }
+      }
+    }
+  }
+
+  void Collect(size_t bucket, size_t slot) override {
+    Flat& flat = flats_[bucket];
+    const at::Tensor& view = storage_views_[bucket][slot];
+    at::Tensor& grad = params_[flat.def.params[slot]].mutable_grad();
+    const bool in_place = grad.is_alias_of(view);
+    // In the wire's own buffer already (the storage is the buffer), or to be put there.
+    if (!in_place || flat.buffer.scalar_type() != grad.scalar_type()) Take(flat, slot, grad);
+    grad = view;
+  }
+
+  void MarkUnused(size_t bucket, size_t slot) override {
+    CopyLayout::MarkUnused(bucket, slot);
+    storage_views_[bucket][slot].zero_();
+    params_[flats_[bucket].def.params[slot]].mutable_grad() = storage_views_[bucket][slot];
+  }
+
+  // The gradients are the storage's views: the average only has to be in the storage.
+  void Deliver(size_t bucket, const at::Tensor& result) override {
+    if (!result.is_same(storage_[bucket])) storage_[bucket].copy_(result);
+  }
+
+  int64_t bucket_bytes() const override {
+    int64_t bytes = CopyLayout::bucket_bytes();
+    for (size_t b = 0; b < flats_.size(); ++b) {
+      if (!storage_[b].is_same(flats_[b].buffer)) bytes += storage_[b].numel() * storage_[b].element_size();
+    }
+    return bytes;
+  }
+  int64_t gradient_bytes() const override { return 0; }
+  std::string Describe() const override { return "gradients as views into the buckets"; }
+
+ private:
+  std::vector<at::Tensor> storage_;                     // per bucket, the gradients' dtype
+  std::vector<std::vector<at::Tensor>> storage_views_;  // per bucket and slot
+};
+
 void Register(ddplab::PluginRegistrar& registrar) {
-  registrar.AddEngineOptions(
-      [](ddplab::EngineOptions& options) { options.gradient_as_bucket_view = true; });
+  registrar.SetGradientLayout([](std::vector<at::Tensor>& params) -> std::unique_ptr<ddplab::GradientLayout> {
+    return std::make_unique<ViewLayout>(params);
+  });
 }
 
 }  // namespace
 
-DDPLAB_PLUGIN("bucket_view", "1.0.0", "ddplab.v1.BucketViewConfig", Register)
+DDPLAB_PLUGIN("bucket_view", "2.0.0", "ddplab.plugins.bucket_view.v1.Config", ddplab::PluginStatus::kStable,
+              Register)

@@ -1,9 +1,10 @@
 // no_communication: a diagnostic. Each bucket goes through the engine (grouping, the
 // hook call, the wait before the optimizer) but nothing is exchanged: every rank keeps
 // its own gradient. Against the same configuration with communication, the difference
-// is what communicating costs this step, on the device and on the host; against one
-// process, what running several processes and the engine costs without it.
+// is what communicating costs this step; against one process, what running several
+// processes and the engine costs without it. Its runs are never recommended (its status).
 #include "core/plugin_api.h"
+#include "plugins/no_communication/no_communication.pb.h"
 
 namespace {
 
@@ -14,7 +15,6 @@ class KeepLocalHook : public ddplab::CommHook {
     future->markCompleted(c10::IValue(bucket.buffer));
     return future;
   }
-  std::map<std::string, double> Stats() const override { return {{ddplab::kStatNoCommunication, 1}}; }
 };
 
 void Register(ddplab::PluginRegistrar& registrar) {
@@ -25,4 +25,5 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("no_communication", "1.0.0", "ddplab.v1.NoCommunicationConfig", Register)
+DDPLAB_PLUGIN("no_communication", "2.0.0", "ddplab.plugins.no_communication.v1.Config",
+              ddplab::PluginStatus::kDiagnostic, Register)

@@ -1,25 +1,27 @@
-// optimizer_overlap: the optimizer overlapped with communication. Without it every
-// parameter waits for the last bucket's all-reduce, and then one optimizer pass over all
-// of them (for ViT-L, 1.22 GB of gradients read and 1.22 GB of parameters read and
-// written) runs after it, on the step's critical path. With it the engine updates each
-// bucket's parameters as soon as that bucket's average is in place: by default queued
-// after backward's compute, bucket by bucket, so that the updates run while the last
-// buckets are still being reduced; with during_backward, each as its bucket's reduction
-// is launched, on a stream of its own beside backward's compute (PyTorch's DDP with
-// _apply_optimizer_in_backward).
+// optimizer_overlap: each bucket's parameters are updated by the experiment's optimizer
+// as soon as the bucket's average is in place, in bucket order after backward's compute,
+// while the last buckets are still being reduced; the step then has no optimizer pass of
+// its own after the last reduction (PyTorch's _hook_then_optimizer). The parameters after
+// each step are the same, bit for bit. An optimizer that needs every gradient first
+// (gradient clipping) would not work with it; the experiment's SGD needs none.
 #include "core/plugin_api.h"
+#include "plugins/optimizer_overlap/optimizer_overlap.pb.h"
 
 namespace {
 
+class UpdatePerBucket : public ddplab::ParameterUpdates {
+ public:
+  bool OnBucketAveraged(const std::vector<size_t>& params, const ddplab::ParameterStep& step) override {
+    step(params);
+    return true;
+  }
+};
+
 void Register(ddplab::PluginRegistrar& registrar) {
-  const auto& config = static_cast<const ddplab::v1::OptimizerOverlapConfig&>(registrar.config());
-  const bool during_backward = config.during_backward();
-  registrar.AddEngineOptions([during_backward](ddplab::EngineOptions& options) {
-    options.overlap_optimizer = true;
-    options.optimizer_during_backward = during_backward;
-  });
+  registrar.SetParameterUpdates([] { return std::make_unique<UpdatePerBucket>(); });
 }
 
 }  // namespace
 
-DDPLAB_PLUGIN("optimizer_overlap", "1.0.0", "ddplab.v1.OptimizerOverlapConfig", Register)
+DDPLAB_PLUGIN("optimizer_overlap", "2.0.0", "ddplab.plugins.optimizer_overlap.v1.Config",
+              ddplab::PluginStatus::kStable, Register)

@@ -6,43 +6,34 @@
 namespace ddplab {
 namespace {
 
-TEST(OptimizerOverlapPluginTest, SetsOverlapOptimizerOnly) {
-  absl::StatusOr<EngineOptions> options = testing::ResolveWithPlugins("plugin { optimizer_overlap {} }");
-  ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_TRUE(options->overlap_optimizer);
-  EXPECT_FALSE(options->optimizer_during_backward);
-  EXPECT_FALSE(options->reduce_in_place);
-  EXPECT_FALSE(options->launch_thread);
-  EXPECT_EQ(options->comm_dtype, at::ScalarType::Undefined);
-}
-
-// After backward, the updates follow whatever reduced the bucket: every plugin composes.
-TEST(OptimizerOverlapPluginTest, AfterBackwardComposesWithEveryReduction) {
-  for (const char* other : {"zero_copy {}", "bucket_view {}", "bf16 {}", "static_graph {}",
-                            "powersgd { rank: 1 }", "no_communication {}", "launch_thread {}"}) {
-    absl::StatusOr<EngineOptions> options = testing::ResolveWithPlugins(
-        std::string("plugin { optimizer_overlap {} } plugin { ") + other + " }");
-    ASSERT_TRUE(options.ok()) << other << ": " << options.status();
-    EXPECT_TRUE(options->overlap_optimizer);
+// The updates follow whatever reduced the bucket: every plugin composes.
+TEST(OptimizerOverlapPluginTest, ComposesWithEveryReduction) {
+  for (const char* other : {"zero_copy {}", "bucket_view {}", "bf16 {}", "static_graph {}", "powersgd { rank: 1 }",
+                            "no_communication {}"}) {
+    absl::StatusOr<PluginSet> set =
+        testing::ConfigureWithPlugins(std::string("plugin { optimizer_overlap {} } plugin { ") + other + " }");
+    ASSERT_TRUE(set.ok()) << other << ": " << set.status();
+    EXPECT_TRUE(set->engine_parts().parameter_updates) << other;
   }
 }
 
-TEST(OptimizerOverlapPluginTest, DuringBackwardComposesWithTheEnginesOwnAllReduce) {
-  for (const char* other : {"zero_copy {}", "bucket_view {}", "bf16 {}", "static_graph {}"}) {
-    absl::StatusOr<EngineOptions> options = testing::ResolveWithPlugins(
-        std::string("plugin { optimizer_overlap { during_backward: true } } plugin { ") + other + " }");
-    ASSERT_TRUE(options.ok()) << other << ": " << options.status();
-    EXPECT_TRUE(options->overlap_optimizer);
-    EXPECT_TRUE(options->optimizer_during_backward);
+// SGD with momentum and weight decay, per bucket, as the averages land: each step's
+// gradients equal one process's over the whole batch, so every earlier update was the
+// reference's (and the worker fails if the engine did not do the updates).
+TEST(OptimizerOverlapPluginTest, UpdatesEachBucketAsItsAverageLands) {
+  const std::vector<std::string> flags{"--expect_updated", "--momentum=0.9", "--weight_decay=0.01"};
+  const std::string overlap = "plugin { optimizer_overlap {} } ";
+  for (const std::string& more :
+       {std::string(testing::kSmallBuckets), std::string("plugin { bucket_view {} } plugin { static_graph {} }"),
+        std::string("plugin { zero_copy {} } plugin { static_graph {} }") + testing::kSmallBuckets}) {
+    EXPECT_EQ(testing::TrainAndCompare(2, overlap + more, flags), "") << more;
   }
-}
-
-// During backward, a hook's reduction or another thread's launches: refused when the
-// plugins are loaded, naming both plugins, in either order.
-TEST(OptimizerOverlapPluginTest, DuringBackwardRefusesHooksAndTheLaunchThread) {
-  for (const char* other : {"powersgd { rank: 1 }", "no_communication {}", "launch_thread {}"}) {
-    EXPECT_EQ(testing::RefusedTogether("optimizer_overlap { during_backward: true }", other), "");
-  }
+  std::vector<std::string> accumulate = flags;
+  accumulate.push_back("--accumulate=3");
+  EXPECT_EQ(testing::TrainAndCompare(3, overlap + testing::kSmallBuckets, accumulate), "");
+  EXPECT_EQ(testing::TrainAndCompare(2, overlap + "plugin { bf16 {} }",
+                                     {"--expect_updated", "--grad_tolerance=0.00390625", "--wire_dtype=BFloat16"}),
+            "");
 }
 
 }  // namespace

@@ -50,8 +50,9 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "core/collectives.h"
+#include "core/engine/collectives.h"
 #include "core/plugin_api.h"
+#include "plugins/powersgd/powersgd.pb.h"
 #include "plugins/powersgd/thin_products.h"
 
 #if defined(DDPLAB_CUDA)
@@ -149,7 +150,6 @@ class PowerSgdHook : public ddplab::CommHook {
         bf16_state_(settings.bf16_state),
         fused_kernels_(settings.fused_kernels),
         context_(context) {
-    if (context_.options != nullptr) wire_dtype_ = context_.options->comm_dtype;
     worker_ = std::thread([this] { Work(); });
   }
 
@@ -594,17 +594,9 @@ class PowerSgdHook : public ddplab::CommHook {
     out.copy_(thin);
   }
 
-  // Averages `t` over the ranks in place, as P and Q travel: in bfloat16 when the bf16
-  // plugin is listed too.
-  void Mean(at::Tensor& t) const {
-    if (wire_dtype_ == at::ScalarType::Undefined || wire_dtype_ == t.scalar_type()) {
-      ddplab::StartMean(*context_.process_group, t, context_.nccl).wait();
-      return;
-    }
-    at::Tensor wire = t.to(wire_dtype_);
-    ddplab::StartMean(*context_.process_group, wire, context_.nccl).wait();
-    t.copy_(wire);
-  }
+  // Averages `t` over the ranks in place, as P and Q travel: through the experiment's
+  // collectives, so in bfloat16 when the bf16 plugin is listed too.
+  void Mean(at::Tensor& t) const { context_.collectives->StartMean({t}).wait(); }
 
   // Keeps the next step's Q of a group: this step's, with its zero columns (directions P
   // dropped as dependent) replaced by a fixed random matrix of the parameter, so that a
@@ -641,7 +633,6 @@ class PowerSgdHook : public ddplab::CommHook {
   const bool bf16_state_;
   const bool fused_kernels_;
   const CommContext context_;
-  at::ScalarType wire_dtype_ = at::ScalarType::Undefined;
   std::map<size_t, at::Tensor> q_, error_;  // per parameter
   // Per group of same-shape matrices in a bucket (its parameters): the kept Q as one
   // batch, and the replacement for its zero columns.
@@ -661,15 +652,17 @@ class PowerSgdHook : public ddplab::CommHook {
 };
 
 void Register(ddplab::PluginRegistrar& registrar) {
-  const auto& config = static_cast<const ddplab::v1::PowerSgdConfig&>(registrar.config());
-  Settings settings{static_cast<int64_t>(config.rank()),   static_cast<int64_t>(config.start_step()),
-                    !config.disable_error_feedback(),       !config.disable_warm_start(),
-                    config.min_compression_rate(),          config.seed(),
-                    config.bf16_state(),                    !config.disable_fused_kernels()};
-  const int every = static_cast<int>(config.sample_error_every());
-  registrar.AddEngineOptions([every](ddplab::EngineOptions& options) {
-    if (every > 0) options.gradient_error_every = every;
-  });
+  const auto& config = static_cast<const ddplab::plugins::powersgd::v1::Config&>(registrar.config());
+  // 0 is "left out": the documented defaults.
+  Settings settings{config.rank() > 0 ? static_cast<int64_t>(config.rank()) : 1,
+                    static_cast<int64_t>(config.start_step()),
+                    !config.disable_error_feedback(),
+                    !config.disable_warm_start(),
+                    config.min_compression_rate() > 0 ? config.min_compression_rate() : 2.0,
+                    config.seed(),
+                    config.bf16_state(),
+                    !config.disable_fused_kernels()};
+  registrar.SampleGradientError(static_cast<int>(config.sample_error_every()));
   registrar.SetCommHook([settings](const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
     return std::make_unique<PowerSgdHook>(settings, context);
   });
@@ -677,4 +670,4 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("powersgd", "1.0.0", "ddplab.v1.PowerSgdConfig", Register)
+DDPLAB_PLUGIN("powersgd", "2.0.0", "ddplab.plugins.powersgd.v1.Config", ddplab::PluginStatus::kStable, Register)

@@ -1,16 +1,29 @@
-// static_graph: the model's graph is the same every step (PyTorch DDP's static_graph).
-//
-// The engine then skips the per-step search for unused parameters, rebuilds buckets
-// once from the order in which gradients first became ready, and reports an error if a
-// later step produces gradients in another set.
+// static_graph: the graph is the same every step (PyTorch DDP's static_graph=True). A
+// parameter that received no gradient in the first step stays unused for the rest of the
+// run: its share of every bucket is zeros, and a gradient for it later is an error.
+// Without it, every parameter must receive a gradient every step.
 #include "core/plugin_api.h"
+#include "plugins/static_graph/static_graph.pb.h"
 
 namespace {
 
+class UnusedFromTheFirstStep : public ddplab::MissingGradients {
+ public:
+  std::string Accept(const std::vector<size_t>& missing, bool first_step) const override {
+    if (first_step) return "";
+    std::string names;
+    for (size_t i : missing) names += (names.empty() ? "" : ", ") + std::to_string(i);
+    return "parameter(s) " + names +
+           " received no gradient in this step, but did in the first: with static_graph a "
+           "parameter is used in every step or in none";
+  }
+};
+
 void Register(ddplab::PluginRegistrar& registrar) {
-  registrar.AddEngineOptions([](ddplab::EngineOptions& options) { options.static_graph = true; });
+  registrar.SetMissingGradients(std::make_shared<UnusedFromTheFirstStep>());
 }
 
 }  // namespace
 
-DDPLAB_PLUGIN("static_graph", "1.0.0", "ddplab.v1.StaticGraphConfig", Register)
+DDPLAB_PLUGIN("static_graph", "2.0.0", "ddplab.plugins.static_graph.v1.Config", ddplab::PluginStatus::kStable,
+              Register)

@@ -3,48 +3,70 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "core/engine/collectives.h"
 #include "core/experiment.h"
 #include "core/launcher.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 namespace ddplab::testing {
+namespace {
 
-absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text,
-                                               const std::string& distributed) {
-  absl::StatusOr<v1::Suite> suite = ParseExperimentText(
-      absl::StrCat(R"pb(
+using bazel::tools::cpp::runfiles::Runfiles;
+
+Runfiles& TestRunfiles() {
+  static Runfiles* runfiles = [] {
+    std::string error;
+    return Runfiles::CreateForTest(&error);
+  }();
+  return *runfiles;
+}
+
+// One host for the process, as in the binary: each library is loaded once, and every
+// Configure call registers its callbacks afresh.
+PluginHost& Host() {
+  static PluginHost* host = new PluginHost({TestRunfiles().Rlocation("ddplab/plugins")});
+  return *host;
+}
+
+class GroupMean : public Collectives {
+ public:
+  explicit GroupMean(compat::CollectiveGroup& group) : group_(group) {}
+  PendingMean StartMean(std::vector<at::Tensor> tensors) override {
+    return StartMeanCoalesced(group_, std::move(tensors), /*nccl=*/false);
+  }
+
+ private:
+  compat::CollectiveGroup& group_;
+};
+
+}  // namespace
+
+absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text, const std::string& distributed) {
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(absl::StrCat(R"pb(
         name: "plugin_test"
         model { preset: VIT_TINY_TEST }
         data { batch_size: 2 }
         steps { measured: 1 }
         optimizer { sgd { learning_rate: 0.1 } }
       )pb",
-                   "distributed { ", distributed, " } ", plugins_text),
-      "plugin_test");
+                                                                     "distributed { ", distributed, " } ", plugins_text),
+                                                        "plugin_test");
   if (!suite.ok()) return suite.status();
-  std::string error;
-  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
-      bazel::tools::cpp::runfiles::Runfiles::CreateForTest(&error));
-  if (runfiles == nullptr) return absl::InternalError(error);
-  // One host for the process, as in the binary: each library is loaded once, and every
-  // Configure call registers its callbacks afresh.
-  static PluginHost* host = new PluginHost({runfiles->Rlocation("ddplab/plugins")});
-  return host->Configure(suite->experiment(0));
+  return Host().Configure(suite->experiment(0));
 }
 
-absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text,
-                                                 const std::string& distributed) {
-  absl::StatusOr<PluginSet> set = ConfigureWithPlugins(plugins_text, distributed);
-  if (!set.ok()) return set.status();
-  return set->ResolveEngineOptions();
+absl::Status LoadWithPlugins(const std::string& text) {
+  return ParseExperimentText(text, "test.textproto",
+                             [](const v1::Experiment& e) { return Host().Configure(e).status(); })
+      .status();
 }
 
 std::string RefusedTogether(const std::string& mine, const std::string& theirs) {
   const std::string a = "plugin { " + mine + " }", b = "plugin { " + theirs + " }";
   for (const std::string& plugins : {a + " " + b, b + " " + a}) {
-    absl::StatusOr<EngineOptions> options = ResolveWithPlugins(plugins);
-    if (options.ok()) return plugins + ": accepted";
-    const std::string message(options.status().message());
+    absl::StatusOr<PluginSet> set = ConfigureWithPlugins(plugins);
+    if (set.ok()) return plugins + ": accepted";
+    const std::string message(set.status().message());
     for (const std::string& entry : {mine, theirs}) {
       const std::string name = entry.substr(0, entry.find(' '));
       if (message.find("plugin \"" + name + "\"") == std::string::npos) {
@@ -58,18 +80,18 @@ std::string RefusedTogether(const std::string& mine, const std::string& theirs) 
   return "";
 }
 
-std::unique_ptr<CommHook> MakeHook(const PluginSet& set, const EngineOptions& options) {
+std::unique_ptr<CommHook> MakeHook(const PluginSet& set) {
   static ProcessGroupPtr* group = [] {
     WorkerEnv env;
     env.master_port = FreePort();
     return new ProcessGroupPtr(CreateProcessGroup(env, false, std::chrono::seconds(30)).value());
   }();
-  CommContext context;
-  context.process_group = group->get();
-  context.rank = 0;
-  context.world_size = 1;
-  context.options = &options;
-  return set.comm_hook_factory()(context);
+  static Collectives* collectives = [] {
+    std::unique_ptr<Collectives> c = std::make_unique<GroupMean>(**group);
+    return c.release();
+  }();
+  CommContext context{group->get(), 0, 1, false, collectives};
+  return set.engine_parts().comm_hook(context);
 }
 
 GradBucket OneGradientBucket(const at::Tensor& values, int64_t step) {
@@ -81,6 +103,17 @@ GradBucket OneGradientBucket(const at::Tensor& values, int64_t step) {
   bucket.is_last = true;
   bucket.step = step;
   return bucket;
+}
+
+std::string TrainAndCompare(int ranks, const std::string& plugins_text, const std::vector<std::string>& flags) {
+  std::vector<std::string> argv{TestRunfiles().Rlocation("ddplab/core/testing/engine_worker"),
+                                absl::StrCat("--plugins=", plugins_text)};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  LaunchOptions options;
+  options.nproc_per_node = ranks;
+  LaunchResult r = Launch(argv, options);
+  if (r.exit_code == 0) return "";
+  return absl::StrCat("exit ", r.exit_code, ": ", r.message);
 }
 
 }  // namespace ddplab::testing

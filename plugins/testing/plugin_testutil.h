@@ -1,10 +1,15 @@
 // Helpers for plugin tests: configure plugins through the real host, from the test's
-// runfiles, as the vit_ddp binary does.
+// runfiles, as the vit_ddp binary does; and train with them over several processes.
+//
+//   // plugins/bf16/bf16_test.cc
+//   EXPECT_EQ(testing::TrainAndCompare(2, "plugin { bf16 {} }",
+//                                      {"--grad_tolerance=0.004", "--wire_dtype=BFloat16"}), "");
 #ifndef DDPLAB_PLUGINS_TESTING_PLUGIN_TESTUTIL_H_
 #define DDPLAB_PLUGINS_TESTING_PLUGIN_TESTUTIL_H_
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/distributed.h"
@@ -17,13 +22,14 @@ inline constexpr char kCpuProcesses[] = "device: CPU gpus_per_node: 2";
 
 // Parses `plugins_text` (plugin entries in text format, e.g. "plugin { static_graph {} }")
 // into a valid two-process experiment (its distributed fields `distributed`), loads the
-// plugins from the test's runfiles and returns the engine options they resolve to.
-absl::StatusOr<EngineOptions> ResolveWithPlugins(const std::string& plugins_text,
-                                                 const std::string& distributed = kCpuProcesses);
-
-// As ResolveWithPlugins, returning everything the plugins registered.
+// plugins from the test's runfiles and returns what they registered.
 absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text,
                                                const std::string& distributed = kCpuProcesses);
+
+// Loads `text` (an experiment file's text, named "test.textproto") as vit_ddp does, with
+// the plugins configured from the runfiles: the loader's error, e.g.
+// "test.textproto:7:35: plugin[0].bucket_sizing.first_bucket_cap_mb: must be ...".
+absl::Status LoadWithPlugins(const std::string& text);
 
 // Whether the plugin entries `mine` and `theirs` (each e.g. "zero_copy {}") are refused
 // together when loaded, in either order, each time with a message that names both plugins
@@ -32,10 +38,18 @@ std::string RefusedTogether(const std::string& mine, const std::string& theirs);
 
 // A communication hook from `set` over a one-process Gloo group of its own, as the engine
 // would make it (the group lives as long as the process).
-std::unique_ptr<CommHook> MakeHook(const PluginSet& set, const EngineOptions& options);
+std::unique_ptr<CommHook> MakeHook(const PluginSet& set);
 
 // A bucket of one gradient of `sizes`, holding `values`.
 GradBucket OneGradientBucket(const at::Tensor& values, int64_t step);
+
+// Trains the tiny ViT on `ranks` processes over Gloo with the plugins of `plugins_text`
+// (//core/testing:engine_worker, whose flags `flags` adds to) against one process over
+// the concatenated batch: "" if every check held, else the worker's exit and output.
+std::string TrainAndCompare(int ranks, const std::string& plugins_text, const std::vector<std::string>& flags = {});
+
+// Small buckets for the tiny ViT (several buckets, and a rebuild that changes them).
+inline constexpr char kSmallBuckets[] = "plugin { bucket_sizing { bucket_cap_mb: 0.02 first_bucket_cap_mb: 0.004 } }";
 
 }  // namespace ddplab::testing
 

@@ -6,31 +6,28 @@
 namespace ddplab {
 namespace {
 
-TEST(ZeroCopyPluginTest, SetsReduceInPlaceOnly) {
-  absl::StatusOr<EngineOptions> options = testing::ResolveWithPlugins("plugin { zero_copy {} }");
-  ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_TRUE(options->reduce_in_place);
-  EXPECT_FALSE(options->gradient_as_bucket_view);
-  EXPECT_FALSE(options->launch_thread);
-}
-
-TEST(ZeroCopyPluginTest, ComposesWithStaticGraphBucketSizingAndLaunchThread) {
-  absl::StatusOr<EngineOptions> options = testing::ResolveWithPlugins(
-      "plugin { bucket_sizing { bucket_cap_mb: 50 } } plugin { static_graph {} } "
-      "plugin { zero_copy {} } plugin { launch_thread {} }");
-  ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_TRUE(options->reduce_in_place);
-  EXPECT_TRUE(options->static_graph);
-  EXPECT_TRUE(options->launch_thread);
-  EXPECT_EQ(options->bucket_cap_bytes, 50'000'000);
-}
-
 // What needs a flat bucket is refused when the plugins are loaded, in either order,
 // naming both plugins.
 TEST(ZeroCopyPluginTest, RefusesWhatNeedsAFlatBucket) {
   for (const char* other : {"bucket_view {}", "bf16 {}", "powersgd { rank: 1 }", "no_communication {}"}) {
-    EXPECT_EQ(testing::RefusedTogether("zero_copy {}", other), "");
+    EXPECT_EQ(testing::RefusedTogether("zero_copy {}", other), "") << other;
   }
+}
+
+// Against one process over the whole batch, with no bucket memory, alone and with what
+// it composes with.
+TEST(ZeroCopyPluginTest, AveragesExactlyWhereTheGradientsLie) {
+  const std::vector<std::string> flags{"--expect_no_bucket_memory"};
+  EXPECT_EQ(testing::TrainAndCompare(2, std::string("plugin { zero_copy {} }") + testing::kSmallBuckets, flags), "");
+  EXPECT_EQ(testing::TrainAndCompare(3, std::string("plugin { zero_copy {} } plugin { static_graph {} }") +
+                                            testing::kSmallBuckets,
+                                     {"--expect_no_bucket_memory", "--unused_parameter"}),
+            "");
+  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { zero_copy {} } plugin { static_graph {} }", flags), "");
+  EXPECT_EQ(testing::TrainAndCompare(2, std::string("plugin { zero_copy {} } plugin { static_graph {} }") +
+                                            testing::kSmallBuckets,
+                                     {"--expect_no_bucket_memory", "--accumulate=3"}),
+            "");
 }
 
 }  // namespace

@@ -18,21 +18,23 @@ CUDA_GENCODE = [
 # the experiment schema) from the executable, as LLVM's pass plugins do.
 HOST_LINKOPTS = ["-rdynamic", "-ldl"]
 
-def ddplab_plugin(name, srcs, deps = [], test_srcs = [], **kwargs):
+def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", **kwargs):
     """A plugin: a shared library lib<name>.so exporting only ddplabGetPluginInfo.
 
     The plugin links against LibTorch like the host, and against nothing of the host's:
-    the plugin API and the experiment schema are headers here and are resolved from the
-    host binary when the plugin is loaded. `test_srcs` become <name>_test, which loads
-    the plugins through the real host (//plugins/testing:plugin_testutil).
+    the plugin API and the experiment schema (its own <name>.proto among them) are
+    headers here and are resolved from the host binary when the plugin is loaded.
+    `test_srcs` become <name>_test, which loads the plugins through the real host and may
+    train with them over several processes (//plugins/testing:plugin_testutil).
     """
+    native.exports_files([name + ".proto", "README.md"])
     if test_srcs:
         native.cc_test(
             name = name + "_test",
-            size = "small",
+            size = test_size,
             srcs = test_srcs,
             copts = DDPLAB_COPTS,
-            data = ["//plugins:all"],
+            data = ["//plugins:all", "//core/testing:engine_worker"],
             linkopts = HOST_LINKOPTS,
             deps = [
                 "//plugins/testing:plugin_testutil",

@@ -4,24 +4,35 @@ Bazel 4's native cc_proto_library wants a protobuf source repository to build pr
 ddplab builds offline against the system's protoc and libprotobuf instead.
 """
 
+def _proto_path(src):
+    """The import path of a .proto label: proto/ddplab/v1/x.proto is "ddplab/v1/x.proto",
+    //plugins/N:N.proto is "plugins/N/N.proto"."""
+    if src.startswith("//"):
+        package, _, name = src[2:].partition(":")
+        return package + "/" + name
+    return src
+
 def ddplab_cc_proto(name, srcs, visibility = None):
     """Generates <name> (the messages, for binaries) and <name>_headers (headers only).
 
-    srcs are .proto files below this package; the import path is relative to it, so
-    proto/ddplab/v1/x.proto is imported as "ddplab/v1/x.proto" and its header included
-    as "ddplab/v1/x.pb.h". Plugins use <name>_headers: the host binary holds the code.
+    srcs are .proto files of this package (imported relative to it, so
+    proto/ddplab/v1/x.proto is "ddplab/v1/x.proto" and its header "ddplab/v1/x.pb.h"),
+    files this package generates, or other packages' .proto labels (imported relative to
+    the workspace: //plugins/N:N.proto is "plugins/N/N.proto", header
+    "plugins/N/N.pb.h"). Plugins use <name>_headers: the host binary holds the code.
     """
     outs = []
     for s in srcs:
-        base = s[:-len(".proto")]
+        base = _proto_path(s)[:-len(".proto")]
         outs += [base + ".pb.h", base + ".pb.cc"]
+    pkg = native.package_name()
     native.genrule(
         name = name + "_generate",
         srcs = srcs,
         outs = outs,
         tools = ["@protobuf//:protoc"],
-        cmd = "$(location @protobuf//:protoc) --proto_path=" + native.package_name() +
-              " --cpp_out=$(RULEDIR) " +
+        cmd = "$(location @protobuf//:protoc) --proto_path=" + pkg +
+              " --proto_path=$(GENDIR)/" + pkg + " --proto_path=. --cpp_out=$(RULEDIR) " +
               " ".join(["$(location {})".format(s) for s in srcs]),
     )
     hdrs = [o for o in outs if o.endswith(".h")]

@@ -8,5 +8,5 @@ void Register(ddplab::PluginRegistrar&) {}
 extern "C" __attribute__((visibility("default"))) DdplabPluginInfo ddplabGetPluginInfo() {
   return DdplabPluginInfo{DDPLAB_PLUGIN_API_VERSION + 1, "wrong_api", "1.0.0", TORCH_VERSION,
                           _GLIBCXX_USE_CXX11_ABI, GOOGLE_PROTOBUF_VERSION, DDPLAB_CUDA_BUILD,
-                          "ddplab.v1.BucketViewConfig", Register};
+                          "ddplab.plugins.bucket_view.v1.Config", 0, Register};
 }

@@ -1,18 +1,19 @@
-// A worker for //core:ddp_engine_test, started by the launcher as one of N ranks.
+// A worker for the plugins' multi-process tests (plugins/testing/plugin_testutil.h),
+// started by the launcher as one of N ranks.
 //
-// Trains the tiny ViT with the data-parallel engine (Gloo) on its rank's batches and,
-// beside it, a reference model in this process on the batches of all ranks concatenated
-// (what an exact all-reduce gives). Checks every step that the engine's averaged
-// gradients equal the reference's within --grad_tolerance (relative), at the end that
-// parameters are identical on all ranks, and, with --loss_tolerance, that the loss on
-// held-out samples is at most that fraction above the reference model's. --plugins lists plugin
-// entries (text format), loaded through the plugin host from the runfiles.
+// Trains the tiny ViT with the data-parallel engine (Gloo, or NCCL with --cuda) and the
+// plugins of --plugins (text format, loaded through the plugin host from the runfiles)
+// on its rank's batches and, beside it, a reference model in this process on the batches
+// of all ranks concatenated (what an exact all-reduce gives). Checks every step that the
+// engine's averaged gradients equal the reference's within --grad_tolerance (relative),
+// at the end that parameters are identical on all ranks, and, with --loss_tolerance, that
+// the loss on held-out samples is at most that fraction above the reference model's. The
+// --expect_* flags add what a plugin promises.
 // Exit codes: 0 pass, 10 gradients differ, 11 parameters differ between ranks,
 // 12 engine error, 13 setup error, 14 loss differs, 15 wrong dtype on the wire, 16 a
-// gradient is not a bucket view, 17 buckets hold memory with zero_copy, 18 the last step's
-// gradient is still held, 19 the optimizer was to be overlapped but was not, 20 the
-// tail group (tail_communicator) did not reduce the last buckets, 24 the unused parameter
-// (--unused_parameter) was given a gradient other than zero.
+// gradient is not a bucket view, 17 buckets hold memory, 18 the last step's gradient is
+// still held, 19 the engine did (not) update the parameters against --expect_updated,
+// 24 the unused parameter (--unused_parameter) was given a gradient other than zero.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -22,11 +23,10 @@
 
 #include <torch/torch.h>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "core/ddp_engine.h"
+#include "core/engine/engine.h"
 #include "core/experiment.h"
 #include "core/plugin_host.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -35,13 +35,9 @@
 #include "core/synthetic_data.h"
 #include "core/vit.h"
 
-ABSL_FLAG(bool, static_graph, false, "on as well as where --plugins turns it on");
-ABSL_FLAG(bool, bucket_view, false, "on as well as where --plugins turns it on");
 ABSL_FLAG(bool, unused_parameter, false,
           "the engine also gets a parameter the model never uses (needs static_graph): its gradient "
           "must stay zero, and the others' must not change");
-ABSL_FLAG(int64_t, bucket_cap_bytes, 25'000'000, "");
-ABSL_FLAG(int64_t, first_bucket_cap_bytes, 1'000'000, "");
 ABSL_FLAG(int, steps, 3, "");
 ABSL_FLAG(int, timed_from, 1,
           "the step from which the engine times (and so no longer samples the gradient error); < 0: never");
@@ -55,10 +51,9 @@ ABSL_FLAG(double, momentum, 0, "");
 ABSL_FLAG(double, weight_decay, 0, "");
 ABSL_FLAG(int, batch, 4, "samples per rank per micro-step");
 ABSL_FLAG(bool, cuda, false, "on the GPU of LOCAL_RANK over NCCL instead of the CPU over Gloo");
-ABSL_FLAG(bool, drain_next_step, false,
-          "forward_overlap: leave each step's updates to the next step's ZeroGrad instead of waiting "
-          "for them in a forward; the gradients are then checked at the last step only");
-ABSL_FLAG(bool, slow_updates, false, "forward_overlap on a GPU: the engine's updates start late (a test of the waits)");
+ABSL_FLAG(bool, expect_views, false, "every gradient is a view into a bucket after a synced step");
+ABSL_FLAG(bool, expect_no_bucket_memory, false, "the buckets hold no memory");
+ABSL_FLAG(bool, expect_updated, false, "the engine updates the parameters itself, per bucket");
 
 namespace ddplab {
 namespace {
@@ -136,56 +131,28 @@ int Main(int argc, char** argv) {
     std::cerr << plugins.status() << "\n";
     return 13;
   }
-  EngineOptions options = plugins->ResolveEngineOptions();
-  options.static_graph = options.static_graph || absl::GetFlag(FLAGS_static_graph);
-  options.gradient_as_bucket_view = options.gradient_as_bucket_view || absl::GetFlag(FLAGS_bucket_view);
-  options.bucket_cap_bytes = absl::GetFlag(FLAGS_bucket_cap_bytes);
-  options.first_bucket_cap_bytes = absl::GetFlag(FLAGS_first_bucket_cap_bytes);
-  // A second group for the tail_communicator plugin, as the trainer makes it.
-  std::vector<GroupOptions> groups(options.tail_buckets > 0 ? 2 : 1);
-  auto group = CreateProcessGroups(**env, /*nccl=*/cuda, std::chrono::seconds(60), groups);
+  auto group = CreateProcessGroups(**env, /*nccl=*/cuda, std::chrono::seconds(60), {GroupOptions()});
   if (!group.ok()) {
     std::cerr << group.status() << "\n";
     return 13;
   }
-  if (absl::GetFlag(FLAGS_slow_updates)) setenv("DDPLAB_TEST_SLOW_UPDATES", "1", 1);
   // The engine's parameters: the model's, and with --unused_parameter one more at the end,
   // which shares a bucket with the model's (its share of the bucket must be zeros).
   std::vector<at::Tensor> params = model->parameters();
   if (absl::GetFlag(FLAGS_unused_parameter)) {
     params.push_back(at::full({7}, 1.5, at::TensorOptions().device(g_device)).requires_grad_());
   }
-  DataParallelEngine engine(params, group->front(), options, plugins->comm_hook_factory());
-  if (group->size() > 1) {
-    if (absl::Status s = engine.SetTailGroup(group->back()); !s.ok()) {
-      std::cerr << s << "\n";
-      return 13;
-    }
-  }
+  DataParallelEngine engine(params, group->front(), plugins->engine_parts());
   engine.BroadcastParameters();
   const double lr = absl::GetFlag(FLAGS_lr);
   const double momentum = absl::GetFlag(FLAGS_momentum), weight_decay = absl::GetFlag(FLAGS_weight_decay);
   Sgd sgd(params, lr, momentum, weight_decay);
   Sgd reference_sgd(reference->parameters(), lr, momentum, weight_decay);
-  // With optimizer_overlap the engine updates each bucket's parameters itself; the
-  // gradients checked below are still the averaged ones, and the next step's gradients
-  // (checked against the reference's, which steps after backward) show the update.
-  engine.SetParameterUpdate([&sgd](const std::vector<size_t>& indices) { sgd.StepParameters(indices); });
-  // forward_overlap: the updates end in the next forward, which waits stage by stage, as
-  // the trainer's does.
-  if (engine.defers_updates()) {
-    model->SetBeforeStage([&engine, stages = model->StageParameterIndices()](int64_t stage) {
-      engine.WaitForParameters(stages[stage]);
-    });
-  } else if (options.updates_beside_forward) {
-    std::cerr << "rank " << rank << ": forward_overlap asked for, but the engine does not defer its updates\n";
-    return 21;
-  }
-  // A stage callback left behind would call the engine after it is gone.
-  absl::Cleanup no_stage_callback = [&model] { model->SetBeforeStage({}); };
+  // Where a plugin updates each bucket's parameters itself, the gradients checked below
+  // are still the averaged ones, and the next step's (checked against the reference's,
+  // which steps after backward) show the update.
+  engine.SetParameterStep([&sgd](const std::vector<size_t>& indices) { sgd.StepParameters(indices); });
   const int accumulate = absl::GetFlag(FLAGS_accumulate);
-  const bool drain_next_step = absl::GetFlag(FLAGS_drain_next_step);
-  int error_samples = 0;  // the engine's sampled steps so far
   const double grad_tolerance = absl::GetFlag(FLAGS_grad_tolerance);
   std::vector<double> losses;
 
@@ -202,7 +169,7 @@ int Main(int argc, char** argv) {
       engine.BeginStep(/*sync=*/micro == accumulate - 1);
       // (Not on GPUs: c10d's NCCL watchdog keeps each collective, and its tensors, until it
       // has seen it finish, on a thread of its own.)
-      if (micro == 0 && last_grad.defined() && !options.gradient_as_bucket_view && !cuda &&
+      if (micro == 0 && last_grad.defined() && !last_grad.is_view() && !cuda &&
           (last_grad.use_count() != 1 || last_grad.storage().use_count() != 1)) {
         std::cerr << "rank " << rank << " step " << step << ": the last step's gradient is still held ("
                   << last_grad.use_count() << " references, " << last_grad.storage().use_count()
@@ -216,57 +183,7 @@ int Main(int argc, char** argv) {
         std::cerr << "rank " << rank << ": " << s << "\n";
         return 12;
       }
-      const bool last_step = step + 1 == absl::GetFlag(FLAGS_steps);
-      const bool sampled = engine.stats().gradient_error_samples != error_samples;
-      error_samples = engine.stats().gradient_error_samples;
-      if (engine.defers_updates() && micro == accumulate - 1 && !sampled && drain_next_step && last_step) {
-        engine.WaitForUpdates();
-      } else if (engine.defers_updates() && micro == accumulate - 1 && !sampled && !drain_next_step) {
-        // The step ended with its updates outstanding; a forward (of the next batch, as
-        // the trainer's next step would run it) waits for every one of them, stage by
-        // stage, before the gradients and parameters are checked below.
-        if (engine.outstanding_updates() == 0) {
-          std::cerr << "rank " << rank << " step " << step << ": no update was left to the next forward\n";
-          return 21;
-        }
-        // The first stage waits only for the buckets that hold its parameters.
-        const std::vector<size_t> first = model->StageParameterIndices()[0];
-        const std::vector<std::vector<size_t>> buckets = engine.buckets();
-        int holding = 0;
-        for (const std::vector<size_t>& bucket : buckets) {
-          bool holds = false;
-          for (size_t i : bucket) holds = holds || std::find(first.begin(), first.end(), i) != first.end();
-          holding += holds ? 1 : 0;
-        }
-        engine.WaitForParameters(first);
-        if (engine.outstanding_updates() != static_cast<int>(buckets.size()) - holding) {
-          std::cerr << "rank " << rank << " step " << step << ": after the first stage's wait "
-                    << engine.outstanding_updates() << " of " << buckets.size() << " bucket(s) outstanding, want "
-                    << buckets.size() - holding << "\n";
-          return 23;
-        }
-        {
-          at::NoGradGuard no_grad;
-          model->forward(MakeBatch(rank, index + 1).images);
-        }
-        if (const int left = engine.outstanding_updates(); left != 0) {
-          std::cerr << "rank " << rank << " step " << step << ": " << left
-                    << " bucket(s) not waited for by the forward's stages\n";
-          return 21;
-        }
-        // The last reversed_buckets buckets went last-first.
-        std::vector<size_t> want;
-        const size_t n = engine.buckets().size();
-        const size_t reversed = n - std::min(n, static_cast<size_t>(std::max(0, options.reversed_buckets)));
-        for (size_t i = 0; i < reversed; ++i) want.push_back(i);
-        for (size_t i = n; i-- > reversed;) want.push_back(i);
-        if (engine.launch_order() != want) {
-          std::cerr << "rank " << rank << " step " << step << ": launch order is not the buckets' order "
-                    << "with the last " << options.reversed_buckets << " reversed\n";
-          return 22;
-        }
-      }
-      if (options.gradient_as_bucket_view && micro == accumulate - 1) {
+      if (absl::GetFlag(FLAGS_expect_views) && micro == accumulate - 1) {
         // After the synced micro-step every gradient is its bucket's view again.
         for (const at::Tensor& p : model->parameters()) {
           if (!p.grad().defined() || !p.grad().is_view()) {
@@ -286,8 +203,8 @@ int Main(int argc, char** argv) {
       reference_loss.backward();
       losses.push_back(loss.item<double>() * accumulate);
     }
-    if (options.reduce_in_place && engine.stats().bucket_memory_bytes != 0) {
-      std::cerr << "rank " << rank << ": gradients reduced in place, but buckets hold "
+    if (absl::GetFlag(FLAGS_expect_no_bucket_memory) && engine.stats().bucket_memory_bytes != 0) {
+      std::cerr << "rank " << rank << ": buckets hold "
                 << engine.stats().bucket_memory_bytes << " bytes\n";
       return 17;
     }
@@ -296,26 +213,15 @@ int Main(int argc, char** argv) {
       std::cerr << "rank " << rank << ": sent " << engine.stats().wire_dtype << ", want " << wire << "\n";
       return 15;
     }
-    // Left to the next step, the gradients are not final yet (checked at the last step).
-    const bool unchecked = drain_next_step && engine.defers_updates() && step + 1 < absl::GetFlag(FLAGS_steps);
-    double error = unchecked ? 0 : RelativeError(Grads(model), Grads(reference));
+    const double error = RelativeError(Grads(model), Grads(reference));
     if (grad_tolerance >= 0 && error > grad_tolerance) {
       std::cerr << "rank " << rank << " step " << step << ": gradient relative error " << error << "\n";
       return 10;
     }
-    if (options.overlap_optimizer != engine.updated_parameters()) {
-      std::cerr << "rank " << rank << " step " << step << ": optimizer_overlap is "
-                << (options.overlap_optimizer ? "on" : "off") << " but the engine "
-                << (engine.updated_parameters() ? "did" : "did not") << " update the parameters\n";
+    if (absl::GetFlag(FLAGS_expect_updated) != engine.updated_parameters()) {
+      std::cerr << "rank " << rank << " step " << step << ": the engine "
+                << (engine.updated_parameters() ? "updated" : "did not update") << " the parameters itself\n";
       return 19;
-    }
-    // The tail group reduced the last tail_buckets buckets (all of them, if fewer).
-    const int buckets = static_cast<int>(engine.buckets().size());
-    const int tail = std::min(options.tail_buckets, buckets);
-    if (engine.stats().tail_buckets != tail) {
-      std::cerr << "rank " << rank << " step " << step << ": " << engine.stats().tail_buckets
-                << " bucket(s) of " << buckets << " went over the tail group, want " << tail << "\n";
-      return 20;
     }
     if (absl::GetFlag(FLAGS_unused_parameter)) {
       const at::Tensor& grad = params.back().grad();
@@ -357,7 +263,7 @@ int Main(int argc, char** argv) {
     std::cerr << "rank " << rank << ": parameters differ from rank 0's\n";
     return 11;
   }
-  // As the trainer ends: every group's communicators, after the last collective.
+  // As the trainer ends: the group's communicators, after the last collective.
   if (absl::Status s = engine.ShutDown(); !s.ok()) {
     std::cerr << "rank " << rank << ": " << s << "\n";
     return 13;

@@ -1,4 +1,4 @@
-#include "core/collectives.h"
+#include "core/engine/collectives.h"
 
 #include <memory>
 #include <vector>

@@ -4,8 +4,8 @@
 //   ...                  // overlap other work
 //   mean.wait();         // tensor now holds the mean over ranks (on a GPU: for the
 //                        // current stream, which waits for the reduction)
-#ifndef DDPLAB_CORE_COLLECTIVES_H_
-#define DDPLAB_CORE_COLLECTIVES_H_
+#ifndef DDPLAB_CORE_ENGINE_COLLECTIVES_H_
+#define DDPLAB_CORE_ENGINE_COLLECTIVES_H_
 
 #include <functional>
 #include <vector>
@@ -37,4 +37,4 @@ PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::T
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_COLLECTIVES_H_
+#endif  // DDPLAB_CORE_ENGINE_COLLECTIVES_H_

@@ -1,0 +1,112 @@
+#include "core/engine/copy_layout.h"
+
+#include <utility>
+
+#include "core/torch_compat.h"
+
+namespace ddplab {
+
+void CopyLayout::Build(const std::vector<LayoutBucket>& buckets, const LayoutSpec& spec) {
+  spec_ = spec;
+  flats_.clear();
+  flats_.resize(buckets.size());
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    Flat& flat = flats_[b];
+    flat.def = buckets[b];
+    const at::Tensor& first = params_[flat.def.params[0]];
+    flat.buffer = at::zeros({flat.def.numel}, first.options().dtype(spec.flat_dtype));
+    flat.unused.assign(flat.def.params.size(), false);
+    flat.views = Parts(flat, flat.buffer);
+  }
+}
+
+std::vector<at::Tensor> CopyLayout::Parts(const Flat& flat, const at::Tensor& result) const {
+  std::vector<at::Tensor> parts;
+  for (size_t k = 0; k < flat.def.params.size(); ++k) {
+    const at::Tensor& p = params_[flat.def.params[k]];
+    parts.push_back(result.narrow(0, flat.def.offsets[k], p.numel()).view(p.sizes()));
+  }
+  return parts;
+}
+
+void CopyLayout::ZeroGrad() {
+  for (at::Tensor& p : params_) p.mutable_grad() = at::Tensor();
+}
+
+void CopyLayout::Take(Flat& flat, size_t slot, const at::Tensor& grad) {
+  if (flat.buffer.scalar_type() != grad.scalar_type()) {
+    // Straight into the wire's dtype, at once. (Held and cast with the others, bf16
+    // measured 0.3% slower, at the edge of the runs' spread.)
+    flat.views[slot].copy_(grad);
+    return;
+  }
+  flat.held.push_back(slot);
+  flat.held_grads.push_back(grad);
+  flat.held_bytes += grad.numel() * grad.element_size();
+  if (flat.held_bytes >= kMaxHeldBytes && !spec_.hand_over) Flush(flat);
+}
+
+void CopyLayout::Collect(size_t bucket, size_t slot) {
+  Flat& flat = flats_[bucket];
+  Take(flat, slot, params_[flat.def.params[slot]].grad());
+}
+
+void CopyLayout::Flush(Flat& flat) {
+  if (flat.held.empty()) return;
+  std::vector<at::Tensor> dst;
+  for (size_t slot : flat.held) dst.push_back(flat.views[slot]);
+  compat::CopyEach(dst, flat.held_grads);
+  flat.held.clear();
+  flat.held_grads.clear();
+  flat.held_bytes = 0;
+}
+
+void CopyLayout::MarkUnused(size_t bucket, size_t slot) {
+  Flat& flat = flats_[bucket];
+  flat.unused[slot] = true;
+  flat.views[slot].zero_();
+}
+
+void CopyLayout::HandOver(size_t bucket, GradBucket& out) {
+  Flat& flat = flats_[bucket];
+  out.buffer = flat.buffer;
+  if (!spec_.hand_over) {
+    Flush(flat);
+    return;
+  }
+  // Each gradient where it is: the held ones where autograd left them, the others
+  // (unused, or already in the buffer) in the buffer.
+  out.gradients = flat.views;
+  for (size_t k = 0; k < flat.held.size(); ++k) out.gradients[flat.held[k]] = flat.held_grads[k];
+  flat.held.clear();
+  flat.held_grads.clear();
+  flat.held_bytes = 0;
+}
+
+void CopyLayout::Deliver(size_t bucket, const at::Tensor& result) {
+  const Flat& flat = flats_[bucket];
+  const std::vector<at::Tensor> parts = result.is_same(flat.buffer) ? flat.views : Parts(flat, result);
+  std::vector<at::Tensor> dst, src;
+  for (size_t k = 0; k < flat.def.params.size(); ++k) {
+    if (flat.unused[k]) continue;
+    dst.push_back(params_[flat.def.params[k]].mutable_grad());
+    src.push_back(parts[k]);
+  }
+  if (!dst.empty()) compat::CopyEach(dst, src);
+}
+
+int64_t CopyLayout::bucket_bytes() const {
+  int64_t bytes = 0;
+  for (const Flat& flat : flats_) bytes += flat.buffer.numel() * flat.buffer.element_size();
+  return bytes;
+}
+
+int64_t CopyLayout::gradient_bytes() const {
+  int64_t bytes = 0;
+  for (const at::Tensor& p : params_) {
+    if (p.grad().defined()) bytes += p.grad().numel() * p.grad().element_size();
+  }
+  return bytes;
+}
+
+}  // namespace ddplab

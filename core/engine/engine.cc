@@ -1,0 +1,493 @@
+#include "core/engine/engine.h"
+
+#include <cmath>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/engine/comm_timer.h"
+#include "core/engine/copy_layout.h"
+
+// Note [One process issues no collective]: NCCL's first collective makes a communicator,
+// and once one has been made in a process every later step of it is 1.2-1.5% slower
+// (backward's launches stall; bench/NOTES.md). So one process broadcasts nothing,
+// rebuilds without sharing its order, and, with nothing to average (no hook, gradients in
+// their own dtype), does no work at all; a mean over one rank issues nothing
+// (collectives.h).
+
+namespace ddplab {
+namespace {
+
+// c10d's all-reduce over the experiment's group: the default collectives.
+class GroupCollectives : public Collectives {
+ public:
+  GroupCollectives(compat::CollectiveGroup& group, bool nccl) : group_(group), nccl_(nccl) {}
+  PendingMean StartMean(std::vector<at::Tensor> tensors) override {
+    return StartMeanCoalesced(group_, std::move(tensors), nccl_);
+  }
+
+ private:
+  compat::CollectiveGroup& group_;
+  bool nccl_;
+};
+
+struct Bucket {
+  LayoutBucket def;
+  int64_t bytes = 0;
+  int pending = 0;  // expected gradients not yet in
+  bool launched = false;
+  std::optional<PendingMean> mean;                 // the engine's own reduction
+  at::Tensor reduced;                              // what `mean` averages, if flat
+  c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
+};
+
+}  // namespace
+
+struct DataParallelEngine::State {
+  std::vector<at::Tensor> params;
+  ProcessGroupPtr group;
+  bool cuda = false;
+  int world = 1;
+  std::shared_ptr<const BucketPlanner> planner;
+  std::shared_ptr<const MissingGradients> missing_gradients;
+  std::unique_ptr<GradientLayout> layout;
+  std::unique_ptr<Collectives> collectives;
+  std::unique_ptr<CommHook> hook;
+  std::unique_ptr<ParameterUpdates> updates;
+  ParameterStep step_fn;
+  std::unique_ptr<CommTimer> timer;
+  int sample_every = 0;
+
+  std::mutex mu;  // MarkReady runs on autograd's threads
+  std::vector<Bucket> buckets;
+  std::vector<size_t> bucket_of, slot_of;
+  std::vector<bool> expected;       // should receive a gradient each synced step
+  std::vector<bool> marked;         // received one this step
+  std::vector<size_t> ready_order;  // the first synced step's order
+  size_t next_to_launch = 0;
+  bool sync = false, began = false, first_step_done = false, rebuilt = false;
+  bool shut_down = false, updated = false;
+  int64_t synced_steps = 0;
+  std::string error;  // found in MarkReady, reported by EndBackward
+  // Sampled steps: each gradient as it came in, for the exact mean.
+  bool sampled = false, sampling_paused = false;
+  std::vector<at::Tensor> exact;
+  int64_t wire_bytes = 0;
+  at::ScalarType wire_dtype = at::ScalarType::Undefined;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+
+  at::ScalarType grad_dtype() const { return params.empty() ? at::kFloat : params[0].scalar_type(); }
+  bool other_wire_dtype() const {
+    const at::ScalarType wire = collectives->wire_dtype();
+    return wire != at::ScalarType::Undefined && wire != grad_dtype();
+  }
+  // One process with nothing to average (Note [One process issues no collective]).
+  // (In another dtype one process still rounds its gradients to it, as PyTorch's
+  // bf16_compress_hook does, and pays for the casts.)
+  bool identity() const { return world == 1 && !hook && !other_wire_dtype(); }
+
+  void Plan(const std::vector<size_t>& order);
+  void ResetStep();
+  void MarkReady(size_t i);
+  void LaunchReady();
+  void Launch(size_t index);
+  std::string AcceptMissing();
+  std::string WaitAndDeliver(size_t index);
+  void SampleError(EngineStats& stats);
+};
+
+void DataParallelEngine::State::Plan(const std::vector<size_t>& order) {
+  std::vector<int64_t> bytes;
+  for (const at::Tensor& p : params) bytes.push_back(p.numel() * p.element_size());
+  std::vector<std::vector<size_t>> groups = planner->Plan(bytes, order);
+  buckets.assign(groups.size(), Bucket());
+  bucket_of.assign(params.size(), 0);
+  slot_of.assign(params.size(), 0);
+  std::vector<LayoutBucket> defs;
+  for (size_t b = 0; b < groups.size(); ++b) {
+    Bucket& bucket = buckets[b];
+    bucket.def.params = std::move(groups[b]);
+    for (size_t k = 0; k < bucket.def.params.size(); ++k) {
+      const size_t i = bucket.def.params[k];
+      bucket.def.offsets.push_back(bucket.def.numel);
+      bucket.def.numel += params[i].numel();
+      bucket.bytes += bytes[i];
+      bucket_of[i] = b;
+      slot_of[i] = k;
+    }
+    defs.push_back(bucket.def);
+  }
+  if (identity()) return;  // nothing is ever reduced: no memory for buckets
+  LayoutSpec spec;
+  spec.flat_dtype = hook || !other_wire_dtype() ? grad_dtype() : collectives->wire_dtype();
+  spec.hand_over = hook && hook->ReadsGradientsWhereTheyLie();
+  layout->Build(defs, spec);
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!expected[i]) layout->MarkUnused(bucket_of[i], slot_of[i]);
+  }
+}
+
+void DataParallelEngine::State::ResetStep() {
+  marked.assign(params.size(), false);
+  wire_bytes = 0;
+  sampled = sample_every > 0 && !timer->timing() && !sampling_paused && synced_steps % sample_every == 0;
+  exact.assign(sampled ? params.size() : 0, at::Tensor());
+  next_to_launch = 0;
+  for (Bucket& b : buckets) {
+    b.pending = 0;
+    for (size_t i : b.def.params) b.pending += expected[i] ? 1 : 0;
+    b.launched = false;
+    b.mean.reset();
+    b.reduced = at::Tensor();
+    b.future.reset();
+  }
+}
+
+void DataParallelEngine::State::MarkReady(size_t i) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!sync || !error.empty()) return;
+  if (!expected[i]) {
+    error = absl::StrCat("parameter ", i,
+                         " received a gradient, but not in the first step: a parameter left "
+                         "unused in the first step must stay unused");
+    return;
+  }
+  if (marked[i]) {
+    error = absl::StrCat("parameter ", i, " received two gradients in one step");
+    return;
+  }
+  marked[i] = true;
+  if (!first_step_done) ready_order.push_back(i);
+  if (identity()) return;
+  if (sampled) exact[i] = params[i].grad().detach().clone();
+  layout->Collect(bucket_of[i], slot_of[i]);
+  if (--buckets[bucket_of[i]].pending == 0) LaunchReady();
+}
+
+// Launches complete buckets in order: every rank must issue the same collectives in the
+// same order.
+void DataParallelEngine::State::LaunchReady() {
+  while (next_to_launch < buckets.size() && buckets[next_to_launch].pending == 0) Launch(next_to_launch++);
+}
+
+void DataParallelEngine::State::Launch(size_t index) {
+  Bucket& b = buckets[index];
+  GradBucket out;
+  out.index = index;
+  out.offsets = b.def.offsets;
+  out.parameters = b.def.params;
+  for (size_t i : b.def.params) out.sizes.push_back(params[i].sizes().vec());
+  out.is_last = index + 1 == buckets.size();
+  out.step = synced_steps;
+  layout->HandOver(index, out);
+  b.launched = true;
+  if (hook) {
+    b.future = hook->Run(out);
+    return;
+  }
+  std::vector<at::Tensor> sent = out.buffer.defined() ? std::vector<at::Tensor>{out.buffer} : out.gradients;
+  for (const at::Tensor& t : sent) wire_bytes += t.numel() * t.element_size();
+  wire_dtype = sent[0].scalar_type();
+  b.reduced = out.buffer;
+  b.mean = collectives->StartMean(std::move(sent));
+}
+
+// Parameters that received no gradient: unused for good if the policy accepts them.
+std::string DataParallelEngine::State::AcceptMissing() {
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (expected[i] && !marked[i]) missing.push_back(i);
+  }
+  if (missing.empty()) return "";
+  std::string refused = absl::StrCat(
+      "parameter(s) ", absl::StrJoin(missing, ", "),
+      " received no gradient in this step. Every parameter must take part in every step");
+  if (missing_gradients) refused = missing_gradients->Accept(missing, !first_step_done);
+  if (!refused.empty()) return refused;
+  for (size_t i : missing) {
+    expected[i] = false;
+    if (identity()) continue;
+    layout->MarkUnused(bucket_of[i], slot_of[i]);
+    if (--buckets[bucket_of[i]].pending == 0) LaunchReady();
+  }
+  return "";
+}
+
+// Waits for bucket `index` (on a GPU: the current stream waits) and puts its average in
+// place; a hook's failure as the error.
+std::string DataParallelEngine::State::WaitAndDeliver(size_t index) {
+  Bucket& b = buckets[index];
+  at::Tensor result = b.reduced;
+  if (b.mean) {
+    b.mean->wait();
+  } else if (b.future) {
+    b.future->wait();
+    if (b.future->hasError()) {
+      return absl::StrCat("the communication hook failed on bucket ", index, " of step ", synced_steps, ": ",
+                          compat::WithoutBacktrace(b.future->tryRetrieveErrorMessage()));
+    }
+    c10::IValue value = b.future->value();
+    result = value.isTensor() ? value.toTensor() : value.toTensorVector().at(0);
+  }
+  layout->Deliver(index, result);
+  return "";
+}
+
+// Sampled steps: the exact means of the gradients as they came in, started only now
+// that every bucket's own reduction is done (a hook may issue its collectives from a
+// thread of its own; starting these while it does could order them differently on each
+// rank), against what the step delivered.
+void DataParallelEngine::State::SampleError(EngineStats& stats) {
+  double error_sq = 0, exact_sq = 0;
+  for (const Bucket& b : buckets) {
+    std::vector<at::Tensor> exact_parts, got_parts;
+    for (size_t i : b.def.params) {
+      const at::Tensor zeros = at::zeros_like(params[i]).reshape(-1);
+      exact_parts.push_back(exact[i].defined() ? exact[i].reshape(-1).to(at::kFloat) : zeros.to(at::kFloat));
+      got_parts.push_back(params[i].grad().defined() ? params[i].grad().reshape(-1).to(at::kFloat)
+                                                     : zeros.to(at::kFloat));
+    }
+    at::Tensor want = at::cat(exact_parts);
+    StartMean(*group, want, cuda).wait();
+    error_sq += (at::cat(got_parts) - want).pow(2).sum().item<double>();
+    exact_sq += want.pow(2).sum().item<double>();
+  }
+  if (exact_sq > 0) {
+    stats.gradient_error_sum += std::sqrt(error_sq / exact_sq);
+    stats.gradient_error_samples++;
+  }
+}
+
+DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGroupPtr group,
+                                       const EngineParts& parts)
+    : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.params = std::move(params);
+  s.group = std::move(group);
+  s.world = s.group->getSize();
+  s.cuda = !s.params.empty() && s.params[0].is_cuda();
+  s.timer = CommTimer::For(s.params.empty() ? at::Device(at::kCPU) : s.params[0].device());
+  s.planner = parts.planner ? parts.planner : std::make_shared<CapPlanner>();
+  s.missing_gradients = parts.missing_gradients;
+  s.layout = parts.layout ? parts.layout(s.params) : std::make_unique<CopyLayout>(s.params);
+  s.collectives = std::make_unique<GroupCollectives>(*s.group, s.cuda);
+  for (const CollectivesWrapper& wrap : parts.codecs) s.collectives = wrap(std::move(s.collectives));
+  if (parts.comm_hook) {
+    CommContext context{s.group.get(), s.group->getRank(), s.world, s.cuda, s.collectives.get()};
+    s.hook = parts.comm_hook(context);
+  }
+  if (parts.parameter_updates) s.updates = parts.parameter_updates();
+  s.sample_every = parts.sample_error_every;
+  s.expected.assign(s.params.size(), true);
+  std::vector<size_t> order;  // before the first step: reverse parameter order
+  for (size_t i = s.params.size(); i-- > 0;) order.push_back(i);
+  s.Plan(order);
+  std::weak_ptr<State> weak = state_;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(s.params[i]);
+    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [weak, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          if (std::shared_ptr<State> state = weak.lock()) state->MarkReady(i);
+          return outputs;
+        }));
+    // The accumulator must outlive the steps, or autograd makes a new one without hooks.
+    s.accumulators.push_back(std::move(accumulator));
+  }
+  UpdateBucketStats();
+}
+
+DataParallelEngine::~DataParallelEngine() = default;
+
+void DataParallelEngine::UpdateBucketStats() {
+  stats_.bucket_bytes.clear();
+  for (const Bucket& b : state_->buckets) stats_.bucket_bytes.push_back(b.bytes);
+  stats_.bucket_memory_bytes = state_->identity() ? 0 : state_->layout->bucket_bytes();
+}
+
+absl::Status DataParallelEngine::ShutDown() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.shut_down) return absl::OkStatus();
+  s.shut_down = true;
+  return ShutDownProcessGroup(*s.group);
+}
+
+void DataParallelEngine::BroadcastParameters() {
+  if (state_->world == 1) return;  // Note [One process issues no collective]
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& p : state_->params) parts.push_back(p.detach().reshape(-1));
+  std::vector<at::Tensor> flat{at::cat(parts)};
+  state_->group->broadcast(flat)->wait();
+  int64_t offset = 0;
+  for (at::Tensor& p : state_->params) {
+    p.detach().copy_(flat[0].narrow(0, offset, p.numel()).view(p.sizes()));
+    offset += p.numel();
+  }
+}
+
+void DataParallelEngine::SetParameterStep(ParameterStep step) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->step_fn = std::move(step);
+}
+
+bool DataParallelEngine::updated_parameters() const { return state_->updated; }
+
+void DataParallelEngine::ZeroGrad() {
+  State& s = *state_;
+  if (s.identity()) {
+    for (at::Tensor& p : s.params) p.mutable_grad() = at::Tensor();
+    return;
+  }
+  s.layout->ZeroGrad();
+}
+
+void DataParallelEngine::BeginStep(bool sync) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.timer->StepBegins();
+  s.began = true;
+  s.sync = sync;
+  s.updated = false;
+  if (sync && s.first_step_done && !s.rebuilt && !s.identity()) {
+    // Regroup once in the order gradients became ready, rank 0's order for everyone.
+    std::vector<size_t> order = s.ready_order;
+    for (size_t i = s.params.size(); i-- > 0;) {
+      if (!s.expected[i]) order.push_back(i);
+    }
+    if (s.world > 1) {
+      at::Tensor shared = at::tensor(std::vector<int64_t>(order.begin(), order.end()),
+                                     at::TensorOptions().dtype(at::kLong));
+      if (s.cuda) shared = shared.to(s.params[0].device());
+      std::vector<at::Tensor> tensors{shared};
+      s.group->broadcast(tensors)->wait();
+      shared = shared.cpu();
+      for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<size_t>(shared[k].item<int64_t>());
+    }
+    s.Plan(order);
+    s.rebuilt = true;
+    stats_.rebuilt = true;
+    UpdateBucketStats();
+  }
+  s.ResetStep();
+}
+
+absl::Status DataParallelEngine::EndBackward() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.shut_down) return absl::FailedPreconditionError("the engine was shut down: no more steps");
+  if (!s.sync) return absl::OkStatus();
+  if (!s.error.empty()) return absl::InternalError(s.error);
+  if (std::string refused = s.AcceptMissing(); !refused.empty()) return absl::FailedPreconditionError(refused);
+  const bool timed = s.timer->timing();
+  if (!s.identity()) {
+    s.LaunchReady();
+    if (timed) s.timer->WaitBegins();
+    std::string hook_error;  // the first bucket's, once every bucket is done with
+    bool updated = s.updates && s.step_fn;
+    for (size_t i = 0; i < s.buckets.size(); ++i) {
+      std::string failed = s.WaitAndDeliver(i);
+      if (!failed.empty() && hook_error.empty()) hook_error = std::move(failed);
+      if (!hook_error.empty() || !updated) continue;
+      // The optimizer per bucket: queued behind its average, while later buckets reduce.
+      std::vector<size_t> with_gradient;
+      for (size_t p : s.buckets[i].def.params) {
+        if (s.params[p].grad().defined()) with_gradient.push_back(p);
+      }
+      if (!with_gradient.empty()) updated = s.updates->OnBucketAveraged(with_gradient, s.step_fn) && updated;
+    }
+    if (!hook_error.empty()) return absl::InternalError(hook_error);
+    if (s.sampled) s.SampleError(stats_);
+    if (timed) {
+      std::vector<c10::intrusive_ptr<c10d::Work>> works;
+      for (const Bucket& b : s.buckets) works.push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
+      s.timer->WaitEnds(std::move(works));
+    }
+    s.updated = updated;
+    stats_.wire_bytes = s.wire_bytes;
+    stats_.wire_dtype = s.wire_bytes > 0 ? std::string(c10::toString(s.wire_dtype)) : "";
+    stats_.gradient_memory_bytes = s.layout->gradient_bytes();
+  }
+  stats_.synced_steps++;
+  s.synced_steps++;
+  if (timed) stats_.timed_steps++;
+  s.first_step_done = true;
+  return absl::OkStatus();
+}
+
+void DataParallelEngine::PauseErrorSampling(bool paused) { state_->sampling_paused = paused; }
+
+void DataParallelEngine::StartTiming(bool bucket_times) {
+  state_->timer->Start(bucket_times);
+  stats_.exposed_comm_ms = 0;
+  stats_.timed_steps = 0;
+  stats_.bucket_allreduce_ms.clear();
+  stats_.bucket_busbw_gbps.clear();
+}
+
+void DataParallelEngine::FinishTiming() {
+  CommTimer::Totals totals = state_->timer->Finish();
+  stats_.exposed_comm_ms = totals.exposed_ms;
+  const int world = state_->world;
+  for (size_t b = 0; b < totals.bucket_ms.size() && b < stats_.bucket_bytes.size(); ++b) {
+    const double ms = totals.bucket_ms[b];
+    stats_.bucket_allreduce_ms.push_back(ms);
+    const double algbw = stats_.bucket_bytes[b] / (ms * 1e-3) / 1e9;
+    stats_.bucket_busbw_gbps.push_back(algbw * 2.0 * (world - 1) / world);
+  }
+}
+
+std::map<std::string, double> DataParallelEngine::hook_stats() const {
+  return state_->hook ? state_->hook->Stats() : std::map<std::string, double>();
+}
+
+std::vector<std::vector<size_t>> DataParallelEngine::buckets() const {
+  std::vector<std::vector<size_t>> out;
+  for (const Bucket& b : state_->buckets) out.push_back(b.def.params);
+  return out;
+}
+
+namespace {
+
+// What the engine sends through when no group is at hand (DescribeEngine).
+class NoCollectives : public Collectives {
+ public:
+  PendingMean StartMean(std::vector<at::Tensor>) override { return {}; }
+};
+
+std::string Describe(const BucketPlanner& planner, const GradientLayout& layout, const Collectives& collectives,
+                     bool hook, bool updates) {
+  std::string out = absl::StrCat(planner.Describe(), ", ", layout.Describe());
+  if (collectives.wire_dtype() != at::ScalarType::Undefined) {
+    absl::StrAppend(&out, ", sent as ", c10::toString(collectives.wire_dtype()));
+  }
+  absl::StrAppend(&out, hook ? ", reduced by a communication hook" : ", averaged by all-reduce");
+  if (updates) absl::StrAppend(&out, ", parameters updated per bucket");
+  return out;
+}
+
+}  // namespace
+
+std::string DescribeEngine(const EngineParts& parts) {
+  std::vector<at::Tensor> none;
+  std::unique_ptr<GradientLayout> layout = parts.layout ? parts.layout(none) : std::make_unique<CopyLayout>(none);
+  std::unique_ptr<Collectives> collectives = std::make_unique<NoCollectives>();
+  for (const CollectivesWrapper& wrap : parts.codecs) collectives = wrap(std::move(collectives));
+  const CapPlanner default_planner;
+  return Describe(parts.planner ? *parts.planner : default_planner, *layout, *collectives,
+                  static_cast<bool>(parts.comm_hook), static_cast<bool>(parts.parameter_updates));
+}
+
+std::string DataParallelEngine::Describe() const {
+  const State& s = *state_;
+  return ddplab::Describe(*s.planner, *s.layout, *s.collectives, s.hook != nullptr, s.updates != nullptr);
+}
+
+}  // namespace ddplab

@@ -1,0 +1,150 @@
+// The data-parallel engine: gradients averaged over ranks in buckets, overlapped with
+// backward, as PyTorch's DDP does.
+//
+// The engine is a pipeline of extension points (extension_points.h), each with a default
+// that is DDP's plain behaviour and each replaceable by a plugin (EngineParts, which the
+// plugin host fills). Per synced step:
+//   1. a hook on each parameter's gradient accumulator hands the gradient to the layout
+//      (GradientLayout::Collect) as backward produces it;
+//   2. when a bucket is complete, and every bucket before it has been started, the
+//      layout hands it over and it is reduced: by the communication hook if there is one,
+//      else averaged through the collectives (c10d's all-reduce, wrapped by any codec);
+//   3. EndBackward waits for each bucket in turn, the layout puts its average where the
+//      gradients are, and the parameter updates (if any plugin takes them) run per bucket.
+// Buckets are planned before the first step in reverse parameter order, and once more
+// after it in the order gradients became ready on rank 0 (the same buckets on every
+// rank). Parameters are broadcast from rank 0 at start. One process with nothing to
+// average (no hook, gradients travelling in their own dtype) does no work at all and
+// issues no collective (Note [One process issues no collective], engine.cc).
+//
+//   ddplab::DataParallelEngine engine(model->parameters(), group, parts);
+//   engine.SetParameterStep([&](const std::vector<size_t>& p) { optimizer.StepParameters(p); });
+//   engine.BroadcastParameters();
+//   for (...) {
+//     engine.ZeroGrad();
+//     engine.BeginStep(/*sync=*/true);   // false: accumulate locally, no reduction
+//     loss.backward();
+//     absl::Status s = engine.EndBackward();
+//     if (!engine.updated_parameters()) optimizer.Step();
+//   }
+
+#ifndef DDPLAB_CORE_ENGINE_ENGINE_H_
+#define DDPLAB_CORE_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/status.h"
+#include "core/distributed.h"
+#include "core/engine/extension_points.h"
+
+namespace ddplab {
+
+// What the plugins of an experiment give the engine; every part left empty is the
+// default of extension_points.h.
+struct EngineParts {
+  std::shared_ptr<const BucketPlanner> planner;
+  std::shared_ptr<const MissingGradients> missing_gradients;
+  LayoutFactory layout;
+  std::vector<CollectivesWrapper> codecs;  // applied in order, innermost first
+  CommHookFactory comm_hook;
+  std::function<std::unique_ptr<ParameterUpdates>()> parameter_updates;
+  int sample_error_every = 0;  // 0: never
+};
+
+// What an engine with `parts` does, for people and result records, e.g. "buckets of 25 MB,
+// the first 1 MB, gradients copied into flat buckets, averaged by all-reduce".
+std::string DescribeEngine(const EngineParts& parts);
+
+struct EngineStats {
+  std::vector<int64_t> bucket_bytes;  // current buckets, in bucket order
+  int64_t bucket_memory_bytes = 0;    // held by flat buffers
+  int64_t gradient_memory_bytes = 0;  // gradients outside them
+  bool rebuilt = false;               // buckets regrouped in the observed order
+  int synced_steps = 0;
+  // Exposed communication: from the end of backward's compute to the last bucket
+  // averaged and in place (and updated, where a plugin updates per bucket), summed over
+  // the timed steps (ms); from CUDA events on a GPU, the host clock on a CPU.
+  double exposed_comm_ms = 0;
+  int timed_steps = 0;
+  // Per bucket (bucket order), over the timed steps: mean time of its all-reduce on the
+  // communication stream and the bus bandwidth that gives (nccl-tests' busbw:
+  // bytes / time * 2(n-1)/n). Empty where c10d does not time collectives (Gloo,
+  // LibTorch before 2.1) or a communication hook replaces the all-reduce.
+  std::vector<double> bucket_allreduce_ms;
+  std::vector<double> bucket_busbw_gbps;
+  // Sampled steps (EngineParts::sample_error_every): the sum of the relative errors
+  // ||reduced - exact|| / ||exact|| over all buckets, and how many steps were sampled.
+  double gradient_error_sum = 0;
+  int gradient_error_samples = 0;
+  // What the engine's own reductions sent in the last synced step (not a hook's).
+  int64_t wire_bytes = 0;
+  std::string wire_dtype;
+};
+
+class DataParallelEngine {
+ public:
+  // `params` in the model's order.
+  DataParallelEngine(std::vector<at::Tensor> params, ProcessGroupPtr group, const EngineParts& parts);
+  ~DataParallelEngine();
+  DataParallelEngine(const DataParallelEngine&) = delete;
+  DataParallelEngine& operator=(const DataParallelEngine&) = delete;
+
+  // Makes every rank's parameters rank 0's (nothing with one process).
+  void BroadcastParameters();
+
+  // The experiment's optimizer, for a plugin that updates parameters per bucket
+  // (ParameterUpdates). Without one, or without a plugin taking the updates, the caller's
+  // optimizer runs after EndBackward as usual.
+  void SetParameterStep(ParameterStep step);
+  // Whether the last EndBackward updated every parameter that had a gradient (the
+  // caller then skips its optimizer step). False after a step that did not sync.
+  bool updated_parameters() const;
+
+  // Drops or zeroes the gradients, as the layout keeps them.
+  void ZeroGrad();
+  // Before backward. `sync` false accumulates gradients locally without reducing (the
+  // first N-1 micro-steps of gradient accumulation).
+  void BeginStep(bool sync);
+  // After backward: waits for the reductions and puts the averaged gradients in place.
+  // An error when a parameter that should have received a gradient did not.
+  absl::Status EndBackward();
+
+  // While paused, no step samples the gradient error (steps being profiled, which should
+  // look like measured ones). Timed steps are never sampled either way.
+  void PauseErrorSampling(bool paused);
+
+  // Times the exposed communication of the synced steps between the two calls. On a
+  // GPU the events are read (waited for) only in FinishTiming. `bucket_times`: also each
+  // collective's duration, where c10d measures it (NCCL with TORCH_NCCL_ENABLE_TIMING).
+  void StartTiming(bool bucket_times = false);
+  void FinishTiming();
+
+  const EngineStats& stats() const { return stats_; }
+  // After the last step, on every rank: ends the process group's communicators (NCCL's;
+  // nothing for Gloo). A second call does nothing; EndBackward fails after it.
+  absl::Status ShutDown();
+
+  // The communication hook's own figures (CommHook::Stats), if there is a hook.
+  std::map<std::string, double> hook_stats() const;
+  // The parameters of each bucket (indices into `params`), in bucket order.
+  std::vector<std::vector<size_t>> buckets() const;
+  // The engine's parts, for people and result records.
+  std::string Describe() const;
+
+  struct State;  // engine.cc
+
+ private:
+  void UpdateBucketStats();
+  std::shared_ptr<State> state_;
+  EngineStats stats_;
+};
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_CORE_ENGINE_ENGINE_H_
