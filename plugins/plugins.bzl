@@ -1,25 +1,25 @@
 """The one list of ddplab's plugins: it drives the build, the schema and the tests.
 
 A plugin named N lives in plugins/N/: its library libN.so (ddplab_plugin()), its
-configuration message ddplab.plugins.N.v1.Config in plugins/N/N.proto, its README and its
-tests. The number is the field of ddplab.v1.Plugin that configures it
-(`plugin { N { ... } }`): never reuse one (RETIRED lists those of removed plugins).
+configuration message ddplab.plugins.N.v1.Config in plugins/N/N.proto (whose option
+ddplab.v1.plugin_field is its field in ddplab.v1.Plugin, `plugin { N { ... } }`), its
+README and its tests. Adding a plugin adds one line here.
 """
 
-PLUGINS = {
-    "bf16": 13,
-    "bucket_sizing": 12,
-    "bucket_view": 11,
-    "no_communication": 15,
-    "optimizer_overlap": 18,
-    "powersgd": 14,
-    "static_graph": 10,
-    "zero_copy": 16,
-}
+PLUGINS = [
+    "bf16",
+    "bucket_sizing",
+    "bucket_view",
+    "no_communication",
+    "optimizer_overlap",
+    "powersgd",
+    "static_graph",
+    "zero_copy",
+]
 
-# Fields of removed plugins (launch_thread, tail_communicator, forward_overlap: measured
-# no gain, bench/NOTES.md).
-RETIRED = [17, 19, 20]
+# Field numbers of removed plugins, never to be reused (launch_thread, tail_communicator,
+# forward_overlap: measured no gain, bench/NOTES.md).
+RETIRED_FIELDS = [17, 19, 20]
 
 def plugin_libraries():
     """Labels of every plugin's shared library."""
@@ -28,7 +28,3 @@ def plugin_libraries():
 def plugin_protos():
     """Labels of every plugin's configuration .proto."""
     return ["//plugins/{0}:{0}.proto".format(p) for p in PLUGINS]
-
-def plugin_oneof_fields():
-    """`name=number` for every plugin, for the generated ddplab.v1.Plugin."""
-    return ["{}={}".format(p, n) for p, n in PLUGINS.items()]

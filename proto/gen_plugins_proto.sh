@@ -1,7 +1,9 @@
 #!/bin/sh
-# Writes ddplab/v1/plugins.proto: ddplab.v1.Plugin with one field per plugin.
-# Arguments: the retired field numbers (one word, space-separated), then name=number for
-# each plugin (plugins/plugins.bzl).
+# Writes ddplab/v1/plugins.proto: ddplab.v1.Plugin with one field per plugin, numbered
+# by the ddplab.v1.plugin_field option of the plugin's own Config message.
+# Arguments: the retired field numbers (one word, space-separated), then each plugin's
+# .proto (plugins/<name>/<name>.proto).
+set -e
 retired=$1
 shift
 cat <<'HEAD'
@@ -19,8 +21,8 @@ syntax = "proto3";
 package ddplab.v1;
 
 HEAD
-for entry in "$@"; do
-  name=${entry%%=*}
+for proto in "$@"; do
+  name=$(basename "$proto" .proto)
   echo "import \"plugins/$name/$name.proto\";"
 done
 cat <<'MID'
@@ -37,9 +39,13 @@ if [ -n "$retired" ]; then
 fi
 echo "  // Exactly one is required: it names the plugin and configures it."
 echo "  oneof config {"
-for entry in "$@"; do
-  name=${entry%%=*}
-  number=${entry#*=}
+for proto in "$@"; do
+  name=$(basename "$proto" .proto)
+  number=$(sed -n 's/.*(ddplab\.v1\.plugin_field) *= *\([0-9][0-9]*\);.*/\1/p' "$proto")
+  if [ -z "$number" ]; then
+    echo "$proto: its Config message has no option (ddplab.v1.plugin_field) = <field number>;" >&2
+    exit 1
+  fi
   echo "    ddplab.plugins.$name.v1.Config $name = $number;"
 done
 echo "  }"
