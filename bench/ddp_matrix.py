@@ -12,10 +12,10 @@ DIR/ddp.json (bench/results' format, with ratios to the single-GPU step). With -
 configuration runs in one process with the engine on, against PyTorch's DDP in one process
 (transport "local": what the plugins' own work costs, nothing sent). --before names
 another build of vit_ddp (say, of the commit before a change), run after ddplab's in each
-repetition into DIR/before/<key>/<rep>/...: before and after in the same call. A
-configuration named <config>_sm<N> is <config> with distributed.backward_sm_carveout: N;
+repetition into DIR/before/<key>/<rep>/...: before and after in the same call.
 <config>_bf16state is a PowerSGD <config> with powersgd.bf16_state, <config>_aten one with
-powersgd.disable_fused_kernels.
+powersgd.disable_fused_kernels. Transports: nvlink, host (NCCL_P2P_DISABLE=1, as a
+PCIe-only machine) and sockets (also NCCL_SHM_DISABLE=1, as between nodes).
 """
 import argparse
 import json
@@ -40,6 +40,9 @@ CONFIGS = {
         "plugin { bucket_sizing { bucket_cap_mb: 2000 } } plugin { static_graph {} } plugin { bucket_view {} }",
         ["--bucket_cap_mb", "2000", "--static_graph", "--gradient_as_bucket_view"]),
 }
+# 25 MB buckets and nothing else, as a new user would try first: PyTorch's DDP(model)
+# with its defaults.
+CONFIGS["cap25_plain"] = ("plugin { bucket_sizing { bucket_cap_mb: 25 } }", ["--bucket_cap_mb", "25"])
 for cap in (25, 50, 100, 200):
     CONFIGS[f"cap{cap}"] = (
         f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} plugin {{ static_graph {{}} }} plugin {{ bucket_view {{}} }}",
@@ -72,20 +75,17 @@ TUNED_FIELDS = "high_priority_compute: true " + " ".join(
     f'nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in TUNED_ENV.items())
 # config -> (NCCL variables for both, ddplab's distributed fields)
 # Tuned overlap with gradients averaged where they lie (zero_copy: no bucket memory, no
-# copy; ddplab's own lever, so PyTorch runs its best equivalent, overlap_tuned's), alone
-# and with the collectives launched off autograd's thread (launch_thread).
+# copy; ddplab's own lever, so PyTorch runs its best equivalent, overlap_tuned's).
 CONFIGS["zero_copy_tuned"] = (
     "plugin { bucket_sizing { bucket_cap_mb: 25 } } plugin { static_graph {} } plugin { zero_copy {} }",
     CONFIGS["overlap_tuned"][1])
-CONFIGS["zero_copy_launch_thread_tuned"] = (
-    CONFIGS["zero_copy_tuned"][0] + " plugin { launch_thread {} }", CONFIGS["overlap_tuned"][1])
 # Over host memory the best lossless bucket was 100 MB with NCCL's defaults; the same with
 # gradients averaged where they lie.
 CONFIGS["zero_copy_cap100"] = (
     "plugin { bucket_sizing { bucket_cap_mb: 100 } } plugin { static_graph {} } plugin { zero_copy {} }",
     CONFIGS["cap100"][1])
 EXTRA = {name: (TUNED_ENV, TUNED_FIELDS)
-         for name in ("overlap_tuned", "bf16_tuned", "zero_copy_tuned", "zero_copy_launch_thread_tuned")}
+         for name in ("overlap_tuned", "bf16_tuned", "zero_copy_tuned")}
 # PowerSGD with 25 MB buckets, compute first, NCCL on 2 channels (its all-reduces are
 # small; bench/nccl_tuning.py's powersgd_rank1_cap25_tuned).
 POWERSGD_ENV = {"NCCL_MAX_NCHANNELS": "2"}
@@ -98,35 +98,13 @@ for rank in (1, 4):
 # The optimizer overlapped with communication (optimizer_overlap): each bucket's update
 # queued as soon as its average is in, after backward's compute, beside the last buckets'
 # reductions. PyTorch has no such mode; its rows run its optimizer after backward, as the
-# base configuration's. `_optim_bw`: the updates during backward on a stream of their own,
-# against PyTorch's DDP with _apply_optimizer_in_backward (which does the same).
+# base configuration's.
 OVERLAP = " plugin { optimizer_overlap {} }"
 for base in ("zero_copy_tuned", "overlap_tuned", "zero_copy_cap100", "bf16_tuned", "powersgd_rank1_tuned",
              "powersgd_rank4", "powersgd_rank4_tuned"):
     CONFIGS[base + "_optim"] = (CONFIGS[base][0] + OVERLAP, CONFIGS[base][1])
     if base in EXTRA:
         EXTRA[base + "_optim"] = EXTRA[base]
-CONFIGS["zero_copy_tuned_optim_bw"] = (
-    CONFIGS["zero_copy_tuned"][0] + " plugin { optimizer_overlap { during_backward: true } }",
-    CONFIGS["zero_copy_tuned"][1] + ["--optimizer_in_backward"])
-EXTRA["zero_copy_tuned_optim_bw"] = EXTRA["zero_copy_tuned"]
-
-# The last bucket over a communicator of its own (tail_communicator) with NCCL's channels,
-# while the experiment's communicator keeps 4 channels, now capped on the communicator
-# itself (distributed.nccl_channels) rather than process-wide. `_ctas`: the same cap
-# without the tail, against the environment variable's. PyTorch runs its tuned row.
-CTAS_FIELDS = "high_priority_compute: true nccl_channels: 4"
-CONFIGS["zero_copy_tuned_optim_ctas"] = CONFIGS["zero_copy_tuned_optim"]
-CONFIGS["zero_copy_tuned_optim_tail"] = (
-    CONFIGS["zero_copy_tuned_optim"][0] + " plugin { tail_communicator {} }", CONFIGS["zero_copy_tuned"][1])
-for name in ("zero_copy_tuned_optim_ctas", "zero_copy_tuned_optim_tail"):
-    EXTRA[name] = (TUNED_ENV, CTAS_FIELDS)
-# With 10 MB buckets (through host memory they shortened bf16's backward).
-CONFIGS["zero_copy_tuned_optim_cap10"] = (
-    CONFIGS["zero_copy_tuned_optim"][0].replace("bucket_cap_mb: 25", "bucket_cap_mb: 10"),
-    ["--bucket_cap_mb", "10"] + CONFIGS["zero_copy_tuned"][1][2:])
-EXTRA["zero_copy_tuned_optim_cap10"] = EXTRA["zero_copy_tuned"]
-
 # bf16 with 25 MB buckets and compute first over fewer NCCL channels: over host memory
 # each channel's kernel copies through shared host memory beside backward (8 channels
 # made backward 17 ms longer in bench/nccl_tuning.py). PyTorch gets the same cap.
@@ -141,37 +119,14 @@ CONFIGS["bf16_ch2_cap10"] = (
     ["--bucket_cap_mb", "10"] + CONFIGS["bf16_tuned"][1][2:])
 EXTRA["bf16_ch2_cap10"] = EXTRA["bf16_ch2"]
 
-# The last reductions and the updates beside the next forward (forward_overlap, which
-# implies optimizer_overlap's updates). PyTorch has no such mode: its rows run the base
-# configuration's.
-for base in ("bf16_ch2_cap10", "zero_copy_cap100", "zero_copy_tuned"):
-    CONFIGS[base + "_fo"] = (CONFIGS[base][0] + " plugin { forward_overlap {} }", CONFIGS[base][1])
-    if base in EXTRA:
-        EXTRA[base + "_fo"] = EXTRA[base]
-
-# `<config>_sm<N>`: the configuration with backward's matrix products planned for the GPU's
-# multiprocessors less N (distributed.backward_sm_carveout), so that they run in the waves
-# they were planned for beside NCCL's kernels. PyTorch has no such setting: its row is the
-# base configuration's (run once where both are in the matrix).
-SM_VARIANT = re.compile(r"^(?P<base>.+)_sm(?P<carveout>[0-9]+)$")
 # PowerSGD variants, `<config><suffix>`: `_bf16state` keeps M and the error in bfloat16
 # (powersgd.bf16_state), `_aten` runs its passes as ATen's products instead of ddplab's
 # fused kernels (powersgd.disable_fused_kernels). PyTorch's hook has neither setting: its
 # row is the base's.
 POWERSGD_SUFFIXES = {"_bf16state": "bf16_state: true", "_aten": "disable_fused_kernels: true"}
-# Variants of any configuration, `<config><suffix>`: `_lt` starts the engine's collectives
-# from a thread of its own (the launch_thread plugin). PyTorch's row is the base's.
-PLUGIN_SUFFIXES = {"_lt": "plugin { launch_thread {} }"}
-
-
 def config_entry(config):
     """(ddplab plugins, PyTorch arguments, NCCL variables, ddplab distributed fields, base)."""
-    # The variants compose (powersgd_rank1_tuned_bf16state_sm4); the PyTorch row is the
-    # configuration's without any of them.
-    m = SM_VARIANT.match(config)
-    if m and config not in CONFIGS:
-        plugins, args, nccl_env, fields, base = config_entry(m["base"])
-        return plugins, args, nccl_env, f"{fields} backward_sm_carveout: {m['carveout']}", base or m["base"]
+    # The variants compose; the PyTorch row is the configuration's without any of them.
     for suffix, setting in POWERSGD_SUFFIXES.items():
         if config.endswith(suffix) and config not in CONFIGS:
             stem = config[:-len(suffix)]
@@ -179,18 +134,14 @@ def config_entry(config):
             if "powersgd {" not in plugins:
                 sys.exit(f"ddp_matrix.py: {config!r}: {stem!r} has no powersgd plugin for {setting.split(':')[0]}")
             return plugins.replace("powersgd {", "powersgd { " + setting), args, nccl_env, fields, base or stem
-    for suffix, plugin in PLUGIN_SUFFIXES.items():
-        if config.endswith(suffix) and config not in CONFIGS:
-            stem = config[:-len(suffix)]
-            plugins, args, nccl_env, fields, base = config_entry(stem)
-            return f"{plugins} {plugin}", args, nccl_env, fields, base or stem
     if config not in CONFIGS:
         sys.exit(f"ddp_matrix.py: unknown configuration {config!r}")
     nccl_env, fields = EXTRA.get(config, ({}, ""))
     return CONFIGS[config][0], CONFIGS[config][1], nccl_env, fields, None
 
 
-TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
+TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"}),
+              "sockets": ("NETWORK", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})}
 # The transport of --gpus 1 rows (one process with force_engine; see the docstring).
 ONE_GPU_TRANSPORT = "local"
 

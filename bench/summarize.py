@@ -70,6 +70,7 @@ def main():
         if before:
             row["before_steps_per_s"] = statistics.median(r["steps_per_s"] for r in before)
             row["before_runs_steps_per_s"] = [round(r["steps_per_s"], 4) for r in before]
+            row["before_peak_gib"] = statistics.median(r["peak_memory_gib"] for r in before)
             row["before_phases_ms"] = before[len(before) // 2]["phases"]
             row["before_exposed_comm_ms"] = statistics.median(r.get("exposed_comm_ms", 0) for r in before)
         rows.append(row)
@@ -108,10 +109,11 @@ def main():
     compared = [r for r in rows if "before_steps_per_s" in r]
     if compared:
         print(f"\n{'config':<30}{'gpus':>4} {'transport':<9}{'before/s':>9}{'after/s':>9}{'after/before':>13}"
-              f"{'before runs':>22}{'after runs':>22}")
+              f"{'b GiB':>7}{'a GiB':>7}{'before runs':>22}{'after runs':>22}")
         for r in compared:
             print(f"{r['config']:<30}{r['gpus']:>4} {r['transport']:<9}{r['before_steps_per_s']:>9.3f}"
                   f"{r['ddplab_steps_per_s']:>9.3f}{r['ddplab_steps_per_s'] / r['before_steps_per_s']:>13.4f}"
+                  f"{r['before_peak_gib']:>7.2f}{r['ddplab_peak_gib']:>7.2f}"
                   f"{str(r['before_runs_steps_per_s']):>22}{str(r['ddplab_runs_steps_per_s']):>22}")
 
 
