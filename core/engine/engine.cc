@@ -248,11 +248,12 @@ void DataParallelEngine::State::SampleError(EngineStats& stats) {
   double error_sq = 0, exact_sq = 0;
   for (const Bucket& b : buckets) {
     std::vector<at::Tensor> exact_parts, got_parts;
+    auto flat = [&](const at::Tensor& t, size_t i) {
+      return t.defined() ? t.reshape(-1).to(at::kFloat) : at::zeros({params[i].numel()}, params[i].options().dtype(at::kFloat));
+    };
     for (size_t i : b.def.params) {
-      const at::Tensor zeros = at::zeros_like(params[i]).reshape(-1);
-      exact_parts.push_back(exact[i].defined() ? exact[i].reshape(-1).to(at::kFloat) : zeros.to(at::kFloat));
-      got_parts.push_back(params[i].grad().defined() ? params[i].grad().reshape(-1).to(at::kFloat)
-                                                     : zeros.to(at::kFloat));
+      exact_parts.push_back(flat(exact[i], i));
+      got_parts.push_back(flat(params[i].grad(), i));
     }
     at::Tensor want = at::cat(exact_parts);
     StartMean(*group, want, cuda).wait();

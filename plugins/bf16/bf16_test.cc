@@ -26,6 +26,7 @@ TEST(Bf16PluginTest, WrapsTheCollectivesAndSamplesWhenAsked) {
 // bf16_compress_hook does on one process, so that DDP on 1 GPU with bf16 costs and
 // reports what the casts do.
 TEST(Bf16PluginTest, OneProcessRoundsTheGradients) {
+  REQUIRE_GLOO();
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { bf16 {} }");
   ASSERT_TRUE(set.ok()) << set.status();
   WorkerEnv env;
@@ -50,6 +51,7 @@ TEST(Bf16PluginTest, OneProcessRoundsTheGradients) {
 // a parameter unused from the start (its share is zeros), over accumulated micro-steps,
 // with sampled steps between the others.
 TEST(Bf16PluginTest, AveragesWithinItsRounding) {
+  REQUIRE_GLOO();
   const std::vector<std::string> flags{kBf16Rounding, "--wire_dtype=BFloat16"};
   EXPECT_EQ(testing::TrainAndCompare(2, "plugin { bf16 {} }", flags), "");
   EXPECT_EQ(testing::TrainAndCompare(3, std::string("plugin { bf16 {} }") + testing::kSmallBuckets, flags), "");
@@ -66,8 +68,16 @@ TEST(Bf16PluginTest, AveragesWithinItsRounding) {
 // On the learnable task, after the same steps, the loss on held-out samples is at most
 // 5% above exact all-reduce's.
 TEST(Bf16PluginTest, LearnsAsExactAllReduceDoes) {
+  REQUIRE_GLOO();
   EXPECT_EQ(testing::TrainAndCompare(2, "plugin { bf16 {} }",
                                      {"--grad_tolerance=-1", "--loss_tolerance=0.05", "--steps=60", "--batch=16"}),
+            "");
+}
+
+TEST(Bf16PluginTest, AveragesWithinItsRoundingOnGpus) {
+  REQUIRE_TWO_GPUS();
+  EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { bf16 {} }") + testing::kSmallBuckets,
+                                           {kBf16Rounding, "--wire_dtype=BFloat16"}),
             "");
 }
 

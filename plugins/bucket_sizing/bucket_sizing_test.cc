@@ -46,9 +46,17 @@ TEST(BucketSizingPluginTest, BadValuesAreReportedWhereTheyAre) {
 // Small buckets (several, rebuilt after the first step) against one process over the
 // whole batch, on 2 and 3 ranks, with gradient accumulation.
 TEST(BucketSizingPluginTest, SmallBucketsAverageExactly) {
+  REQUIRE_GLOO();
   EXPECT_EQ(testing::TrainAndCompare(2, testing::kSmallBuckets), "");
   EXPECT_EQ(testing::TrainAndCompare(3, testing::kSmallBuckets), "");
   EXPECT_EQ(testing::TrainAndCompare(2, testing::kSmallBuckets, {"--accumulate=3"}), "");
+}
+
+// The CUDA paths (streams, events) over NCCL: one bucket and small ones.
+TEST(BucketSizingPluginTest, AveragesExactlyOnGpus) {
+  REQUIRE_TWO_GPUS();
+  EXPECT_EQ(testing::TrainAndCompareOnGpus(""), "");
+  EXPECT_EQ(testing::TrainAndCompareOnGpus(testing::kSmallBuckets, {"--accumulate=3"}), "");
 }
 
 }  // namespace

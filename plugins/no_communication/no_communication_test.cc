@@ -10,6 +10,7 @@ namespace {
 
 // The hook hands each bucket back as it is, and the run is marked a diagnostic.
 TEST(NoCommunicationPluginTest, KeepsEachRanksGradientAndIsADiagnostic) {
+  REQUIRE_GLOO();
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { no_communication {} }");
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_TRUE(set->diagnostic());

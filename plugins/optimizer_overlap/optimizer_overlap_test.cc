@@ -21,6 +21,7 @@ TEST(OptimizerOverlapPluginTest, ComposesWithEveryReduction) {
 // gradients equal one process's over the whole batch, so every earlier update was the
 // reference's (and the worker fails if the engine did not do the updates).
 TEST(OptimizerOverlapPluginTest, UpdatesEachBucketAsItsAverageLands) {
+  REQUIRE_GLOO();
   const std::vector<std::string> flags{"--expect_updated", "--momentum=0.9", "--weight_decay=0.01"};
   const std::string overlap = "plugin { optimizer_overlap {} } ";
   for (const std::string& more :
@@ -33,6 +34,17 @@ TEST(OptimizerOverlapPluginTest, UpdatesEachBucketAsItsAverageLands) {
   EXPECT_EQ(testing::TrainAndCompare(3, overlap + testing::kSmallBuckets, accumulate), "");
   EXPECT_EQ(testing::TrainAndCompare(2, overlap + "plugin { bf16 {} }",
                                      {"--expect_updated", "--grad_tolerance=0.00390625", "--wire_dtype=BFloat16"}),
+            "");
+}
+
+TEST(OptimizerOverlapPluginTest, UpdatesEachBucketOnGpus) {
+  REQUIRE_TWO_GPUS();
+  EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { optimizer_overlap {} } plugin { zero_copy {} }") +
+                                               testing::kSmallBuckets,
+                                           {"--expect_updated", "--momentum=0.9", "--weight_decay=0.01"}),
+            "");
+  EXPECT_EQ(testing::TrainAndCompareOnGpus("plugin { optimizer_overlap {} } plugin { bf16 {} }",
+                                           {"--expect_updated", "--grad_tolerance=0.00390625"}),
             "");
 }
 

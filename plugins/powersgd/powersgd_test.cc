@@ -269,6 +269,7 @@ TEST(PowerSgdHookTest, DefaultsCompressAtRankOneFromTheFirstStep) {
 // steps: at full rank float32's rounding, carried by error feedback, passes 1e-4 of the
 // gradient by the fourth.)
 TEST(PowerSgdProcessesTest, FullRankIsExact) {
+  REQUIRE_GLOO();
   const std::string full = "plugin { powersgd { rank: 256 min_compression_rate: 0.001 ";
   const std::vector<std::string> exact{"--grad_tolerance=1e-4"};
   EXPECT_EQ(testing::TrainAndCompare(2, full + "} }", exact), "");
@@ -291,10 +292,23 @@ TEST(PowerSgdProcessesTest, FullRankIsExact) {
 // On the learnable task, after the same steps, the loss on held-out samples is at most
 // 5% above exact all-reduce's: at rank 4, with M in bfloat16, and with P and Q in bfloat16.
 TEST(PowerSgdProcessesTest, LearnsAsExactAllReduceDoes) {
+  REQUIRE_GLOO();
   const std::vector<std::string> loss{"--grad_tolerance=-1", "--loss_tolerance=0.05", "--steps=60", "--batch=16"};
   EXPECT_EQ(testing::TrainAndCompare(2, "plugin { powersgd { rank: 4 } }", loss), "");
   EXPECT_EQ(testing::TrainAndCompare(2, "plugin { powersgd { rank: 4 bf16_state: true } }", loss), "");
   EXPECT_EQ(testing::TrainAndCompare(2, "plugin { bf16 {} } plugin { powersgd { rank: 4 } }", loss), "");
+}
+
+// On GPUs: the worker thread's stream and events, the fused kernels (rank 256 takes
+// ATen's products; rank 4 of the tiny ViT's matrices the fused ones), bf16 on the wire.
+TEST(PowerSgdProcessesTest, FullRankIsExactOnGpus) {
+  REQUIRE_TWO_GPUS();
+  const std::string full = "plugin { powersgd { rank: 256 min_compression_rate: 0.001 } }";
+  EXPECT_EQ(testing::TrainAndCompareOnGpus(full + " plugin { bucket_view {} }"), "");
+  EXPECT_EQ(testing::TrainAndCompareOnGpus(full + " plugin { bf16 {} }", {"--grad_tolerance=0.0157"}), "");
+  EXPECT_EQ(testing::TrainAndCompareOnGpus("plugin { powersgd { rank: 4 } }",
+                                           {"--grad_tolerance=-1", "--loss_tolerance=0.05", "--steps=60", "--batch=16"}),
+            "");
 }
 
 }  // namespace

@@ -20,10 +20,18 @@ TEST(StaticGraphPluginTest, AcceptsParametersUnusedFromTheFirstStepOnly) {
 // with a parameter the model never uses (its share is zeros, and its gradient stays
 // zero), and with gradient accumulation.
 TEST(StaticGraphPluginTest, AveragesExactlyWithAParameterUnusedFromTheStart) {
+  REQUIRE_GLOO();
   const std::string plugins = "plugin { static_graph {} }";
   EXPECT_EQ(testing::TrainAndCompare(2, plugins, {"--unused_parameter"}), "");
   EXPECT_EQ(testing::TrainAndCompare(3, plugins + testing::kSmallBuckets, {"--unused_parameter"}), "");
   EXPECT_EQ(testing::TrainAndCompare(2, plugins + testing::kSmallBuckets, {"--accumulate=3"}), "");
+}
+
+TEST(StaticGraphPluginTest, AveragesExactlyOnGpus) {
+  REQUIRE_TWO_GPUS();
+  EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { static_graph {} }") + testing::kSmallBuckets,
+                                           {"--unused_parameter"}),
+            "");
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 
 #include <memory>
 
+#include <torch/cuda.h>
+
 #include "absl/strings/str_cat.h"
+#include "core/build_flags.h"
 #include "core/engine/collectives.h"
 #include "core/experiment.h"
 #include "core/launcher.h"
@@ -115,5 +118,13 @@ std::string TrainAndCompare(int ranks, const std::string& plugins_text, const st
   if (r.exit_code == 0) return "";
   return absl::StrCat("exit ", r.exit_code, ": ", r.message);
 }
+
+std::string TrainAndCompareOnGpus(const std::string& plugins_text, const std::vector<std::string>& flags) {
+  std::vector<std::string> gpu_flags{"--cuda", "--grad_tolerance=1e-3"};
+  gpu_flags.insert(gpu_flags.end(), flags.begin(), flags.end());  // a later flag wins
+  return TrainAndCompare(2, plugins_text, gpu_flags);
+}
+
+bool HasTwoGpus() { return DDPLAB_CUDA_BUILD && torch::cuda::device_count() >= 2; }
 
 }  // namespace ddplab::testing

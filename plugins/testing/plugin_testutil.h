@@ -48,9 +48,21 @@ GradBucket OneGradientBucket(const at::Tensor& values, int64_t step);
 // the concatenated batch: "" if every check held, else the worker's exit and output.
 std::string TrainAndCompare(int ranks, const std::string& plugins_text, const std::vector<std::string>& flags = {});
 
+// As TrainAndCompare on two GPUs over NCCL (the worker's --cuda; tolerances allow for
+// cuDNN choosing other algorithms for the reference's larger batch). Callers skip where
+// there are none: REQUIRE_TWO_GPUS().
+std::string TrainAndCompareOnGpus(const std::string& plugins_text, const std::vector<std::string>& flags = {});
+bool HasTwoGpus();
+
 // Small buckets for the tiny ViT (several buckets, and a rebuild that changes them).
 inline constexpr char kSmallBuckets[] = "plugin { bucket_sizing { bucket_cap_mb: 0.02 first_bucket_cap_mb: 0.004 } }";
 
 }  // namespace ddplab::testing
+
+// Multi-process tests over Gloo skip where LibTorch has no Gloo (core/testing/gloo.h);
+// GPU tests where this build or machine has fewer than two GPUs.
+#include "core/testing/gloo.h"
+#define REQUIRE_TWO_GPUS() \
+  if (!::ddplab::testing::HasTwoGpus()) GTEST_SKIP() << "needs a CUDA build and two GPUs"
 
 #endif  // DDPLAB_PLUGINS_TESTING_PLUGIN_TESTUTIL_H_

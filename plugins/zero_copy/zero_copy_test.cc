@@ -17,6 +17,7 @@ TEST(ZeroCopyPluginTest, RefusesWhatNeedsAFlatBucket) {
 // Against one process over the whole batch, with no bucket memory, alone and with what
 // it composes with.
 TEST(ZeroCopyPluginTest, AveragesExactlyWhereTheGradientsLie) {
+  REQUIRE_GLOO();
   const std::vector<std::string> flags{"--expect_no_bucket_memory"};
   EXPECT_EQ(testing::TrainAndCompare(2, std::string("plugin { zero_copy {} }") + testing::kSmallBuckets, flags), "");
   EXPECT_EQ(testing::TrainAndCompare(3, std::string("plugin { zero_copy {} } plugin { static_graph {} }") +
@@ -27,6 +28,14 @@ TEST(ZeroCopyPluginTest, AveragesExactlyWhereTheGradientsLie) {
   EXPECT_EQ(testing::TrainAndCompare(2, std::string("plugin { zero_copy {} } plugin { static_graph {} }") +
                                             testing::kSmallBuckets,
                                      {"--expect_no_bucket_memory", "--accumulate=3"}),
+            "");
+}
+
+TEST(ZeroCopyPluginTest, AveragesWhereTheGradientsLieOnGpus) {
+  REQUIRE_TWO_GPUS();
+  EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { zero_copy {} } plugin { static_graph {} }") +
+                                               testing::kSmallBuckets,
+                                           {"--expect_no_bucket_memory", "--unused_parameter"}),
             "");
 }
 
