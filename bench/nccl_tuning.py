@@ -69,17 +69,9 @@ VARIANTS = {
     "powersgd_rank1_cap2000": ("NVLINK", 2000, {}, False, "plugin { powersgd { rank: 1 } }"),
     "bf16_host_cap25_tuned": ("HOST_MEMORY", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { bf16 {} }"),
     # Gradients averaged where they lie (zero_copy: no bucket, no copy; it replaces
-    # bucket_view) and collectives launched off autograd's thread (launch_thread).
-    "nvlink_cap25_tuned_launch_thread": (
-        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "4"}, True, "plugin { launch_thread {} }"),
+    # bucket_view).
     "nvlink_cap25_tuned_zero_copy": ("NVLINK", 25, {"NCCL_MAX_NCHANNELS": "4"}, True, "plugin { zero_copy {} }"),
-    "nvlink_cap25_tuned_zero_copy_launch_thread": (
-        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "4"}, True, "plugin { zero_copy {} } plugin { launch_thread {} }"),
-    "nvlink_cap100_tuned_zero_copy_launch_thread": (
-        "NVLINK", 100, {"NCCL_MAX_NCHANNELS": "4"}, True, "plugin { zero_copy {} } plugin { launch_thread {} }"),
     "host_cap100_zero_copy": ("HOST_MEMORY", 100, {}, False, "plugin { zero_copy {} }"),
-    "host_cap100_zero_copy_launch_thread": (
-        "HOST_MEMORY", 100, {}, False, "plugin { zero_copy {} } plugin { launch_thread {} }"),
 }
 
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment

@@ -1,5 +1,5 @@
-// libFuzzer target: any text given to experiment loading and validation gives a result
-// or an error, never a crash, a hang or undefined behaviour.
+// libFuzzer target: any text given to experiment loading, validation and the expansion
+// of sweeps gives a result or an error, never a crash, a hang or undefined behaviour.
 //
 //   bazel build --config=fuzz //core/fuzz:experiment_fuzzer
 //   bazel-bin/core/fuzz/experiment_fuzzer -max_total_time=60 NEW_CORPUS core/fuzz/corpus
@@ -16,6 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const ddplab::v1::Experiment& e : suite->experiment()) {
       for (const ddplab::v1::Plugin& p : e.plugin()) (void)ddplab::PluginName(p);
     }
+    (void)ddplab::ExpandSweeps(*suite);
   } else {
     // Every error names where it is.
     if (suite.status().message().rfind("fuzz.textproto", 0) != 0) __builtin_trap();
