@@ -22,7 +22,8 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
-#include "ddplab/v1/options.pb.h"
+#include "core/plugin_config.h"
+#include "core/text_location.h"
 
 namespace ddplab {
 namespace {
@@ -33,155 +34,6 @@ using google::protobuf::TextFormat;
 
 constexpr char kExperimentType[] = "ddplab.v1.Experiment";
 constexpr char kSuiteType[] = "ddplab.v1.Suite";
-
-// Keeps the first error the text-format parser reports.
-class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string& message) override {
-    if (has_error_) return;
-    has_error_ = true;
-    line_ = line;
-    column_ = column;
-    message_ = message;
-  }
-  void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
-
-  bool has_error() const { return has_error_; }
-  int line() const { return line_; }
-  int column() const { return column_; }
-  const std::string& message() const { return message_; }
-
- private:
-  bool has_error_ = false;
-  int line_ = -1;
-  int column_ = -1;
-  std::string message_;
-};
-
-// The parser reports some errors at the token after the one at fault (an unknown field
-// name, an unknown enum value). When its message quotes a name that stands earlier on
-// the same line, point at that name instead.
-int BlameColumn(absl::string_view text, int line, int column, absl::string_view message) {
-  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
-  if (line < 0 || static_cast<size_t>(line) >= lines.size()) return column;
-  absl::string_view before =
-      lines[line].substr(0, std::min(static_cast<size_t>(std::max(column, 0)), lines[line].size()));
-  // Quoted words alternate with the text between them: "a \"x\" b \"y\"" splits into
-  // a, x, b, y, so the odd pieces are the quoted names.
-  std::vector<absl::string_view> pieces = absl::StrSplit(message, '"');
-  for (size_t i = 1; i + 1 < pieces.size(); i += 2) {
-    if (pieces[i].empty()) continue;
-    size_t found = before.rfind(pieces[i]);
-    if (found != absl::string_view::npos) return static_cast<int>(found);
-  }
-  return column;
-}
-
-std::string FormatLocation(absl::string_view file, int line, int column) {
-  // The parser counts from 0; editors and compilers count from 1.
-  return absl::StrCat(file, ":", line + 1, ":", column + 1);
-}
-
-// One step of a field path: a field and, for repeated fields, an element.
-struct PathStep {
-  const FieldDescriptor* field;
-  int index;  // -1 for singular fields
-};
-
-// Resolves "data.batch_size" or "plugin[1].bucket_sizing.sweep_cap_mb[0]" against
-// `root`. The paths are written in this file, so a bad one is a programming error.
-std::vector<PathStep> ResolvePath(const Descriptor* root, absl::string_view path) {
-  std::vector<PathStep> steps;
-  const Descriptor* message = root;
-  for (absl::string_view part : absl::StrSplit(path, '.')) {
-    int index = -1;
-    size_t bracket = part.find('[');
-    if (bracket != absl::string_view::npos) {
-      absl::string_view number = part.substr(bracket + 1, part.size() - bracket - 2);
-      if (!absl::SimpleAtoi(number, &index)) index = 0;
-      part = part.substr(0, bracket);
-    }
-    const FieldDescriptor* field = message ? message->FindFieldByName(std::string(part)) : nullptr;
-    if (field == nullptr) break;
-    steps.push_back({field, index});
-    message = field->message_type();
-  }
-  return steps;
-}
-
-// Finds where fields stand in the parsed text, for error messages.
-class Locator {
- public:
-  // `roots` are searched in order (an experiment's own block, then the suite's
-  // defaults); `fallback` is where the experiment's block starts (line -1 if unknown).
-  Locator(std::string file, std::vector<const TextFormat::ParseInfoTree*> roots,
-          TextFormat::ParseLocation fallback, std::string experiment, const ConfigCheck* check = nullptr)
-      : file_(std::move(file)),
-        roots_(std::move(roots)),
-        fallback_(fallback),
-        experiment_(std::move(experiment)),
-        check_(check) {}
-
-  const std::string& file() const { return file_; }
-  // The caller's check of the experiment's plugins (ParseExperimentText), if any.
-  const ConfigCheck* check() const { return check_ != nullptr && *check_ ? check_ : nullptr; }
-
-  // An error about the field at `path` (relative to `root`): "file:line:col: path: what".
-  absl::Status Error(const Descriptor* root, absl::string_view path,
-                     absl::string_view what) const {
-    std::vector<PathStep> steps = ResolvePath(root, path);
-    TextFormat::ParseLocation best;
-    size_t best_depth = 0;
-    for (const TextFormat::ParseInfoTree* tree : roots_) {
-      size_t depth = 0;
-      TextFormat::ParseLocation found;
-      for (const PathStep& step : steps) {
-        if (tree == nullptr) break;
-        if (step.field->is_repeated() && step.index < 0) {
-          // The field as a whole: its first element's location.
-          found = tree->GetLocation(step.field, 0);
-          if (found.line >= 0) depth++;
-          break;
-        }
-        if (step.field->is_repeated() && !step.field->message_type() &&
-            tree->GetLocation(step.field, step.index).line < 0) {
-          // A list ("f: [1, 2, 3]") records one location, its field name's.
-          found = tree->GetLocation(step.field, 0);
-          if (found.line >= 0) depth++;
-          break;
-        }
-        TextFormat::ParseLocation loc = tree->GetLocation(step.field, step.index);
-        if (loc.line < 0) break;
-        found = loc;
-        depth++;
-        tree = step.field->message_type() ? tree->GetTreeForNested(step.field, step.index)
-                                          : nullptr;
-      }
-      if (depth > best_depth) {
-        best_depth = depth;
-        best = found;
-      }
-    }
-    if (best_depth > 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(FormatLocation(file_, best.line, best.column), ": ", path, ": ", what));
-    }
-    if (fallback_.line >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          FormatLocation(file_, fallback_.line, fallback_.column), ": experiment \"",
-          experiment_, "\": ", path, ": ", what));
-    }
-    return absl::InvalidArgumentError(absl::StrCat(file_, ": ", path, ": ", what));
-  }
-
- private:
-  std::string file_;
-  std::vector<const TextFormat::ParseInfoTree*> roots_;
-  TextFormat::ParseLocation fallback_;
-  std::string experiment_;
-  const ConfigCheck* check_;
-};
 
 // Reads the "# proto-message: NAME" header line, if any, before the first field.
 absl::StatusOr<std::string> MessageType(absl::string_view text, absl::string_view file) {
@@ -214,66 +66,6 @@ bool ValidName(absl::string_view name) {
   return true;
 }
 
-std::string FormatNumber(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
-
-// Singular fields an experiment writes out win over the suite's defaults even when they
-// hold their type's default (false, 0, "", an enum's first value), which MergeFrom skips
-// (proto3 keeps no presence for them): e.g. profiling { bucket_timing: false } under
-// defaults that turn it on. `tree` is where the experiment was parsed from.
-void KeepWrittenFields(const google::protobuf::Message& own, google::protobuf::Message& resolved,
-                       const TextFormat::ParseInfoTree* tree) {
-  if (tree == nullptr) return;
-  const Descriptor* descriptor = own.GetDescriptor();
-  const google::protobuf::Reflection* from = own.GetReflection();
-  const google::protobuf::Reflection* to = resolved.GetReflection();
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const FieldDescriptor* field = descriptor->field(i);
-    if (field->is_repeated()) continue;
-    if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-      const TextFormat::ParseInfoTree* nested = tree->GetTreeForNested(field, -1);
-      if (nested != nullptr && from->HasField(own, field)) {
-        KeepWrittenFields(from->GetMessage(own, field), *to->MutableMessage(&resolved, field), nested);
-      }
-      continue;
-    }
-    if (tree->GetLocation(field, -1).line < 0) continue;  // not written
-    switch (field->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_BOOL:
-        to->SetBool(&resolved, field, from->GetBool(own, field));
-        break;
-      case FieldDescriptor::CPPTYPE_INT32:
-        to->SetInt32(&resolved, field, from->GetInt32(own, field));
-        break;
-      case FieldDescriptor::CPPTYPE_INT64:
-        to->SetInt64(&resolved, field, from->GetInt64(own, field));
-        break;
-      case FieldDescriptor::CPPTYPE_UINT32:
-        to->SetUInt32(&resolved, field, from->GetUInt32(own, field));
-        break;
-      case FieldDescriptor::CPPTYPE_UINT64:
-        to->SetUInt64(&resolved, field, from->GetUInt64(own, field));
-        break;
-      case FieldDescriptor::CPPTYPE_FLOAT:
-        to->SetFloat(&resolved, field, from->GetFloat(own, field));
-        break;
-      case FieldDescriptor::CPPTYPE_DOUBLE:
-        to->SetDouble(&resolved, field, from->GetDouble(own, field));
-        break;
-      case FieldDescriptor::CPPTYPE_ENUM:
-        to->SetEnumValue(&resolved, field, from->GetEnumValue(own, field));
-        break;
-      case FieldDescriptor::CPPTYPE_STRING:
-        to->SetString(&resolved, field, from->GetString(own, field));
-        break;
-      default:
-        break;
-    }
-  }
-}
 
 // Fills in the defaults that the schema documents for fields left out.
 void ApplyDefaults(v1::Experiment& e) {
@@ -317,63 +109,6 @@ uint32_t PatchSize(const v1::Model& model) {
 // NCCL's MAXCHANNELS.
 constexpr uint32_t kMaxNcclChannels = 64;
 
-// The field rules (ddplab.v1.rules) of a plugin's configuration message, checked for
-// every number field that has them; `path` is the message's ("plugin[1].bucket_sizing").
-// Returns the first broken rule as {field path, what}, or an empty path.
-std::pair<std::string, std::string> BrokenRule(const google::protobuf::Message& config, const std::string& path) {
-  const Descriptor* d = config.GetDescriptor();
-  const google::protobuf::Reflection* r = config.GetReflection();
-  for (int f = 0; f < d->field_count(); ++f) {
-    const FieldDescriptor* field = d->field(f);
-    if (!field->options().HasExtension(v1::rules)) continue;
-    const v1::FieldRules& rules = field->options().GetExtension(v1::rules);
-    auto value_at = [&](int k) {
-      const bool rep = field->is_repeated();
-      switch (field->cpp_type()) {
-        case FieldDescriptor::CPPTYPE_DOUBLE: return rep ? r->GetRepeatedDouble(config, field, k) : r->GetDouble(config, field);
-        case FieldDescriptor::CPPTYPE_FLOAT: return double{rep ? r->GetRepeatedFloat(config, field, k) : r->GetFloat(config, field)};
-        case FieldDescriptor::CPPTYPE_UINT32: return double(rep ? r->GetRepeatedUInt32(config, field, k) : r->GetUInt32(config, field));
-        case FieldDescriptor::CPPTYPE_INT32: return double(rep ? r->GetRepeatedInt32(config, field, k) : r->GetInt32(config, field));
-        default: return 0.0;
-      }
-    };
-    const int n = field->is_repeated() ? r->FieldSize(config, field) : 1;
-    for (int k = 0; k < n; ++k) {
-      const double v = value_at(k);
-      const std::string at = field->is_repeated() ? absl::StrCat(path, ".", field->name(), "[", k, "]")
-                                                  : absl::StrCat(path, ".", field->name());
-      if (!field->is_repeated() && v == 0) continue;  // left out: the plugin's default
-      if (!std::isfinite(v) || (rules.has_gt() && !(v > rules.gt()))) {
-        return {at, absl::StrCat("must be > ", FormatNumber(rules.gt()), ", got ", FormatNumber(v))};
-      }
-      if (rules.has_lte() && !(v <= rules.lte())) {
-        return {at, absl::StrCat("must be at most ", FormatNumber(rules.lte()), ", got ", FormatNumber(v))};
-      }
-      for (int t = 0; rules.unique() && t < k; ++t) {
-        if (value_at(t) == v) return {at, absl::StrCat("repeats ", FormatNumber(v), " (", field->name(), "[", t, "])")};
-      }
-    }
-  }
-  return {};
-}
-
-// A sweep field (ddplab.v1.sweep) set beside the field it sets: {field path, what}.
-std::pair<std::string, std::string> SweepContradiction(const google::protobuf::Message& config,
-                                                       const std::string& path) {
-  const Descriptor* d = config.GetDescriptor();
-  const google::protobuf::Reflection* r = config.GetReflection();
-  for (int f = 0; f < d->field_count(); ++f) {
-    const FieldDescriptor* field = d->field(f);
-    if (!field->is_repeated() || !field->options().HasExtension(v1::sweep)) continue;
-    const FieldDescriptor* of = d->FindFieldByName(field->options().GetExtension(v1::sweep).of());
-    if (of == nullptr || r->FieldSize(config, field) == 0 || !r->HasField(config, of)) continue;
-    return {absl::StrCat(path, ".", of->name()),
-            absl::StrCat("contradicts ", field->name(), ": a sweep sets the ", of->name(),
-                         " of each run; leave ", of->name(), " out")};
-  }
-  return {};
-}
-
 absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at) {
   const Descriptor* root = v1::Experiment::descriptor();
   std::map<std::string, int> seen;
@@ -402,7 +137,7 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at) {
       if (!where.empty()) return at.Error(root, where, what);
     }
   }
-  if (const ConfigCheck* check = at.check()) {
+  if (const ExperimentCheck* check = at.check()) {
     // "plugin[1].bucket_sizing.first_bucket_cap_mb: what": located like the rest.
     if (absl::Status s = (*check)(e); !s.ok()) {
       const std::string message(s.message());
@@ -610,12 +345,7 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
 
 }  // namespace
 
-std::string PluginName(const v1::Plugin& plugin) {
-  const google::protobuf::OneofDescriptor* oneof = v1::Plugin::descriptor()->FindOneofByName("config");
-  const FieldDescriptor* field =
-      plugin.GetReflection()->GetOneofFieldDescriptor(plugin, oneof);
-  return field ? field->name() : "";
-}
+std::string PluginName(const v1::Plugin& plugin) { return PluginConfigName(plugin); }
 
 absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename,
                                                const ConfigCheck& check) {
@@ -712,89 +442,6 @@ absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path, const Conf
     return absl::DataLossError(absl::StrCat(path, ": cannot read experiment file"));
   }
   return ParseExperimentText(buffer.str(), path, check);
-}
-
-namespace {
-
-// A plugin's sweep field (ddplab.v1.sweep) becomes one run per value, named
-// <name>_<value><suffix>, with the field it sweeps set to the value.
-std::vector<SuiteRun> ExpandPluginSweeps(const v1::Suite& suite) {
-  std::vector<SuiteRun> out;
-  for (const v1::Experiment& e : suite.experiment()) {
-    bool swept = false;
-    for (int i = 0; i < e.plugin_size() && !swept; ++i) {
-      const v1::Plugin& plugin = e.plugin(i);
-      const FieldDescriptor* entry = v1::Plugin::descriptor()->FindFieldByName(PluginName(plugin));
-      if (entry == nullptr) continue;
-      const google::protobuf::Message& config = plugin.GetReflection()->GetMessage(plugin, entry);
-      const Descriptor* d = config.GetDescriptor();
-      const google::protobuf::Reflection* r = config.GetReflection();
-      for (int f = 0; f < d->field_count() && !swept; ++f) {
-        const FieldDescriptor* field = d->field(f);
-        if (!field->is_repeated() || field->cpp_type() != FieldDescriptor::CPPTYPE_DOUBLE ||
-            !field->options().HasExtension(v1::sweep) || r->FieldSize(config, field) == 0) {
-          continue;
-        }
-        const v1::Sweep& sweep = field->options().GetExtension(v1::sweep);
-        const FieldDescriptor* of = d->FindFieldByName(sweep.of());
-        swept = true;
-        for (int k = 0; k < r->FieldSize(config, field); ++k) {
-          const double value = r->GetRepeatedDouble(config, field, k);
-          v1::Experiment one = e;
-          one.set_name(absl::StrCat(e.name(), "_", value, sweep.suffix()));
-          v1::Plugin& mine = *one.mutable_plugin(i);
-          google::protobuf::Message* own = mine.GetReflection()->MutableMessage(&mine, entry);
-          own->GetReflection()->ClearField(own, field);
-          own->GetReflection()->SetDouble(own, of, value);
-          out.push_back({one, e.name()});
-        }
-      }
-    }
-    if (!swept) out.push_back({e, ""});
-  }
-  return out;
-}
-
-}  // namespace
-
-// Then a transport sweep becomes one run per transport, named <name>_<transport>: all the
-// suite's runs over the first transport, then all over the next. Runs of one process use
-// no transport and run once, among the first.
-std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite) {
-  std::vector<SuiteRun> runs = ExpandPluginSweeps(suite);
-  std::vector<v1::Distributed::Transport> order;
-  for (const SuiteRun& run : runs) {
-    for (int t : run.experiment.distributed().sweep_transport()) {
-      auto transport = static_cast<v1::Distributed::Transport>(t);
-      if (std::find(order.begin(), order.end(), transport) == order.end()) order.push_back(transport);
-    }
-  }
-  if (order.empty()) return runs;
-  std::vector<SuiteRun> out;
-  for (size_t k = 0; k < order.size(); ++k) {
-    for (const SuiteRun& run : runs) {
-      const v1::Distributed& d = run.experiment.distributed();
-      const bool one_process = d.gpus_per_node() == 1 && d.nodes() <= 1;
-      if (d.sweep_transport_size() == 0 || one_process) {
-        if (k > 0) continue;
-        out.push_back(run);
-        out.back().experiment.mutable_distributed()->clear_sweep_transport();
-        continue;
-      }
-      if (std::find(d.sweep_transport().begin(), d.sweep_transport().end(), order[k]) ==
-          d.sweep_transport().end()) {
-        continue;
-      }
-      const std::string suffix = absl::AsciiStrToLower(v1::Distributed::Transport_Name(order[k]));
-      SuiteRun one = run;
-      one.experiment.set_name(absl::StrCat(run.experiment.name(), "_", suffix));
-      one.experiment.mutable_distributed()->clear_sweep_transport();
-      one.experiment.mutable_distributed()->set_transport(order[k]);
-      if (!run.sweep.empty()) one.sweep = absl::StrCat(run.sweep, "_", suffix);
-      out.push_back(std::move(one));
-    }
-  }
-  return out;
 }
 
 }  // namespace ddplab

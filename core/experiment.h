@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/sweeps.h"  // ExpandSweeps, for the loader's users
 #include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab {
@@ -52,18 +53,6 @@ inline constexpr char kDefaultOutputDirectory[] = "ddplab_results";
 // The name of the plugin a Plugin entry selects (the field set in its oneof), or "" when
 // none is set.
 std::string PluginName(const v1::Plugin& plugin);
-
-// One run of a suite: an experiment with its sweeps resolved.
-struct SuiteRun {
-  v1::Experiment experiment;
-  std::string sweep;  // the plugin sweep it belongs to (for "the fastest"), or ""
-};
-
-// The suite's runs in order. A plugin's sweep field (ddplab.v1.sweep) becomes one run per
-// value, named <name>_<value><suffix> (bucket_sizing's sweep_cap_mb: <name>_<cap>mb); then a transport sweep (distributed.sweep_transport) one run per
-// transport, named <name>_<transport in lower case>: every run over the first transport,
-// then every run over the next. Runs of one process use no transport and run once.
-std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite);
 
 }  // namespace ddplab
 

@@ -1,0 +1,99 @@
+// Where the fields of a parsed text-format file stand, for error messages that point at
+// them: "experiments/x.textproto:7:15: data.batch_size: must be > 0, got 0".
+//
+//   google::protobuf::TextFormat::ParseInfoTree tree;   // filled by the parser
+//   ddplab::Locator at("x.textproto", {&tree}, {}, "my_experiment");
+//   return at.Error(ddplab::v1::Experiment::descriptor(), "plugin[1].bucket_sizing.bucket_cap_mb",
+//                   "must be > 0, got -1");
+#ifndef DDPLAB_CORE_TEXT_LOCATION_H_
+#define DDPLAB_CORE_TEXT_LOCATION_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "ddplab/v1/experiment.pb.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace ddplab {
+
+// A check of a resolved experiment by whoever can (ConfigCheck, core/experiment.h).
+using ExperimentCheck = std::function<absl::Status(const v1::Experiment&)>;
+
+// Keeps the first error the text-format parser reports.
+class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (has_error_) return;
+    has_error_ = true;
+    line_ = line;
+    column_ = column;
+    message_ = message;
+  }
+  void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+
+  bool has_error() const { return has_error_; }
+  int line() const { return line_; }
+  int column() const { return column_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  bool has_error_ = false;
+  int line_ = -1;
+  int column_ = -1;
+  std::string message_;
+};
+
+// The parser reports some errors at the token after the one at fault (an unknown field
+// name, an unknown enum value). When its message quotes a name that stands earlier on
+// the same line, the column of that name instead.
+int BlameColumn(absl::string_view text, int line, int column, absl::string_view message);
+
+// Singular fields an experiment writes out win over the suite's defaults even when they
+// hold their type's default (false, 0, "", an enum's first value), which MergeFrom skips
+// (proto3 keeps no presence for them): e.g. profiling { bucket_timing: false } under
+// defaults that turn it on. `tree` is where `own` was parsed from.
+void KeepWrittenFields(const google::protobuf::Message& own, google::protobuf::Message& resolved,
+                       const google::protobuf::TextFormat::ParseInfoTree* tree);
+
+// "file:line:column", counting from 1 as editors do (the parser counts from 0).
+std::string FormatLocation(absl::string_view file, int line, int column);
+
+// Finds where fields stand in the parsed text, for error messages.
+class Locator {
+ public:
+  // `roots` are searched in order (an experiment's own block, then the suite's
+  // defaults); `fallback` is where the experiment's block starts (line -1 if unknown).
+  Locator(std::string file, std::vector<const google::protobuf::TextFormat::ParseInfoTree*> roots,
+          google::protobuf::TextFormat::ParseLocation fallback, std::string experiment, const ExperimentCheck* check = nullptr)
+      : file_(std::move(file)),
+        roots_(std::move(roots)),
+        fallback_(fallback),
+        experiment_(std::move(experiment)),
+        check_(check) {}
+
+  const std::string& file() const { return file_; }
+  // The caller's check of the experiment's plugins (ParseExperimentText), if any.
+  const ExperimentCheck* check() const { return check_ != nullptr && *check_ ? check_ : nullptr; }
+
+  // An error about the field at `path` (relative to `root`): "file:line:col: path: what",
+  // at the deepest part of the path that the text has.
+  absl::Status Error(const google::protobuf::Descriptor* root, absl::string_view path, absl::string_view what) const;
+
+ private:
+  std::string file_;
+  std::vector<const google::protobuf::TextFormat::ParseInfoTree*> roots_;
+  google::protobuf::TextFormat::ParseLocation fallback_;
+  std::string experiment_;
+  const ExperimentCheck* check_;
+};
+
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_CORE_TEXT_LOCATION_H_
