@@ -318,10 +318,6 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
     return at.Error(root, "distributed.high_priority_compute",
                     "chooses a CUDA stream, but distributed.device is CPU");
   }
-  if (dist.backward_sm_carveout() > 0 && cpu) {
-    return at.Error(root, "distributed.backward_sm_carveout",
-                    "leaves multiprocessors of a GPU to communication, but distributed.device is CPU");
-  }
   if (cpu && data.pin_memory()) {
     return at.Error(root, "data.pin_memory",
                     "pins host memory for copies to a GPU, but distributed.device is CPU");

@@ -87,9 +87,6 @@ INSTANTIATE_TEST_SUITE_P(
                 "Gloo"},
         BadCase{"sweep_transport_repeats",
                 ":6:32: distributed.sweep_transport[2]: repeats NVLINK (sweep_transport[0])"},
-        BadCase{"backward_sm_carveout_on_cpu",
-                ":6:44: distributed.backward_sm_carveout: leaves multiprocessors of a GPU to "
-                "communication, but distributed.device is CPU"},
         BadCase{"pin_memory_on_cpu",
                 ":3:22: data.pin_memory: pins host memory for copies to a GPU, but "
                 "distributed.device is CPU"},

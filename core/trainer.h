@@ -24,6 +24,7 @@
 #include "core/plugin_host.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/result.pb.h"
+#include "core/run_files.h"  // MakeDirectories, MergeTraces, WriteRunResult
 
 namespace ddplab {
 
@@ -46,24 +47,14 @@ struct TrainOptions {
   int torch_profile_steps = 3;
 };
 
-// Joins per-rank trace files (JSON arrays of Chrome trace events) into one Chrome trace
-// (a JSON object with "traceEvents"), one track per rank, at `path`; deletes the parts.
-absl::Status MergeTraces(const std::vector<std::string>& parts, const std::string& path);
-
-
 // Trains `experiment` (resolved and validated) in this process and measures it. Fails
-// with a message when the experiment asks for what this build or machine lacks.
-// Creates `path` and its missing parents (mkdir -p).
-absl::Status MakeDirectories(const std::string& path);
-
+// with a message when the experiment asks for what this build or machine lacks. Each
+// plugin's step callbacks are called around every step.
 absl::StatusOr<v1::RunResult> Train(const v1::Experiment& experiment, const TrainOptions& options);
 
 // A few lines for a person: throughput, phases, memory, data waiting.
 std::string FormatRunSummary(const v1::RunResult& result);
 
-// Writes `result` as JSON to <directory>/<suite>/<experiment>.json (atomically: a
-// temporary file renamed into place); returns the path.
-absl::StatusOr<std::string> WriteRunResult(const v1::RunResult& result, const std::string& directory);
 
 }  // namespace ddplab
 

@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include "core/experiment.h"
-#include "core/matmul_target.h"
 #include "gtest/gtest.h"
 
 namespace ddplab {
@@ -75,49 +74,6 @@ TEST(TrainerTest, WritesTheResultAsJson) {
   text << in.rdbuf();
   EXPECT_NE(text.str().find("\"steps_per_s\""), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("\"experiment\": \"tiny\""), std::string::npos) << text.str();
-}
-
-// On a GPU, distributed.backward_sm_carveout plans backward's products for the
-// multiprocessors it leaves, on the thread that runs backward (autograd's, whose cuBLAS
-// handle is its own), leaves the other threads' products alone, and does not outlast its
-// run.
-TEST(TrainerTest, BackwardSmCarveoutTargetsTheThreadThatRunsBackward) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
-  v1::Experiment e = Tiny(2);
-  e.mutable_distributed()->set_device(v1::Distributed::CUDA);
-  e.mutable_distributed()->set_backward_sm_carveout(4);
-  absl::StatusOr<v1::RunResult> r = Train(e, {});
-  ASSERT_TRUE(r.ok()) << r.status();
-  absl::StatusOr<int> sms = CurrentDeviceMultiprocessors();
-  ASSERT_TRUE(sms.ok()) << sms.status();
-  // Another backward on the same GPU runs on the same autograd thread: the target is there.
-  at::Tensor x = torch::ones({4, 4}, torch::TensorOptions().device(torch::kCUDA)).requires_grad_();
-  at::Tensor y = x.mm(x).sum();
-  absl::StatusOr<int> seen = absl::UnknownError("the hook did not run");
-  y.register_hook([&seen](const at::Tensor&) { seen = MatmulMultiprocessors(); });
-  y.backward();
-  ASSERT_TRUE(seen.ok()) << seen.status();
-  EXPECT_EQ(*seen, *sms - 4);
-  absl::StatusOr<int> here = MatmulMultiprocessors();
-  ASSERT_TRUE(here.ok()) << here.status();
-  EXPECT_EQ(*here, 0) << "the training thread's own products were retargeted";
-
-  // The next run without a carveout sets autograd's thread back to all of them.
-  v1::Experiment plain = e;
-  plain.mutable_distributed()->clear_backward_sm_carveout();
-  ASSERT_TRUE(Train(plain, {}).ok());
-  seen = absl::UnknownError("the hook did not run");
-  y = x.mm(x).sum();
-  y.register_hook([&seen](const at::Tensor&) { seen = MatmulMultiprocessors(); });
-  y.backward();
-  ASSERT_TRUE(seen.ok()) << seen.status();
-  EXPECT_EQ(*seen, 0);
-
-  // A carveout of every multiprocessor is refused before the first step.
-  e.mutable_distributed()->set_backward_sm_carveout(*sms);
-  r = Train(e, {});
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("distributed.backward_sm_carveout"), std::string::npos) << r.status();
 }
 
 // LibTorch's profiler over steps after the measured ones: they run (their losses are

@@ -150,45 +150,12 @@ VitImpl::VitImpl(const VitConfig& config) : config_(config) {
 
 at::Tensor VitImpl::forward(const at::Tensor& images) {
   const int64_t n = images.size(0);
-  int64_t stage = 0;
-  auto before = [&] {
-    if (before_stage_) before_stage_(stage);
-    ++stage;
-  };
-  before();
   // [N, 3, H, W] -> [N, h, H/p, W/p] -> [N, patches, h]
   at::Tensor x = conv_proj_->forward(images).flatten(2).transpose(1, 2);
   x = at::cat({class_token_.expand({n, -1, -1}), x}, 1) + pos_embedding_;
-  for (VitEncoderBlock& layer : layers_) {
-    before();
-    x = layer->forward(x);
-  }
-  before();
+  for (VitEncoderBlock& layer : layers_) x = layer->forward(x);
   x = ln_->forward(x);
   return head_->forward(x.select(1, 0));
-}
-
-std::vector<std::vector<at::Tensor>> VitImpl::StageParameters() {
-  std::vector<std::vector<at::Tensor>> stages;
-  stages.push_back(conv_proj_->parameters());
-  stages[0].push_back(class_token_);
-  stages[0].push_back(pos_embedding_);
-  for (VitEncoderBlock& layer : layers_) stages.push_back(layer->parameters());
-  stages.push_back(ln_->parameters());
-  for (const at::Tensor& p : head_->parameters()) stages.back().push_back(p);
-  return stages;
-}
-
-std::vector<std::vector<size_t>> VitImpl::StageParameterIndices() {
-  std::map<const void*, size_t> index_of;
-  const std::vector<at::Tensor> all = parameters();
-  for (size_t i = 0; i < all.size(); ++i) index_of[all[i].unsafeGetTensorImpl()] = i;
-  std::vector<std::vector<size_t>> stages;
-  for (const std::vector<at::Tensor>& stage : StageParameters()) {
-    stages.emplace_back();
-    for (const at::Tensor& p : stage) stages.back().push_back(index_of.at(p.unsafeGetTensorImpl()));
-  }
-  return stages;
 }
 
 }  // namespace ddplab

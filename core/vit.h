@@ -77,18 +77,6 @@ class VitImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& images);
   const VitConfig& config() const { return config_; }
 
-  // The forward in stages, each reading only its own parameters: 0 the patch and
-  // position embeddings and the class token, 1..num_layers the encoder blocks, then the
-  // final norm and the head. `before_stage`, if set, is called with each stage's number
-  // just before it runs (the data-parallel engine's wait for that stage's updates).
-  int64_t num_stages() const { return config_.num_layers + 2; }
-  std::vector<std::vector<at::Tensor>> StageParameters();
-  // The same as indices into parameters().
-  std::vector<std::vector<size_t>> StageParameterIndices();
-  void SetBeforeStage(std::function<void(int64_t stage)> before_stage) {
-    before_stage_ = std::move(before_stage);
-  }
-
  private:
   VitConfig config_;
   torch::nn::Conv2d conv_proj_{nullptr};
@@ -96,7 +84,6 @@ class VitImpl : public torch::nn::Module {
   std::vector<VitEncoderBlock> layers_;
   torch::nn::LayerNorm ln_{nullptr};
   torch::nn::Linear head_{nullptr};
-  std::function<void(int64_t)> before_stage_;
 };
 TORCH_MODULE(Vit);
 

@@ -59,55 +59,6 @@ TEST(VitTest, ForwardGivesLogitsPerSample) {
   EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{3, 10}));
 }
 
-// The stages cover every parameter once, and forward reads a stage's parameters only after
-// calling before_stage for it: with every parameter NaN until its stage's call puts it
-// back, the logits are the same as without stages.
-TEST(VitTest, ForwardReadsEachStagesParametersOnlyAfterItsCall) {
-  v1::Model model;
-  model.set_preset(v1::Model::VIT_TINY_TEST);
-  Vit vit(VitConfigForModel(model, 32).value());
-  // A head that is not zero, so that the logits depend on every stage.
-  torch::NoGradGuard no_grad;
-  for (at::Tensor p : vit->parameters()) p.normal_(0.0, 0.05);
-  at::Tensor images = torch::randn({2, 3, 32, 32});
-  at::Tensor expected = vit->forward(images);
-
-  std::vector<std::vector<at::Tensor>> stages = vit->StageParameters();
-  ASSERT_EQ(static_cast<int64_t>(stages.size()), vit->num_stages());
-  std::set<const void*> seen;
-  size_t count = 0;
-  std::vector<std::vector<at::Tensor>> saved(stages.size());
-  for (size_t k = 0; k < stages.size(); ++k) {
-    for (at::Tensor& p : stages[k]) {
-      seen.insert(p.unsafeGetTensorImpl());
-      ++count;
-      saved[k].push_back(p.clone());
-      p.fill_(std::numeric_limits<float>::quiet_NaN());
-    }
-  }
-  EXPECT_EQ(count, seen.size());
-  EXPECT_EQ(seen.size(), vit->parameters().size());
-  // The indices name the same tensors.
-  std::vector<std::vector<size_t>> indices = vit->StageParameterIndices();
-  ASSERT_EQ(indices.size(), stages.size());
-  for (size_t k = 0; k < stages.size(); ++k) {
-    ASSERT_EQ(indices[k].size(), stages[k].size());
-    for (size_t i = 0; i < indices[k].size(); ++i) {
-      EXPECT_TRUE(vit->parameters()[indices[k][i]].is_same(stages[k][i])) << k << " " << i;
-    }
-  }
-  std::vector<int64_t> calls;
-  vit->SetBeforeStage([&](int64_t stage) {
-    calls.push_back(stage);
-    for (size_t i = 0; i < stages[stage].size(); ++i) stages[stage][i].copy_(saved[stage][i]);
-  });
-  at::Tensor logits = vit->forward(images);
-  std::vector<int64_t> in_order(stages.size());
-  std::iota(in_order.begin(), in_order.end(), 0);
-  EXPECT_EQ(calls, in_order);
-  EXPECT_TRUE(at::equal(logits, expected));
-}
-
 // Attention through the fused op equals the textbook formula.
 TEST(VitTest, SelfAttentionMatchesTheFormula) {
   torch::manual_seed(1);
