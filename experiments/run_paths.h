@@ -1,0 +1,37 @@
+// Where vit_ddp's files are: the user's paths under `bazel run`, the runfiles, the
+// executable itself, a program on PATH, and what a run left behind (its result, NCCL's
+// logs).
+#ifndef DDPLAB_EXPERIMENTS_RUN_PATHS_H_
+#define DDPLAB_EXPERIMENTS_RUN_PATHS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "ddplab/v1/result.pb.h"
+
+namespace ddplab {
+
+// `path` as the user meant it: `bazel run` starts the binary in its runfiles, and users
+// name files relative to where they typed the command (BUILD_WORKING_DIRECTORY).
+std::string UserPath(const std::string& path);
+
+// Where `path` (relative to the workspace, e.g. "experiments/x.textproto") stands in this
+// binary's runfiles, or "" when the binary runs without them.
+std::string RunfilesPath(const std::string& argv0, const std::string& path);
+
+// This executable, to start workers from.
+std::string SelfPath(const char* argv0);
+
+// `program` found on PATH, or "".
+std::string FindOnPath(const std::string& program);
+
+// The transports NCCL's logs for one run name (files <dir>/<prefix>*), or "".
+std::string NcclTransport(const std::string& dir, const std::string& prefix);
+
+// The result rank 0 wrote for `experiment`.
+absl::StatusOr<v1::RunResult> ReadResult(const std::string& directory, const std::string& suite,
+                                         const std::string& experiment);
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_EXPERIMENTS_RUN_PATHS_H_
