@@ -149,16 +149,9 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at) {
   return absl::OkStatus();
 }
 
-// Checks a resolved experiment (defaults applied). Returns the first problem found.
-absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
+// model: a preset, or sizes that fit together.
+absl::Status ValidateModel(const v1::Experiment& e, const Locator& at) {
   const Descriptor* root = v1::Experiment::descriptor();
-  if (e.name().empty()) return at.Error(root, "name", "is required");
-  if (!ValidName(e.name())) {
-    return at.Error(root, "name",
-                    absl::StrCat("must be letters, digits, '_' and '-', got \"", e.name(), "\""));
-  }
-
-  // Model.
   const v1::Model& model = e.model();
   switch (model.architecture_case()) {
     case v1::Model::ARCHITECTURE_NOT_SET:
@@ -187,7 +180,13 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
     }
   }
 
-  // Data.
+  return absl::OkStatus();
+}
+
+// data: sizes and the loader.
+absl::Status ValidateData(const v1::Experiment& e, const Locator& at) {
+  const Descriptor* root = v1::Experiment::descriptor();
+  const v1::Model& model = e.model();
   const v1::Data& data = e.data();
   if (data.batch_size() == 0) {
     return at.Error(root, "data.batch_size", "is required: samples per GPU per step, > 0");
@@ -206,7 +205,12 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
     return at.Error(root, "data.prefetch", absl::StrCat("must be at most 64, got ", data.prefetch()));
   }
 
-  // Steps.
+  return absl::OkStatus();
+}
+
+// steps and the optimizer.
+absl::Status ValidateSteps(const v1::Experiment& e, const Locator& at) {
+  const Descriptor* root = v1::Experiment::descriptor();
   if (e.steps().measured() == 0) {
     return at.Error(root, "steps.measured", "is required: steps to time, > 0");
   }
@@ -216,7 +220,6 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
                     absl::StrCat("must be at most 1024, got ", e.steps().accumulation()));
   }
 
-  // Optimizer.
   if (!e.optimizer().has_sgd()) return at.Error(root, "optimizer", "is required: set optimizer.sgd");
   const v1::Sgd& sgd = e.optimizer().sgd();
   if (!(sgd.learning_rate() > 0) || !std::isfinite(sgd.learning_rate())) {
@@ -232,27 +235,14 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
                     absl::StrCat("must be >= 0, got ", FormatNumber(sgd.weight_decay())));
   }
 
-  // Distributed.
+  return absl::OkStatus();
+}
+
+// distributed.sweep_transport: NCCL transports, each once.
+absl::Status ValidateTransports(const v1::Experiment& e, const Locator& at) {
+  const Descriptor* root = v1::Experiment::descriptor();
   const v1::Distributed& dist = e.distributed();
-  if (dist.gpus_per_node() > 1024) {
-    return at.Error(root, "distributed.gpus_per_node",
-                    absl::StrCat("must be at most 1024, got ", dist.gpus_per_node()));
-  }
-  if (dist.nodes() > 65536) {
-    return at.Error(root, "distributed.nodes", absl::StrCat("must be at most 65536, got ", dist.nodes()));
-  }
-  bool cpu = dist.device() == v1::Distributed::CPU;
-  if (cpu && dist.backend() == v1::Distributed::NCCL) {
-    return at.Error(root, "distributed.backend",
-                    "NCCL runs on GPUs only, but distributed.device is CPU: use GLOO or leave "
-                    "backend out");
-  }
-  if (dist.transport() != v1::Distributed::TRANSPORT_UNSPECIFIED &&
-      (cpu || dist.backend() == v1::Distributed::GLOO)) {
-    return at.Error(root, "distributed.transport",
-                    "selects NCCL's transport, but this experiment uses Gloo: leave transport "
-                    "out or use the NCCL backend on GPUs");
-  }
+  const bool cpu = dist.device() == v1::Distributed::CPU;
   for (int i = 0; i < dist.sweep_transport_size(); ++i) {
     std::string path = absl::StrCat("distributed.sweep_transport[", i, "]");
     if (dist.transport() != v1::Distributed::TRANSPORT_UNSPECIFIED) {
@@ -274,6 +264,14 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
       }
     }
   }
+  return absl::OkStatus();
+}
+
+// distributed.nccl_env: NCCL's variables, each once, only for NCCL.
+absl::Status ValidateNcclEnv(const v1::Experiment& e, const Locator& at) {
+  const Descriptor* root = v1::Experiment::descriptor();
+  const v1::Distributed& dist = e.distributed();
+  const bool cpu = dist.device() == v1::Distributed::CPU;
   for (int i = 0; i < dist.nccl_env_size(); ++i) {
     const v1::EnvironmentVariable& var = dist.nccl_env(i);
     std::string path = absl::StrCat("distributed.nccl_env[", i, "]");
@@ -303,6 +301,35 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
       return at.Error(root, path, "sets NCCL's environment, but this experiment uses Gloo");
     }
   }
+  return absl::OkStatus();
+}
+
+// distributed: processes, backend, NCCL's settings.
+absl::Status ValidateDistributed(const v1::Experiment& e, const Locator& at) {
+  const Descriptor* root = v1::Experiment::descriptor();
+  const v1::Data& data = e.data();
+  const v1::Distributed& dist = e.distributed();
+  if (dist.gpus_per_node() > 1024) {
+    return at.Error(root, "distributed.gpus_per_node",
+                    absl::StrCat("must be at most 1024, got ", dist.gpus_per_node()));
+  }
+  if (dist.nodes() > 65536) {
+    return at.Error(root, "distributed.nodes", absl::StrCat("must be at most 65536, got ", dist.nodes()));
+  }
+  bool cpu = dist.device() == v1::Distributed::CPU;
+  if (cpu && dist.backend() == v1::Distributed::NCCL) {
+    return at.Error(root, "distributed.backend",
+                    "NCCL runs on GPUs only, but distributed.device is CPU: use GLOO or leave "
+                    "backend out");
+  }
+  if (dist.transport() != v1::Distributed::TRANSPORT_UNSPECIFIED &&
+      (cpu || dist.backend() == v1::Distributed::GLOO)) {
+    return at.Error(root, "distributed.transport",
+                    "selects NCCL's transport, but this experiment uses Gloo: leave transport "
+                    "out or use the NCCL backend on GPUs");
+  }
+  if (absl::Status s = ValidateTransports(e, at); !s.ok()) return s;
+  if (absl::Status s = ValidateNcclEnv(e, at); !s.ok()) return s;
   if (dist.nccl_channels() > 0) {
     if (cpu || dist.backend() == v1::Distributed::GLOO) {
       return at.Error(root, "distributed.nccl_channels",
@@ -323,8 +350,21 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
                     "pins host memory for copies to a GPU, but distributed.device is CPU");
   }
 
-  // Plugins.
-  if (absl::Status s = ValidatePlugins(e, at); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+// Checks a resolved experiment (defaults applied). Returns the first problem found.
+absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
+  const Descriptor* root = v1::Experiment::descriptor();
+  if (e.name().empty()) return at.Error(root, "name", "is required");
+  if (!ValidName(e.name())) {
+    return at.Error(root, "name",
+                    absl::StrCat("must be letters, digits, '_' and '-', got \"", e.name(), "\""));
+  }
+  for (auto check : {ValidateModel, ValidateData, ValidateSteps, ValidateDistributed, ValidatePlugins}) {
+    if (absl::Status s = check(e, at); !s.ok()) return s;
+  }
+  const v1::Distributed& dist = e.distributed();
   if (e.plugin_size() > 0 && dist.gpus_per_node() == 1 && dist.nodes() == 1 &&
       !dist.force_engine()) {
     return at.Error(root, "plugin",
@@ -343,45 +383,13 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
 
 std::string PluginName(const v1::Plugin& plugin) { return PluginConfigName(plugin); }
 
-absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename,
-                                               const ConfigCheck& check) {
-  std::string file(filename);
-  absl::StatusOr<std::string> type = MessageType(text, file);
-  if (!type.ok()) return type.status();
-  bool is_suite = *type == kSuiteType;
+namespace {
 
-  TextFormat::Parser parser;
-  FirstErrorCollector errors;
-  TextFormat::ParseInfoTree tree;
-  parser.RecordErrorsTo(&errors);
-  parser.WriteLocationsTo(&tree);
-
-  v1::Suite suite;
-  v1::Experiment single;
-  google::protobuf::Message* target = is_suite ? static_cast<google::protobuf::Message*>(&suite)
-                                               : static_cast<google::protobuf::Message*>(&single);
-  std::string owned(text);
-  if (!parser.ParseFromString(owned, target)) {
-    if (errors.has_error() && errors.line() >= 0) {
-      int column = BlameColumn(text, errors.line(), errors.column(), errors.message());
-      return absl::InvalidArgumentError(
-          absl::StrCat(FormatLocation(file, errors.line(), column), ": ", errors.message()));
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        file, ": ", errors.has_error() ? errors.message() : "not a valid text-format " + *type));
-  }
-
+// Checks a parsed suite, and resolves and checks each of its experiments (the suite's
+// defaults under the experiment's own fields).
+absl::Status ResolveSuite(v1::Suite& suite, const TextFormat::ParseInfoTree& tree, const std::string& file,
+                          const ConfigCheck& check) {
   const Descriptor* suite_descriptor = v1::Suite::descriptor();
-  if (!is_suite) {
-    ApplyDefaults(single);
-    Locator at(file, {&tree}, TextFormat::ParseLocation(), single.name(), &check);
-    if (absl::Status s = ValidateExperiment(single, at); !s.ok()) return s;
-    suite.set_name(single.name());
-    suite.set_description(single.description());
-    *suite.add_experiment() = std::move(single);
-    return suite;
-  }
-
   Locator suite_at(file, {&tree}, TextFormat::ParseLocation(), "");
   if (suite.name().empty()) return suite_at.Error(suite_descriptor, "name", "is required");
   if (!ValidName(suite.name())) {
@@ -422,6 +430,50 @@ absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::stri
     }
     *suite.mutable_experiment(i) = std::move(resolved);
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename,
+                                               const ConfigCheck& check) {
+  std::string file(filename);
+  absl::StatusOr<std::string> type = MessageType(text, file);
+  if (!type.ok()) return type.status();
+  bool is_suite = *type == kSuiteType;
+
+  TextFormat::Parser parser;
+  FirstErrorCollector errors;
+  TextFormat::ParseInfoTree tree;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+
+  v1::Suite suite;
+  v1::Experiment single;
+  google::protobuf::Message* target = is_suite ? static_cast<google::protobuf::Message*>(&suite)
+                                               : static_cast<google::protobuf::Message*>(&single);
+  std::string owned(text);
+  if (!parser.ParseFromString(owned, target)) {
+    if (errors.has_error() && errors.line() >= 0) {
+      int column = BlameColumn(text, errors.line(), errors.column(), errors.message());
+      return absl::InvalidArgumentError(
+          absl::StrCat(FormatLocation(file, errors.line(), column), ": ", errors.message()));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": ", errors.has_error() ? errors.message() : "not a valid text-format " + *type));
+  }
+
+  if (!is_suite) {
+    ApplyDefaults(single);
+    Locator at(file, {&tree}, TextFormat::ParseLocation(), single.name(), &check);
+    if (absl::Status s = ValidateExperiment(single, at); !s.ok()) return s;
+    suite.set_name(single.name());
+    suite.set_description(single.description());
+    *suite.add_experiment() = std::move(single);
+    return suite;
+  }
+
+  if (absl::Status s = ResolveSuite(suite, tree, file, check); !s.ok()) return s;
   suite.clear_defaults();
   return suite;
 }

@@ -90,57 +90,36 @@ int FreePort() {
   return port;
 }
 
-LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
-  const int world = options.nproc_per_node * options.nnodes;
-  const int port = options.master_port > 0 ? options.master_port : FreePort();
-  // On one node the workers meet through a file only this user can reach, and nothing
-  // listens (c10d's TCPStore server may listen on every interface). Across nodes they
-  // need the TCPStore at master_addr.
-  std::optional<PrivateDirectory> rendezvous;
-  std::string store_file;
-  if (options.nnodes == 1) {
-    rendezvous.emplace();
-    if (rendezvous->path().empty()) return {1, rendezvous->error()};
-    store_file = rendezvous->path() + "/store";
-  }
-  std::map<pid_t, int> running;  // pid -> global rank
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+namespace {
 
-  LaunchResult result;
-  for (int local = 0; local < options.nproc_per_node; ++local) {
-    const int rank = options.node_rank * options.nproc_per_node + local;
-    pid_t pid = fork();
-    if (pid < 0) {
-      result = {1, absl::StrCat("cannot start rank ", rank, ": ", std::strerror(errno))};
-      break;
-    }
-    if (pid == 0) {
-      setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node).c_str(), 1);
-      setenv("MASTER_ADDR", options.master_addr.c_str(), 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      if (!store_file.empty()) {
-        setenv("DDPLAB_RENDEZVOUS_FILE", store_file.c_str(), 1);
-      } else {
-        unsetenv("DDPLAB_RENDEZVOUS_FILE");
-      }
-      // The workers meet at this launcher's rendezvous, not at the store of a torchrun
-      // agent that may have started the launcher.
-      unsetenv("TORCHELASTIC_USE_AGENT_STORE");
-      // A worker ends with the launcher, even when the launcher is killed outright.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      execv(args[0], args.data());
-      std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-      _exit(127);
-    }
-    running[pid] = rank;
+// In a forked child: this worker's environment, then the worker itself. Never returns.
+[[noreturn]] void ExecWorker(std::vector<char*>& args, const LaunchOptions& options, int rank, int local, int world,
+                             int port, const std::string& store_file) {
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+  setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node).c_str(), 1);
+  setenv("MASTER_ADDR", options.master_addr.c_str(), 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  if (!store_file.empty()) {
+    setenv("DDPLAB_RENDEZVOUS_FILE", store_file.c_str(), 1);
+  } else {
+    unsetenv("DDPLAB_RENDEZVOUS_FILE");
   }
+  // The workers meet at this launcher's rendezvous, not at the store of a torchrun
+  // agent that may have started the launcher.
+  unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+  // A worker ends with the launcher, even when the launcher is killed outright.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  execv(args[0], args.data());
+  std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
+  _exit(127);
+}
 
-  // Wait for all; on the first failure, stop the rest.
+// Waits for every worker in `running` (pid -> global rank); on the first failure, stops
+// the rest (SIGTERM, then SIGKILL after options.grace). `result` holds a failure to
+// start them, if any, and receives the first worker's failure.
+void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options, LaunchResult& result) {
   bool stopping = result.exit_code != 0;
   auto deadline = std::chrono::steady_clock::time_point::max();
   if (stopping) {
@@ -177,6 +156,40 @@ LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& o
       deadline = std::chrono::steady_clock::now() + options.grace;
     }
   }
+}
+
+}  // namespace
+
+LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
+  const int world = options.nproc_per_node * options.nnodes;
+  const int port = options.master_port > 0 ? options.master_port : FreePort();
+  // On one node the workers meet through a file only this user can reach, and nothing
+  // listens (c10d's TCPStore server may listen on every interface). Across nodes they
+  // need the TCPStore at master_addr.
+  std::optional<PrivateDirectory> rendezvous;
+  std::string store_file;
+  if (options.nnodes == 1) {
+    rendezvous.emplace();
+    if (rendezvous->path().empty()) return {1, rendezvous->error()};
+    store_file = rendezvous->path() + "/store";
+  }
+  std::map<pid_t, int> running;  // pid -> global rank
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+
+  LaunchResult result;
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    const int rank = options.node_rank * options.nproc_per_node + local;
+    pid_t pid = fork();
+    if (pid < 0) {
+      result = {1, absl::StrCat("cannot start rank ", rank, ": ", std::strerror(errno))};
+      break;
+    }
+    if (pid == 0) ExecWorker(args, options, rank, local, world, port, store_file);
+    running[pid] = rank;
+  }
+  WaitForWorkers(running, options, result);
   if (result.exit_code != 0 && result.message.empty()) result.message = "a worker failed";
   return result;
 }
