@@ -52,6 +52,7 @@
 
 #include "core/engine/collectives.h"
 #include "core/plugin_api.h"
+#include "plugins/powersgd/groups.h"
 #include "plugins/powersgd/powersgd.pb.h"
 #include "plugins/powersgd/thin_products.h"
 
@@ -59,72 +60,14 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-
-#include "plugins/powersgd/fused.h"
 #endif
 
 namespace {
 
 using ddplab::CommContext;
 using ddplab::GradBucket;
-
-// A column whose part orthogonal to the earlier ones is below this fraction of its own
-// length is taken as dependent on them (rounding noise, not a direction) and zeroed.
-// With bf16_state, P comes from bfloat16 products, whose rounding leaves a dependent
-// column some 2^-9 to 2^-8 of its length off the others: it is kept, as a direction of
-// rounding noise along which M has no more than its own rounding, so the projection is
-// the same to bfloat16's precision. (A threshold above that rounding, 1/32, also dropped
-// weak but real directions: at full rank the result was 1.8% off instead of 0.4%.)
-constexpr double kDependentColumn = 1e-4;
-
-// One pass of modified Gram-Schmidt over the columns of each matrix in `p`
-// ([batch, rows, rank]), in place. A dependent or zero column becomes zero rather than a
-// noise vector blown up to unit length, so P P^T stays a projection where P has lower
-// rank than its columns (a gradient from few samples, or a zero one).
-void GramSchmidt(at::Tensor& p) {
-  const int64_t rank = p.size(2);
-  at::Tensor threshold = p.norm(2, {1}, /*keepdim=*/true).mul_(kDependentColumn);  // [batch, 1, rank]
-  for (int64_t j = 0; j < rank; ++j) {
-    at::Tensor col = p.narrow(2, j, 1);  // [batch, rows, 1]
-    at::Tensor norm = col.norm(2, {1}, /*keepdim=*/true);  // [batch, 1, 1]
-    col.mul_(at::where(norm > threshold.narrow(2, j, 1), norm.reciprocal(), 0.0));
-    if (j + 1 < rank) {
-      at::Tensor rest = p.narrow(2, j + 1, rank - j - 1);  // [batch, rows, rest]
-      // rest -= col (col^T rest)
-      rest.baddbmm_(col, at::bmm(col.transpose(1, 2), rest), /*beta=*/1, /*alpha=*/-1);
-    }
-  }
-}
-
-// Orthonormal columns in float32, dependent or zero ones zeroed, for a batch of matrices.
-// - One column: normalized (one pass of the above).
-// - A few matrices (a bucket of some tens of MB holds one or two of a shape): Householder
-//   QR, orthonormal to rounding without a second pass, in a number of launches that does
-//   not grow with the rank, where Gram-Schmidt launches several per column and a small
-//   bucket's work is bound by launches (4 H200, rank 4, 25 MB buckets: 0.56 -> 0.81 of
-//   one GPU). Column j of Q is kept, with R's sign so that P = Q R as Gram-Schmidt gives
-//   it, where |R_jj| (the part of column j orthogonal to the earlier ones) passes the
-//   same threshold.
-// - Many matrices (one large bucket): two passes of batched Gram-Schmidt, whose launches
-//   do not grow with the batch; LibTorch's QR runs one solver call per matrix (rank 4,
-//   one 2000 MB bucket: 0.85 with Gram-Schmidt, 0.80 with QR).
-constexpr int64_t kMostMatricesForQr = 4;
-
-void Orthogonalize(at::Tensor& p) {
-  if (p.size(2) == 1) {
-    GramSchmidt(p);
-    return;
-  }
-  if (p.size(0) > kMostMatricesForQr) {
-    GramSchmidt(p);
-    GramSchmidt(p);  // what rounding left of the earlier directions ("twice is enough")
-    return;
-  }
-  auto [q, r] = at::linalg_qr(p);  // [batch, rows, rank], [batch, rank, rank]
-  at::Tensor diagonal = r.diagonal(0, 1, 2).unsqueeze(1);  // [batch, 1, rank]
-  at::Tensor threshold = p.norm(2, {1}, /*keepdim=*/true).mul_(kDependentColumn);
-  p.copy_(q.mul_(at::where(diagonal.abs() > threshold, diagonal.sign(), 0.0)));
-}
+using ddplab::powersgd::Group;
+using ddplab::powersgd::Matrix;
 
 // The configuration, read once from the PowerSgdConfig message.
 struct Settings {
@@ -149,6 +92,7 @@ class PowerSgdHook : public ddplab::CommHook {
         seed_(settings.seed),
         bf16_state_(settings.bf16_state),
         fused_kernels_(settings.fused_kernels),
+        passes_{settings.error_feedback, settings.bf16_state},
         context_(context) {
     worker_ = std::thread([this] { Work(); });
   }
@@ -263,23 +207,6 @@ class PowerSgdHook : public ddplab::CommHook {
     }
   }
 
-  struct Matrix {
-    size_t parameter;
-    at::Tensor view;    // rows x cols, into the bucket: where the result goes
-    at::Tensor source;  // rows x cols: where the gradient is (`view`, or autograd's)
-  };
-
-  // The matrices of one shape in a bucket.
-  struct Group {
-    std::vector<Matrix> matrices;
-    std::vector<size_t> parameters;  // the key of the group's Q kept for the next step
-    int64_t r;
-    at::Tensor p, q;  // [batch, rows, r], [batch, cols, r]
-    at::Tensor m;     // [batch, rows, cols], M stacked, for ATen's passes
-    bool fused = false;  // the passes in fused.h's kernels instead, each M in `ms`
-    std::vector<at::Tensor> ms;
-  };
-
   // Copies the gradients of `slots` that are elsewhere (GradBucket::gradients) into their
   // parts of the bucket, together.
   static void IntoBucket(const GradBucket& bucket, const std::vector<size_t>& slots) {
@@ -317,268 +244,165 @@ class PowerSgdHook : public ddplab::CommHook {
     return qs.size() == 1 ? qs[0].unsqueeze(0) : at::stack(qs);
   }
 
-  void Reduce(GradBucket& bucket) {
-    at::Tensor buffer = bucket.buffer;
-    if (bucket.step < start_step_) {
-      std::vector<size_t> every(bucket.parameters.size());
-      for (size_t k = 0; k < every.size(); ++k) every[k] = k;
-      IntoBucket(bucket, every);
-      bucket.gradients.clear();  // read (or queued to be): autograd's memory is free to go
-      ddplab::StartMean(*context_.process_group, buffer, context_.nccl).wait();
-      return;
-    }
-
-    // Which gradients are compressed; the rest travel as they are, in one batch.
+  // A bucket's matrices that compress enough, grouped by shape, and the rest (uncompressed).
+  struct Split {
     std::map<std::vector<int64_t>, std::vector<Matrix>> by_shape;
     std::vector<at::Tensor> plain;
     std::vector<size_t> plain_slots;
-    int64_t gradient_elements = 0, sent_elements = 0;
+    int64_t gradient_elements = 0;
+  };
+
+  Split SplitBucket(const GradBucket& bucket) const {
+    Split split;
     for (size_t k = 0; k < bucket.parameters.size(); ++k) {
       const std::vector<int64_t>& size = bucket.sizes[k];
       int64_t numel = 1;
       for (int64_t d : size) numel *= d;
-      at::Tensor flat = buffer.narrow(0, bucket.offsets[k], numel);
-      gradient_elements += numel;
+      at::Tensor flat = bucket.buffer.narrow(0, bucket.offsets[k], numel);
+      split.gradient_elements += numel;
       if (size.size() >= 2) {
         const int64_t rows = size[0], cols = numel / size[0];
         const int64_t r = std::min({rank_, rows, cols});
         if (static_cast<double>(rows + cols) * r * min_compression_rate_ <= static_cast<double>(rows * cols)) {
           at::Tensor view = flat.view({rows, cols});
           at::Tensor source = bucket.gradients.empty() ? view : bucket.gradients[k].reshape({rows, cols});
-          by_shape[{rows, cols}].push_back({bucket.parameters[k], view, source});
+          split.by_shape[{rows, cols}].push_back({bucket.parameters[k], view, source});
           continue;
         }
       }
-      plain.push_back(flat);
-      plain_slots.push_back(k);
+      split.plain.push_back(flat);
+      split.plain_slots.push_back(k);
     }
-    IntoBucket(bucket, plain_slots);
+    return split;
+  }
+
+  // Before the start step: every gradient averaged exactly, in the bucket.
+  void ReduceExactly(GradBucket& bucket) {
+    std::vector<size_t> every(bucket.parameters.size());
+    for (size_t k = 0; k < every.size(); ++k) every[k] = k;
+    IntoBucket(bucket, every);
+    bucket.gradients.clear();  // read (or queued to be): autograd's memory is free to go
+    ddplab::StartMean(*context_.process_group, bucket.buffer, context_.nccl).wait();
+  }
+
+  void Reduce(GradBucket& bucket) {
+    if (bucket.step < start_step_) {
+      ReduceExactly(bucket);
+      return;
+    }
+    Split split = SplitBucket(bucket);
+    IntoBucket(bucket, split.plain_slots);
     bucket.gradients.clear();  // the compressed ones are held by their Matrix::source
-
     // Uncompressed gradients: one grouped mean of them where they lie, started first.
+    int64_t sent_elements = 0;
     std::optional<ddplab::PendingMean> plain_mean;
-    if (!plain.empty()) {
-      for (const at::Tensor& t : plain) sent_elements += t.numel();
-      plain_mean = ddplab::StartMeanCoalesced(*context_.process_group, plain, context_.nccl);
+    if (!split.plain.empty()) {
+      for (const at::Tensor& t : split.plain) sent_elements += t.numel();
+      plain_mean = ddplab::StartMeanCoalesced(*context_.process_group, split.plain, context_.nccl);
     }
+    if (!split.by_shape.empty()) sent_elements += Compress(split, bucket);
+    if (plain_mean) plain_mean->wait();
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    if (first_compressed_step_ < 0) first_compressed_step_ = static_cast<double>(bucket.step);
+    gradient_elements_ += split.gradient_elements;
+    sent_elements_ += sent_elements;
+  }
 
+  // The compressed matrices' averages, P Q^T, into the bucket; returns the elements sent.
+  int64_t Compress(Split& split, const GradBucket& bucket) {
     // Per shape: M (with error feedback), and P and Q as views of one buffer each, so
     // that all P (and then all Q) of the bucket travel in one all-reduce.
     std::vector<Group> groups;
     int64_t p_elements = 0, q_elements = 0;
-    for (auto& [shape, matrices] : by_shape) {
+    for (auto& [shape, matrices] : split.by_shape) {
       Group g;
       g.matrices = std::move(matrices);
       for (const Matrix& matrix : g.matrices) g.parameters.push_back(matrix.parameter);
       g.r = std::min({rank_, shape[0], shape[1]});
-      g.fused = Fused(buffer, shape[0], g.r);
+      g.fused = ddplab::powersgd::UseFused(bucket.buffer, shape[0], g.r, fused_kernels_);
       p_elements += static_cast<int64_t>(g.matrices.size()) * shape[0] * g.r;
       q_elements += static_cast<int64_t>(g.matrices.size()) * shape[1] * g.r;
       groups.push_back(std::move(g));
     }
-    if (!groups.empty()) {
-      at::Tensor p_flat = at::empty({p_elements}, buffer.options());
-      at::Tensor q_flat = at::empty({q_elements}, buffer.options());
-      int64_t p_offset = 0, q_offset = 0;
-      for (Group& g : groups) {
-        const int64_t batch = static_cast<int64_t>(g.matrices.size());
-        const int64_t rows = g.matrices[0].view.size(0), cols = g.matrices[0].view.size(1);
-        g.p = p_flat.narrow(0, p_offset, batch * rows * g.r).view({batch, rows, g.r});
-        g.q = q_flat.narrow(0, q_offset, batch * cols * g.r).view({batch, cols, g.r});
-        p_offset += g.p.numel();
-        q_offset += g.q.numel();
-        at::Tensor q = QsFor(g.parameters, cols, g.r, bucket.step, buffer.options());
-        if (g.fused) {
-          AddAndProject(g, q);
-          continue;
-        }
-        // [batch, rows, cols]: the local gradients with their errors, each written once.
-        g.m = at::empty({batch, rows, cols}, buffer.options().dtype(StateDtype(buffer)));
-        for (int64_t i = 0; i < batch; ++i) {
-          const Matrix& matrix = g.matrices[static_cast<size_t>(i)];
-          at::Tensor slot = g.m.select(0, i);
-          const at::Tensor& error = error_[matrix.parameter];
-          if (error_feedback_ && error.defined()) {
-            at::add_out(slot, matrix.source, error);
-          } else {
-            slot.copy_(matrix.source);
-          }
-        }
-        InStateDtype(g.m, g.p, [&](at::Tensor& p) { ddplab::powersgd::MulMQ(g.m, q.to(g.m.scalar_type()), p); });
-      }
-      // Every gradient is read (or queued to be) now: autograd's memory may go before the
-      // bucket is done (on a GPU, once our stream is past the reads, as recorded above).
-      for (Group& g : groups) {
-        for (Matrix& matrix : g.matrices) matrix.source = at::Tensor();
-      }
-      // Mean of all P in one all-reduce, then orthogonalize; Q = M^T P.
-      Mean(p_flat);
-      sent_elements += p_flat.numel();
-      for (Group& g : groups) {
-        if (g.fused) {
-          OrthonormalizeFused(g);
-          ProjectTransposed(g);
-          continue;
-        }
-        Orthogonalize(g.p);
-        const at::Tensor p = g.p.to(g.m.scalar_type());
-        InStateDtype(g.m, g.q, [&](at::Tensor& q) { ddplab::powersgd::MulMtP(g.m, p, q); });
-      }
-      // Mean of all Q in one all-reduce.
-      Mean(q_flat);
-      sent_elements += q_flat.numel();
-      for (Group& g : groups) {
-        if (warm_start_) KeepQ(g.parameters, g.q, g.fused);
-        if (g.fused) {
-          ExpandAndSubtract(g);
-          continue;
-        }
-        for (size_t i = 0; i < g.matrices.size(); ++i) {
-          const int64_t b = static_cast<int64_t>(i);
-          ddplab::powersgd::OuterInto(g.matrices[i].view, g.p.select(0, b), g.q.select(0, b));  // the mean, projected
-        }
-        if (error_feedback_) {
-          // What the approximation left out, in one pass over the group (M -= P Q^T):
-          // each parameter's error is a view into it, kept until its next step.
-          ddplab::powersgd::SubtractOuter(g.m, g.p.to(g.m.scalar_type()), g.q.to(g.m.scalar_type()));
-          for (size_t i = 0; i < g.matrices.size(); ++i) {
-            error_[g.matrices[i].parameter] = g.m.select(0, static_cast<int64_t>(i));
-          }
-        }
-      }
+    at::Tensor p_flat = at::empty({p_elements}, bucket.buffer.options());
+    at::Tensor q_flat = at::empty({q_elements}, bucket.buffer.options());
+    ProjectP(groups, p_flat, q_flat, bucket);
+    // Every gradient is read (or queued to be) now: autograd's memory may go before the
+    // bucket is done (on a GPU, once our stream is past the reads, as recorded above).
+    for (Group& g : groups) {
+      for (Matrix& matrix : g.matrices) matrix.source = at::Tensor();
     }
-    if (plain_mean) plain_mean->wait();
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    if (first_compressed_step_ < 0) first_compressed_step_ = static_cast<double>(bucket.step);
-    gradient_elements_ += gradient_elements;
-    sent_elements_ += sent_elements;
-  }
-
-  // Whether a group's passes run in fused.h's kernels: on a GPU, float32 gradients, a
-  // rank they were built for.
-  bool Fused(const at::Tensor& buffer, int64_t rows, int64_t r) const {
-#if defined(DDPLAB_CUDA)
-    return fused_kernels_ && buffer.is_cuda() && buffer.scalar_type() == at::kFloat &&
-           ddplab::powersgd::fused::Supports(rows, static_cast<int>(r));
-#else
-    (void)buffer, (void)rows, (void)r;
-    return false;
-#endif
-  }
-
-#if defined(DDPLAB_CUDA)
-  ddplab::powersgd::fused::State FusedState() const {
-    return bf16_state_ ? ddplab::powersgd::fused::State::kBFloat16 : ddplab::powersgd::fused::State::kFloat32;
-  }
-
-  static void Check(cudaError_t status, const char* kernel) {
-    TORCH_CHECK(status == cudaSuccess, "powersgd: ", kernel, " failed: ", cudaGetErrorString(status));
-  }
-
-  // M = G + error for the group's matrices, each written over its error (into a new M
-  // without one, or without error feedback), and P = M Q into the group's P. `q` is
-  // [batch, cols, r].
-  void AddAndProject(Group& g, const at::Tensor& q_batch) {
-    const at::Tensor q = q_batch.contiguous();
-    const int64_t rows = g.p.size(1), cols = g.q.size(1);
-    std::vector<at::Tensor> gradients;  // held until the launch is queued
-    std::vector<const float*> gs;
-    std::vector<const void*> es;
-    std::vector<void*> ms;
-    for (const Matrix& matrix : g.matrices) {
-      gradients.push_back(matrix.source.contiguous());
-      const at::Tensor& error = error_[matrix.parameter];
-      const bool with_error = error_feedback_ && error.defined();
-      at::Tensor m = with_error ? error
-                                : at::empty({rows, cols}, gradients.back().options().dtype(StateDtype(gradients.back())));
-      TORCH_INTERNAL_ASSERT(m.is_contiguous() && m.scalar_type() == StateDtype(gradients.back()) &&
-                            m.numel() == rows * cols);
-      gs.push_back(gradients.back().data_ptr<float>());
-      es.push_back(with_error ? error.data_ptr() : nullptr);
-      ms.push_back(m.data_ptr());
-      g.ms.push_back(m);
+    // Mean of all P in one all-reduce, then orthogonalize; Q = M^T P.
+    Mean(p_flat);
+    for (Group& g : groups) {
+      if (g.fused) {
+        ddplab::powersgd::OrthonormalizeFused(g);
+        ddplab::powersgd::ProjectTransposed(g, passes_);
+        continue;
+      }
+      ddplab::powersgd::Orthogonalize(g.p);
+      const at::Tensor p = g.p.to(g.m.scalar_type());
+      InStateDtype(g.m, g.q, [&](at::Tensor& q) { ddplab::powersgd::MulMtP(g.m, p, q); });
     }
-    Check(ddplab::powersgd::fused::AddAndProject(static_cast<int64_t>(gs.size()), gs.data(), es.data(), ms.data(),
-                                                 FusedState(), q.data_ptr<float>(), g.p.data_ptr<float>(), rows, cols,
-                                                 static_cast<int>(g.r), c10::cuda::getCurrentCUDAStream().stream()),
-          "AddAndProject");
+    // Mean of all Q in one all-reduce.
+    Mean(q_flat);
+    for (Group& g : groups) WriteResult(g);
+    return p_flat.numel() + q_flat.numel();
   }
 
-  // Q = M^T P for the group's matrices, into the group's Q.
-  void ProjectTransposed(Group& g) {
-    const int64_t batch = static_cast<int64_t>(g.ms.size()), rows = g.p.size(1), cols = g.q.size(1);
-    const int r = static_cast<int>(g.r);
-    const size_t scratch_floats = ddplab::powersgd::fused::ProjectTransposedScratch(batch, rows, cols, r);
-    at::Tensor scratch;
-    if (scratch_floats > 0) scratch = at::empty({static_cast<int64_t>(scratch_floats)}, g.p.options());
-    std::vector<const void*> ms;
-    for (const at::Tensor& m : g.ms) ms.push_back(m.data_ptr());
-    Check(ddplab::powersgd::fused::ProjectTransposed(batch, ms.data(), FusedState(), g.p.data_ptr<float>(),
-                                                     g.q.data_ptr<float>(),
-                                                     scratch.defined() ? scratch.data_ptr<float>() : nullptr, rows,
-                                                     cols, r, c10::cuda::getCurrentCUDAStream().stream()),
-          "ProjectTransposed");
-  }
-
-  // The result P Q^T into the bucket for the group's matrices, and with error feedback
-  // the error M - P Q^T written over each M and kept for the next step.
-  void ExpandAndSubtract(Group& g) {
-    const int64_t rows = g.p.size(1), cols = g.q.size(1);
-    std::vector<void*> ms;
-    std::vector<float*> outs;
-    for (size_t i = 0; i < g.ms.size(); ++i) {
-      at::Tensor& out = g.matrices[i].view;
-      TORCH_INTERNAL_ASSERT(out.is_contiguous() && out.scalar_type() == at::kFloat);
-      outs.push_back(out.data_ptr<float>());
-      ms.push_back(error_feedback_ ? g.ms[i].data_ptr() : nullptr);
+  // Each group's P (views of `p_flat`) = M Q, M the gradients with their errors; Q's
+  // views of `q_flat` made ready.
+  void ProjectP(std::vector<Group>& groups, at::Tensor& p_flat, at::Tensor& q_flat, const GradBucket& bucket) {
+    const at::Tensor& buffer = bucket.buffer;
+    int64_t p_offset = 0, q_offset = 0;
+    for (Group& g : groups) {
+      const int64_t batch = static_cast<int64_t>(g.matrices.size());
+      const int64_t rows = g.matrices[0].view.size(0), cols = g.matrices[0].view.size(1);
+      g.p = p_flat.narrow(0, p_offset, batch * rows * g.r).view({batch, rows, g.r});
+      g.q = q_flat.narrow(0, q_offset, batch * cols * g.r).view({batch, cols, g.r});
+      p_offset += g.p.numel();
+      q_offset += g.q.numel();
+      at::Tensor q = QsFor(g.parameters, cols, g.r, bucket.step, buffer.options());
+      if (g.fused) {
+        ddplab::powersgd::AddAndProject(g, q, passes_, error_);
+        continue;
+      }
+      // [batch, rows, cols]: the local gradients with their errors, each written once.
+      g.m = at::empty({batch, rows, cols}, buffer.options().dtype(ddplab::powersgd::StateDtype(buffer, bf16_state_)));
+      for (int64_t i = 0; i < batch; ++i) {
+        const Matrix& matrix = g.matrices[static_cast<size_t>(i)];
+        at::Tensor slot = g.m.select(0, i);
+        const at::Tensor& error = error_[matrix.parameter];
+        if (error_feedback_ && error.defined()) {
+          at::add_out(slot, matrix.source, error);
+        } else {
+          slot.copy_(matrix.source);
+        }
+      }
+      InStateDtype(g.m, g.p, [&](at::Tensor& p) { ddplab::powersgd::MulMQ(g.m, q.to(g.m.scalar_type()), p); });
     }
-    Check(ddplab::powersgd::fused::ExpandAndSubtract(static_cast<int64_t>(outs.size()), ms.data(), FusedState(),
-                                                     g.p.data_ptr<float>(), g.q.data_ptr<float>(), outs.data(), rows,
-                                                     cols, static_cast<int>(g.r),
-                                                     c10::cuda::getCurrentCUDAStream().stream()),
-          "ExpandAndSubtract");
+  }
+
+  // With the averaged Q: Q kept for the next step, the result P Q^T into the bucket, and
+  // with error feedback what it left out kept as each parameter's error.
+  void WriteResult(Group& g) {
+    if (warm_start_) KeepQ(g.parameters, g.q, g.fused);
+    if (g.fused) {
+      ddplab::powersgd::ExpandAndSubtract(g, passes_, error_);
+      return;
+    }
+    for (size_t i = 0; i < g.matrices.size(); ++i) {
+      const int64_t b = static_cast<int64_t>(i);
+      ddplab::powersgd::OuterInto(g.matrices[i].view, g.p.select(0, b), g.q.select(0, b));  // the mean, projected
+    }
     if (error_feedback_) {
-      for (size_t i = 0; i < g.ms.size(); ++i) error_[g.matrices[i].parameter] = g.ms[i];
+      // What the approximation left out, in one pass over the group (M -= P Q^T): each
+      // parameter's error is a view into it, kept until its next step.
+      ddplab::powersgd::SubtractOuter(g.m, g.p.to(g.m.scalar_type()), g.q.to(g.m.scalar_type()));
+      for (size_t i = 0; i < g.matrices.size(); ++i) {
+        error_[g.matrices[i].parameter] = g.m.select(0, static_cast<int64_t>(i));
+      }
     }
-    g.ms.clear();
-  }
-
-  // The group's P orthonormalized in one launch, as Orthogonalize does it in several per
-  // column: one pass of Gram-Schmidt at rank 1 (a normalization), two above (where
-  // Orthogonalize takes Householder QR for a few matrices: the same columns, to rounding).
-  void OrthonormalizeFused(Group& g) {
-    Check(ddplab::powersgd::fused::Orthonormalize(g.p.size(0), g.p.data_ptr<float>(), g.p.size(1),
-                                                  static_cast<int>(g.r), g.r == 1 ? 1 : 2,
-                                                  static_cast<float>(kDependentColumn),
-                                                  c10::cuda::getCurrentCUDAStream().stream()),
-          "Orthonormalize");
-  }
-
-  // q with its zero columns replaced by fill's, [batch, cols, r], in one launch.
-  static at::Tensor ReplaceZeroColumnsFused(const at::Tensor& q, const at::Tensor& fill) {
-    TORCH_INTERNAL_ASSERT(q.is_contiguous() && fill.is_contiguous() && q.sizes() == fill.sizes() &&
-                          q.scalar_type() == at::kFloat && fill.scalar_type() == at::kFloat);
-    at::Tensor next = at::empty_like(q);
-    Check(ddplab::powersgd::fused::ReplaceZeroColumns(q.size(0), q.data_ptr<float>(), fill.data_ptr<float>(),
-                                                      next.data_ptr<float>(), q.size(1), static_cast<int>(q.size(2)),
-                                                      c10::cuda::getCurrentCUDAStream().stream()),
-          "ReplaceZeroColumns");
-    return next;
-  }
-#else
-  void OrthonormalizeFused(Group&) { TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build"); }
-  static at::Tensor ReplaceZeroColumnsFused(const at::Tensor&, const at::Tensor&) {
-    TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build");
-    return at::Tensor();
-  }
-  void AddAndProject(Group&, const at::Tensor&) { TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build"); }
-  void ProjectTransposed(Group&) { TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build"); }
-  void ExpandAndSubtract(Group&) { TORCH_INTERNAL_ASSERT(false, "no fused kernels in this build"); }
-#endif
-
-  // What M and the error are kept in: the gradients' dtype, or bfloat16.
-  at::ScalarType StateDtype(const at::Tensor& buffer) const {
-    return bf16_state_ ? at::kBFloat16 : buffer.scalar_type();
   }
 
   // Runs `product`, which writes a thin matrix (P or Q) of M's dtype, into `out`: straight
@@ -615,7 +439,7 @@ class PowerSgdHook : public ddplab::CommHook {
     }
     at::Tensor next;
     if (fused) {
-      next = ReplaceZeroColumnsFused(q, fill);  // one launch
+      next = ddplab::powersgd::ReplaceZeroColumnsFused(q, fill);  // one launch
     } else {
       at::Tensor zero = q.norm(2, {1}, /*keepdim=*/true) == 0;  // [batch, 1, r]
       next = at::where(zero, fill, q);
@@ -632,6 +456,7 @@ class PowerSgdHook : public ddplab::CommHook {
   const uint64_t seed_;
   const bool bf16_state_;
   const bool fused_kernels_;
+  const ddplab::powersgd::PassOptions passes_;
   const CommContext context_;
   std::map<size_t, at::Tensor> q_, error_;  // per parameter
   // Per group of same-shape matrices in a bucket (its parameters): the kept Q as one
