@@ -137,7 +137,7 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at) {
       if (!where.empty()) return at.Error(root, where, what);
     }
   }
-  if (const ExperimentCheck* check = at.check()) {
+  if (const ConfigCheck* check = at.check()) {
     // "plugin[1].bucket_sizing.first_bucket_cap_mb: what": located like the rest.
     if (absl::Status s = (*check)(e); !s.ok()) {
       const std::string message(s.message());

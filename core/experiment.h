@@ -25,15 +25,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/sweeps.h"  // ExpandSweeps, for the loader's users
+#include "core/text_location.h"  // ConfigCheck
 #include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab {
-
-// A further check of each resolved experiment's plugins, by whoever can load them (the
-// plugin host: PluginHost::Configure). A failure's message starts with the field at fault
-// ("plugin[1].bucket_sizing.first_bucket_cap_mb: must be ...") so that it is reported at
-// that field's file:line:column.
-using ConfigCheck = std::function<absl::Status(const v1::Experiment&)>;
 
 // Reads, parses, resolves and validates the experiment file at `path`. Each plugin's
 // configuration is checked against the rules its .proto declares (ddplab.v1.rules), then

@@ -253,6 +253,11 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
         "plugin \"", name, "\": ", path, " calls itself \"", info.name ? info.name : "(null)",
         "\"; a plugin's library must be named after it"));
   }
+  if (info.status < static_cast<int32_t>(PluginStatus::kStable) ||
+      info.status > static_cast<int32_t>(PluginStatus::kDiagnostic)) {
+    return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", path, " has status ", info.status,
+                                                      "; expected stable (0), experimental (1) or diagnostic (2)"));
+  }
   if (info.register_callbacks == nullptr || info.config_type == nullptr ||
       info.plugin_version == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -21,8 +21,11 @@
 
 namespace ddplab {
 
-// A check of a resolved experiment by whoever can (ConfigCheck, core/experiment.h).
-using ExperimentCheck = std::function<absl::Status(const v1::Experiment&)>;
+// A further check of each resolved experiment's plugins, by whoever can load them (the
+// plugin host: PluginHost::Configure). A failure's message starts with the field at fault
+// ("plugin[1].bucket_sizing.first_bucket_cap_mb: must be ...") so that it is reported at
+// that field's file:line:column.
+using ConfigCheck = std::function<absl::Status(const v1::Experiment&)>;
 
 // Keeps the first error the text-format parser reports.
 class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
@@ -70,7 +73,7 @@ class Locator {
   // `roots` are searched in order (an experiment's own block, then the suite's
   // defaults); `fallback` is where the experiment's block starts (line -1 if unknown).
   Locator(std::string file, std::vector<const google::protobuf::TextFormat::ParseInfoTree*> roots,
-          google::protobuf::TextFormat::ParseLocation fallback, std::string experiment, const ExperimentCheck* check = nullptr)
+          google::protobuf::TextFormat::ParseLocation fallback, std::string experiment, const ConfigCheck* check = nullptr)
       : file_(std::move(file)),
         roots_(std::move(roots)),
         fallback_(fallback),
@@ -79,7 +82,7 @@ class Locator {
 
   const std::string& file() const { return file_; }
   // The caller's check of the experiment's plugins (ParseExperimentText), if any.
-  const ExperimentCheck* check() const { return check_ != nullptr && *check_ ? check_ : nullptr; }
+  const ConfigCheck* check() const { return check_ != nullptr && *check_ ? check_ : nullptr; }
 
   // An error about the field at `path` (relative to `root`): "file:line:col: path: what",
   // at the deepest part of the path that the text has.
@@ -90,7 +93,7 @@ class Locator {
   std::vector<const google::protobuf::TextFormat::ParseInfoTree*> roots_;
   google::protobuf::TextFormat::ParseLocation fallback_;
   std::string experiment_;
-  const ExperimentCheck* check_;
+  const ConfigCheck* check_;
 };
 
 

@@ -42,7 +42,6 @@ struct Bucket {
   LayoutBucket def;
   int64_t bytes = 0;
   int pending = 0;  // expected gradients not yet in
-  bool launched = false;
   std::optional<PendingMean> mean;                 // the engine's own reduction
   at::Tensor reduced;                              // what `mean` averages, if flat
   c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
@@ -72,11 +71,12 @@ struct DataParallelEngine::State {
   std::vector<bool> marked;         // received one this step
   std::vector<size_t> ready_order;  // the first synced step's order
   size_t next_to_launch = 0;
-  bool sync = false, began = false, first_step_done = false, rebuilt = false;
+  bool sync = false, first_step_done = false, rebuilt = false;
   bool shut_down = false, updated = false;
   int64_t synced_steps = 0;
   std::string error;  // found in MarkReady, reported by EndBackward
-  // Sampled steps: each gradient as it came in, for the exact mean.
+  // Sampled steps: per bucket, its gradients as they came in (float32, flat, zeros for
+  // unused parameters), for the exact mean; one allocation a bucket, as a filled bucket.
   bool sampled = false, sampling_paused = false;
   std::vector<at::Tensor> exact;
   int64_t wire_bytes = 0;
@@ -98,6 +98,7 @@ struct DataParallelEngine::State {
   void MarkReady(size_t i);
   void LaunchReady();
   void Launch(size_t index);
+  void KeepExact(size_t i);
   std::string AcceptMissing();
   std::string WaitAndDeliver(size_t index);
   void SampleError(EngineStats& stats);
@@ -138,12 +139,11 @@ void DataParallelEngine::State::ResetStep() {
   marked.assign(params.size(), false);
   wire_bytes = 0;
   sampled = sample_every > 0 && !timer->timing() && !sampling_paused && synced_steps % sample_every == 0;
-  exact.assign(sampled ? params.size() : 0, at::Tensor());
+  exact.assign(sampled ? buckets.size() : 0, at::Tensor());
   next_to_launch = 0;
   for (Bucket& b : buckets) {
     b.pending = 0;
     for (size_t i : b.def.params) b.pending += expected[i] ? 1 : 0;
-    b.launched = false;
     b.mean.reset();
     b.reduced = at::Tensor();
     b.future.reset();
@@ -166,7 +166,7 @@ void DataParallelEngine::State::MarkReady(size_t i) {
   marked[i] = true;
   if (!first_step_done) ready_order.push_back(i);
   if (identity()) return;
-  if (sampled) exact[i] = params[i].grad().detach().clone();
+  if (sampled) KeepExact(i);
   layout->Collect(bucket_of[i], slot_of[i]);
   if (--buckets[bucket_of[i]].pending == 0) LaunchReady();
 }
@@ -187,7 +187,6 @@ void DataParallelEngine::State::Launch(size_t index) {
   out.is_last = index + 1 == buckets.size();
   out.step = synced_steps;
   layout->HandOver(index, out);
-  b.launched = true;
   if (hook) {
     b.future = hook->Run(out);
     return;
@@ -240,24 +239,33 @@ std::string DataParallelEngine::State::WaitAndDeliver(size_t index) {
   return "";
 }
 
+// Parameter i's gradient, as it came in, into its bucket's exact copy.
+void DataParallelEngine::State::KeepExact(size_t i) {
+  const Bucket& b = buckets[bucket_of[i]];
+  at::Tensor& flat = exact[bucket_of[i]];
+  if (!flat.defined()) flat = at::zeros({b.def.numel}, params[i].options().dtype(at::kFloat));
+  flat.narrow(0, b.def.offsets[slot_of[i]], params[i].numel()).view(params[i].sizes()).copy_(params[i].grad());
+}
+
 // Sampled steps: the exact means of the gradients as they came in, started only now
 // that every bucket's own reduction is done (a hook may issue its collectives from a
 // thread of its own; starting these while it does could order them differently on each
 // rank), against what the step delivered.
 void DataParallelEngine::State::SampleError(EngineStats& stats) {
   double error_sq = 0, exact_sq = 0;
-  for (const Bucket& b : buckets) {
-    std::vector<at::Tensor> exact_parts, got_parts;
-    auto flat = [&](const at::Tensor& t, size_t i) {
-      return t.defined() ? t.reshape(-1).to(at::kFloat) : at::zeros({params[i].numel()}, params[i].options().dtype(at::kFloat));
-    };
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    const Bucket& b = buckets[k];
+    // Every rank issues the same means: a bucket of parameters all unused here too.
+    if (!exact[k].defined()) exact[k] = at::zeros({b.def.numel}, params[b.def.params[0]].options().dtype(at::kFloat));
+    std::vector<at::Tensor> got;
     for (size_t i : b.def.params) {
-      exact_parts.push_back(flat(exact[i], i));
-      got_parts.push_back(flat(params[i].grad(), i));
+      got.push_back(params[i].grad().defined()
+                        ? params[i].grad().reshape(-1).to(at::kFloat)
+                        : at::zeros({params[i].numel()}, params[i].options().dtype(at::kFloat)));
     }
-    at::Tensor want = at::cat(exact_parts);
+    at::Tensor& want = exact[k];
     StartMean(*group, want, cuda).wait();
-    error_sq += (at::cat(got_parts) - want).pow(2).sum().item<double>();
+    error_sq += (at::cat(got) - want).pow(2).sum().item<double>();
     exact_sq += want.pow(2).sum().item<double>();
   }
   if (exact_sq > 0) {
@@ -354,7 +362,6 @@ void DataParallelEngine::BeginStep(bool sync) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   s.timer->StepBegins();
-  s.began = true;
   s.sync = sync;
   s.updated = false;
   if (sync && s.first_step_done && !s.rebuilt && !s.identity()) {
