@@ -462,40 +462,9 @@ std::vector<std::vector<size_t>> DataParallelEngine::buckets() const {
   return out;
 }
 
-namespace {
-
-// What the engine sends through when no group is at hand (DescribeEngine).
-class NoCollectives : public Collectives {
- public:
-  PendingMean StartMean(std::vector<at::Tensor>) override { return {}; }
-};
-
-std::string Describe(const BucketPlanner& planner, const GradientLayout& layout, const Collectives& collectives,
-                     bool hook, bool updates) {
-  std::string out = absl::StrCat(planner.Describe(), ", ", layout.Describe());
-  if (collectives.wire_dtype() != at::ScalarType::Undefined) {
-    absl::StrAppend(&out, ", sent as ", c10::toString(collectives.wire_dtype()));
-  }
-  absl::StrAppend(&out, hook ? ", reduced by a communication hook" : ", averaged by all-reduce");
-  if (updates) absl::StrAppend(&out, ", parameters updated per bucket");
-  return out;
-}
-
-}  // namespace
-
-std::string DescribeEngine(const EngineParts& parts) {
-  std::vector<at::Tensor> none;
-  std::unique_ptr<GradientLayout> layout = parts.layout ? parts.layout(none) : std::make_unique<CopyLayout>(none);
-  std::unique_ptr<Collectives> collectives = std::make_unique<NoCollectives>();
-  for (const CollectivesWrapper& wrap : parts.codecs) collectives = wrap(std::move(collectives));
-  const CapPlanner default_planner;
-  return Describe(parts.planner ? *parts.planner : default_planner, *layout, *collectives,
-                  static_cast<bool>(parts.comm_hook), static_cast<bool>(parts.parameter_updates));
-}
-
 std::string DataParallelEngine::Describe() const {
   const State& s = *state_;
-  return ddplab::Describe(*s.planner, *s.layout, *s.collectives, s.hook != nullptr, s.updates != nullptr);
+  return internal_engine::Describe(*s.planner, *s.layout, *s.collectives, s.hook != nullptr, s.updates != nullptr);
 }
 
 }  // namespace ddplab

@@ -87,6 +87,12 @@ struct EngineStats {
   std::string wire_dtype;
 };
 
+namespace internal_engine {
+// The engine's parts in words (describe.cc).
+std::string Describe(const BucketPlanner& planner, const GradientLayout& layout, const Collectives& collectives,
+                     bool hook, bool updates);
+}  // namespace internal_engine
+
 class DataParallelEngine {
  public:
   // `params` in the model's order.
