@@ -379,12 +379,6 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-std::string PluginName(const v1::Plugin& plugin) { return PluginConfigName(plugin); }
-
-namespace {
-
 // Checks a parsed suite, and resolves and checks each of its experiments (the suite's
 // defaults under the experiment's own fields).
 absl::Status ResolveSuite(v1::Suite& suite, const TextFormat::ParseInfoTree& tree, const std::string& file,

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/plugin_config.h"  // PluginName
 #include "core/sweeps.h"  // ExpandSweeps, for the loader's users
 #include "core/text_location.h"  // ConfigCheck
 #include "ddplab/v1/experiment.pb.h"
@@ -44,10 +45,6 @@ inline constexpr uint32_t kDefaultImageSize = 224;
 inline constexpr uint32_t kDefaultPrefetch = 2;
 inline constexpr uint32_t kDefaultTimeoutSeconds = 300;
 inline constexpr char kDefaultOutputDirectory[] = "ddplab_results";
-
-// The name of the plugin a Plugin entry selects (the field set in its oneof), or "" when
-// none is set.
-std::string PluginName(const v1::Plugin& plugin);
 
 }  // namespace ddplab
 

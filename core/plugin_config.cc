@@ -18,7 +18,7 @@ std::string FormatNumber(double value) {
   return out.str();
 }
 
-std::string PluginConfigName(const v1::Plugin& plugin) {
+std::string PluginName(const v1::Plugin& plugin) {
   const google::protobuf::OneofDescriptor* oneof = v1::Plugin::descriptor()->FindOneofByName("config");
   const FieldDescriptor* field = plugin.GetReflection()->GetOneofFieldDescriptor(plugin, oneof);
   return field ? field->name() : "";
@@ -81,7 +81,7 @@ std::vector<v1::Experiment> ExpandPluginSweeps(const v1::Experiment& e) {
   std::vector<v1::Experiment> out;
   for (int i = 0; i < e.plugin_size() && out.empty(); ++i) {
     const v1::Plugin& plugin = e.plugin(i);
-    const FieldDescriptor* entry = v1::Plugin::descriptor()->FindFieldByName(PluginConfigName(plugin));
+    const FieldDescriptor* entry = v1::Plugin::descriptor()->FindFieldByName(PluginName(plugin));
     if (entry == nullptr) continue;
     const google::protobuf::Message& config = plugin.GetReflection()->GetMessage(plugin, entry);
     const Descriptor* d = config.GetDescriptor();

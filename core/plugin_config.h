@@ -17,7 +17,7 @@
 namespace ddplab {
 
 // The name of the plugin a Plugin entry selects (the field set in its oneof), or "".
-std::string PluginConfigName(const v1::Plugin& plugin);
+std::string PluginName(const v1::Plugin& plugin);
 
 // The first broken field rule of `config` (a plugin's configuration, at `path`, e.g.
 // "plugin[1].bucket_sizing") as {field path, what is wrong}; an empty path if none. A
