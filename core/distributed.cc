@@ -74,20 +74,74 @@ std::string Numeric(const addrinfo& a) {
 
 }  // namespace
 
+namespace {
+
+bool IsSet(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0';
+}
+
+// The variables of the launcher that started this process, in the order they are read:
+// world size, rank, local rank, local world size; none when no launcher did. Slurm's
+// count only inside a job step (srun sets SLURM_STEP_ID): an allocation shell (salloc,
+// an sbatch script) exports SLURM_NTASKS and SLURM_PROCID too, for a job it has not
+// started yet.
+struct LauncherVariables {
+  const char* launcher;
+  const char* world;
+  const char* rank;
+  const char* local_rank;
+  const char* local_world;
+};
+
+std::optional<LauncherVariables> FindLauncher() {
+  if (IsSet("WORLD_SIZE")) {
+    return LauncherVariables{"torchrun", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
+  }
+  if (IsSet("SLURM_NTASKS") && (IsSet("SLURM_STEP_ID") || IsSet("SLURM_STEPID"))) {
+    return LauncherVariables{"srun", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"};
+  }
+  if (IsSet("OMPI_COMM_WORLD_SIZE")) {
+    return LauncherVariables{"mpirun", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                             "OMPI_COMM_WORLD_LOCAL_SIZE"};
+  }
+  return std::nullopt;
+}
+
+// torchrun sets WORLD_SIZE with RANK, MASTER_ADDR and MASTER_PORT (ddplab's launcher
+// with RANK and a rendezvous file); WORLD_SIZE without them is left over from another job.
+absl::Status CheckTorchrunVariables() {
+  std::vector<std::string> missing;
+  if (!IsSet("RANK")) missing.push_back("RANK");
+  if (!IsSet("DDPLAB_RENDEZVOUS_FILE")) {
+    for (const char* name : {"MASTER_ADDR", "MASTER_PORT"}) {
+      if (!IsSet(name)) missing.push_back(name);
+    }
+  }
+  if (missing.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "WORLD_SIZE=", std::getenv("WORLD_SIZE"), " is set but ", absl::StrJoin(missing, ", "),
+      missing.size() == 1 ? " is" : " are",
+      " not: that is not a job a launcher started (torchrun sets all four). Unset WORLD_SIZE to run "
+      "here, or start the job with torchrun"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<WorkerEnv>> WorkerEnvFromEnvironment() {
-  bool has_world = false, has_rank = false;
+  std::optional<LauncherVariables> names = FindLauncher();
+  if (!names) return std::optional<WorkerEnv>();
+  if (std::string(names->launcher) == "torchrun") {
+    if (absl::Status s = CheckTorchrunVariables(); !s.ok()) return s;
+  }
   WorkerEnv env;
-  absl::StatusOr<int> world =
-      IntFromEnv({"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"}, 1, &has_world);
-  absl::StatusOr<int> rank =
-      IntFromEnv({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}, 0, &has_rank);
+  env.launcher = names->launcher;
+  absl::StatusOr<int> world = IntFromEnv({names->world}, 1, nullptr);
+  absl::StatusOr<int> rank = IntFromEnv({names->rank}, 0, nullptr);
   if (!world.ok()) return world.status();
   if (!rank.ok()) return rank.status();
-  if (!has_world) return std::optional<WorkerEnv>();
-  absl::StatusOr<int> local_rank =
-      IntFromEnv({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}, *rank, nullptr);
-  absl::StatusOr<int> local_world =
-      IntFromEnv({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, *world, nullptr);
+  absl::StatusOr<int> local_rank = IntFromEnv({names->local_rank}, *rank, nullptr);
+  absl::StatusOr<int> local_world = IntFromEnv({names->local_world}, *world, nullptr);
   absl::StatusOr<int> port = IntFromEnv({"MASTER_PORT"}, 29500, nullptr);
   for (const absl::StatusOr<int>* s : {&local_rank, &local_world, &port}) {
     if (!s->ok()) return s->status();
@@ -101,9 +155,11 @@ absl::StatusOr<std::optional<WorkerEnv>> WorkerEnvFromEnvironment() {
     env.master_addr = addr;
   }
   if (env.world_size < 1 || env.rank >= env.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("RANK ", env.rank, " is not below WORLD_SIZE ",
+    return absl::InvalidArgumentError(absl::StrCat(names->rank, " ", env.rank, " is not below ", names->world, " ",
                                                    env.world_size));
   }
+  // A job of one process has no one to meet: this is a plain run.
+  if (env.world_size == 1) return std::optional<WorkerEnv>();
   if (env.master_port < 1 || env.master_port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("MASTER_PORT ", env.master_port,
                                                    " is not a TCP port"));
@@ -268,8 +324,9 @@ absl::StatusOr<ProcessGroupPtr> CreateGroupOnStore(const WorkerEnv& env, bool nc
 
 absl::StatusOr<std::vector<ProcessGroupPtr>> CreateProcessGroups(
     const WorkerEnv& env, bool nccl, std::chrono::milliseconds timeout,
-    const std::vector<GroupOptions>& groups) {
-  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = OpenRendezvousStore(env, timeout);
+    const std::vector<GroupOptions>& groups, c10::intrusive_ptr<c10d::Store> given) {
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
+      given ? absl::StatusOr<c10::intrusive_ptr<c10d::Store>>(given) : OpenRendezvousStore(env, timeout);
   if (!store.ok()) return store.status();
   std::vector<ProcessGroupPtr> out;
   for (size_t k = 0; k < groups.size(); ++k) {

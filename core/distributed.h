@@ -1,9 +1,11 @@
 // Where this process stands in a data-parallel job, and its c10d process group.
 //
 // A worker learns its place from the environment, as torchrun, Slurm and mpirun set it:
-// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE (torchrun and ddplab's launcher);
-// SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS; OMPI_COMM_WORLD_RANK,
-// OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_SIZE.
+// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE with MASTER_ADDR and MASTER_PORT
+// (torchrun and ddplab's launcher; WORLD_SIZE without the others is an error, not a job);
+// SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS inside a job step only (SLURM_STEP_ID set:
+// an allocation shell is not a job); OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
+// OMPI_COMM_WORLD_SIZE. A world of one process is a plain run.
 //
 // The rendezvous (the c10d store through which the ranks find each other) listens on no
 // more than it must:
@@ -41,6 +43,7 @@
 namespace ddplab {
 
 struct WorkerEnv {
+  std::string launcher = "torchrun";  // what set the variables: torchrun, srun or mpirun
   int rank = 0;
   int local_rank = 0;
   int world_size = 1;
@@ -55,8 +58,9 @@ struct WorkerEnv {
   int restart_count = 0;
 };
 
-// The worker's place from the environment; std::nullopt when no launcher set one (a
-// plain run); an error when the variables are there but inconsistent.
+// The worker's place from the environment; std::nullopt when no launcher set one, or set
+// a world of one (a plain run); an error when the variables are there but incomplete or
+// inconsistent.
 absl::StatusOr<std::optional<WorkerEnv>> WorkerEnvFromEnvironment();
 
 using ProcessGroupPtr = c10::intrusive_ptr<compat::CollectiveGroup>;
@@ -87,10 +91,11 @@ absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nc
 
 // As CreateProcessGroup for several groups of the same ranks, one per entry of `groups`,
 // through one rendezvous (each group after the first meets under a prefix of its own in
-// the store), each with its own communicator.
+// the store), each with its own communicator. With `store`, the groups meet there (a
+// rendezvous already open, e.g. one prefix of it per run of a suite) instead.
 absl::StatusOr<std::vector<ProcessGroupPtr>> CreateProcessGroups(
     const WorkerEnv& env, bool nccl, std::chrono::milliseconds timeout,
-    const std::vector<GroupOptions>& groups);
+    const std::vector<GroupOptions>& groups, c10::intrusive_ptr<c10d::Store> store = {});
 
 // After the last collective of every rank: ends an NCCL group's communicators (as
 // torch.distributed.destroy_process_group() does); nothing for Gloo. Only on the normal

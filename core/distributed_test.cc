@@ -33,7 +33,7 @@ class WorkerEnvTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                             "MASTER_PORT", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS",
+                             "MASTER_PORT", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_STEP_ID", "SLURM_STEPID",
                              "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE",
                              "OMPI_COMM_WORLD_LOCAL_SIZE", "DDPLAB_RENDEZVOUS_FILE",
                              "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"}) {
@@ -72,6 +72,8 @@ TEST_F(WorkerEnvTest, ReadsTheRendezvousFileAndTorchrunsAgentStore) {
   setenv("RANK", "1", 1);
   setenv("DDPLAB_RENDEZVOUS_FILE", "/tmp/ddplab-rendezvous-abc/store", 1);
   absl::StatusOr<std::optional<WorkerEnv>> env = WorkerEnvFromEnvironment();
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29400", 1);
   ASSERT_TRUE(env.ok() && env->has_value()) << env.status();
   EXPECT_EQ((*env)->store_file, "/tmp/ddplab-rendezvous-abc/store");
   EXPECT_FALSE((*env)->agent_store);
@@ -107,11 +109,17 @@ TEST_F(WorkerEnvTest, ReadsSlurmsAndOpenMpisVariables) {
   setenv("SLURM_PROCID", "3", 1);
   setenv("SLURM_LOCALID", "1", 1);
   setenv("SLURM_NTASKS", "4", 1);
+  // Without a job step (an allocation shell): not a worker.
+  absl::StatusOr<std::optional<WorkerEnv>> shell = WorkerEnvFromEnvironment();
+  ASSERT_TRUE(shell.ok()) << shell.status();
+  EXPECT_FALSE(shell->has_value());
+  setenv("SLURM_STEP_ID", "0", 1);
   absl::StatusOr<std::optional<WorkerEnv>> slurm = WorkerEnvFromEnvironment();
   ASSERT_TRUE(slurm.ok() && slurm->has_value()) << slurm.status();
   EXPECT_EQ((*slurm)->rank, 3);
   EXPECT_EQ((*slurm)->local_rank, 1);
   EXPECT_EQ((*slurm)->world_size, 4);
+  EXPECT_EQ((*slurm)->launcher, "srun");
   SetUp();
   setenv("OMPI_COMM_WORLD_RANK", "2", 1);
   setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
@@ -123,8 +131,33 @@ TEST_F(WorkerEnvTest, ReadsSlurmsAndOpenMpisVariables) {
   EXPECT_EQ((*mpi)->world_size, 3);
 }
 
+TEST_F(WorkerEnvTest, AnAllocationShellOrAWorldOfOneIsAPlainRun) {
+  // salloc's shell: SLURM_NTASKS=1, SLURM_PROCID=0, no step.
+  setenv("SLURM_NTASKS", "1", 1);
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_JOB_ID", "77", 1);
+  absl::StatusOr<std::optional<WorkerEnv>> env = WorkerEnvFromEnvironment();
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_FALSE(env->has_value());
+  // srun -n1, or torchrun --nproc-per-node=1: a world of one meets no one.
+  setenv("SLURM_STEP_ID", "0", 1);
+  env = WorkerEnvFromEnvironment();
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_FALSE(env->has_value());
+  unsetenv("SLURM_JOB_ID");
+}
+
+TEST_F(WorkerEnvTest, ALeftOverWorldSizeIsAnErrorNotAJob) {
+  setenv("WORLD_SIZE", "2", 1);
+  EXPECT_EQ(WorkerEnvFromEnvironment().status().message(),
+            "WORLD_SIZE=2 is set but RANK, MASTER_ADDR, MASTER_PORT are not: that is not a job a launcher "
+            "started (torchrun sets all four). Unset WORLD_SIZE to run here, or start the job with torchrun");
+}
+
 TEST_F(WorkerEnvTest, InconsistentVariablesAreErrors) {
   setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29400", 1);
   setenv("RANK", "2", 1);
   EXPECT_EQ(WorkerEnvFromEnvironment().status().message(), "RANK 2 is not below WORLD_SIZE 2");
   setenv("RANK", "one", 1);

@@ -32,6 +32,34 @@ std::string Describe(int rank, int status) {
 
 bool Failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
+// The signal that asked the launcher to stop (SIGINT, SIGTERM, SIGHUP), or 0.
+volatile sig_atomic_t g_stop_signal = 0;
+
+void OnStopSignal(int sig) { g_stop_signal = sig; }
+
+// While it lives, SIGINT, SIGTERM and SIGHUP are noted instead of ending the launcher,
+// so that it can stop its workers and remove the rendezvous directory first.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = OnStopSignal;
+    sigemptyset(&action.sa_mask);
+    for (int i = 0; i < kCount; ++i) sigaction(kSignals[i], &action, &saved_[i]);
+  }
+  ~StopSignals() {
+    for (int i = 0; i < kCount; ++i) sigaction(kSignals[i], &saved_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  static constexpr int kCount = 3;
+  static constexpr int kSignals[kCount] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction saved_[kCount];
+};
+
 // A directory of mkdtemp's (mode 0700, a name no one else had) under $TMPDIR or /tmp,
 // removed with the files in it when this goes out of scope, however the job ended.
 class PrivateDirectory {
@@ -130,6 +158,15 @@ void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options,
     deadline = std::chrono::steady_clock::now() + options.grace;
   }
   while (!running.empty()) {
+    if (const int sig = g_stop_signal; sig != 0 && !stopping) {
+      result = {128 + sig, absl::StrCat("stopped by signal ", sig, " (", strsignal(sig), ")"), sig};
+      stopping = true;
+      for (const auto& [p, r] : running) {
+        kill(p, SIGTERM);
+        kill(p, SIGCONT);
+      }
+      deadline = std::chrono::steady_clock::now() + options.grace;
+    }
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid < 0 && errno != EINTR) break;
@@ -146,8 +183,7 @@ void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options,
     const int rank = it->second;
     running.erase(it);
     if (Failed(status) && !stopping) {
-      result = {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-                Describe(rank, status)};
+      result = {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), Describe(rank, status), 0};
       stopping = true;
       for (const auto& [p, r] : running) {
         kill(p, SIGTERM);
@@ -170,9 +206,10 @@ LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& o
   std::string store_file;
   if (options.nnodes == 1) {
     rendezvous.emplace();
-    if (rendezvous->path().empty()) return {1, rendezvous->error()};
+    if (rendezvous->path().empty()) return {1, rendezvous->error(), 0};
     store_file = rendezvous->path() + "/store";
   }
+  StopSignals signals;
   std::map<pid_t, int> running;  // pid -> global rank
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -183,7 +220,7 @@ LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& o
     const int rank = options.node_rank * options.nproc_per_node + local;
     pid_t pid = fork();
     if (pid < 0) {
-      result = {1, absl::StrCat("cannot start rank ", rank, ": ", std::strerror(errno))};
+      result = {1, absl::StrCat("cannot start rank ", rank, ": ", std::strerror(errno)), 0};
       break;
     }
     if (pid == 0) ExecWorker(args, options, rank, local, world, port, store_file);

@@ -11,7 +11,9 @@
 // 0700) and removes when it ends, through which the workers meet without listening on
 // any port (see core/distributed.h). When one worker fails (non-zero exit or a signal),
 // the launcher sends the others SIGTERM, then SIGKILL after `grace`, and reports which
-// rank failed and how.
+// rank failed and how. SIGINT, SIGTERM or SIGHUP to the launcher while workers run
+// stops them the same way, removes the rendezvous directory, and is reported in
+// LaunchResult::signal (the caller should stop too).
 
 #ifndef DDPLAB_CORE_LAUNCHER_H_
 #define DDPLAB_CORE_LAUNCHER_H_
@@ -34,6 +36,7 @@ struct LaunchOptions {
 struct LaunchResult {
   int exit_code = 0;    // 0 when every worker exited 0
   std::string message;  // what failed, for a person
+  int signal = 0;       // the signal that stopped the launcher, if one did
 };
 
 LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& options);

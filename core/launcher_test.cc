@@ -1,12 +1,15 @@
 #include "core/launcher.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -76,6 +79,29 @@ TEST_F(LauncherTest, AFailingWorkerEndsTheOthers) {
   EXPECT_EQ(r.message, "rank 1 exited with code 3");
   EXPECT_LT(seconds, 10.0);
   EXPECT_TRUE(Entries(tmpdir_).empty()) << "left in $TMPDIR: " << Entries(tmpdir_).front();
+}
+
+// SIGTERM (or Ctrl-C's SIGINT) to the launcher stops the workers and leaves nothing in
+// $TMPDIR; the result says which signal, for the caller to stop as well.
+TEST_F(LauncherTest, ASignalStopsTheJobAndLeavesNothing) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    setenv("HANG", "1", 1);
+    LaunchOptions options;
+    options.nproc_per_node = 2;
+    std::thread signaller([sig] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      kill(getpid(), sig);
+    });
+    auto start = std::chrono::steady_clock::now();
+    LaunchResult r = Launch({Worker()}, options);
+    signaller.join();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(r.signal, sig);
+    EXPECT_EQ(r.exit_code, 128 + sig);
+    EXPECT_EQ(r.message.rfind("stopped by signal ", 0), 0u) << r.message;
+    EXPECT_LT(seconds, 10.0);
+    EXPECT_TRUE(Entries(tmpdir_).empty()) << "left in $TMPDIR: " << Entries(tmpdir_).front();
+  }
 }
 
 TEST_F(LauncherTest, AMissingProgramFails) {

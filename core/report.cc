@@ -1,5 +1,7 @@
 #include "core/report.h"
 
+#include "core/run_files.h"
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -244,16 +246,18 @@ absl::Status WriteReport(const SuiteReport& report, const std::string& directory
       {"report.csv", FormatCsv(report)},
       {"report.png", RenderChartPng(report)},
   };
+  // Every file whole, or none replaced: a report is never half old, half new.
+  for (const auto& [name, content] : files) {
+    const std::string path = absl::StrCat(directory, "/", name, ".new");
+    if (absl::Status s = WriteFileAtomically(path, content); !s.ok()) {
+      for (const auto& [written, unused] : files) std::remove(absl::StrCat(directory, "/", written, ".new").c_str());
+      return s;
+    }
+  }
   for (const auto& [name, content] : files) {
     const std::string path = absl::StrCat(directory, "/", name);
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << content;
-      if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-      return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
+    if (std::rename((path + ".new").c_str(), path.c_str()) != 0) {
+      return absl::UnavailableError(absl::StrCat("cannot rename ", path, ".new to ", path));
     }
   }
   return absl::OkStatus();

@@ -1,6 +1,8 @@
 #include "core/run_files.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -26,6 +28,38 @@ absl::Status MakeDirectories(const std::string& path) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Writes all of `content` to `fd`, then flushes it to the disk; what failed, if anything.
+absl::Status WriteAll(int fd, absl::string_view content, const std::string& path) {
+  while (!content.empty()) {
+    ssize_t n = write(fd, content.data(), content.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+    content.remove_prefix(static_cast<size_t>(n));
+  }
+  if (fsync(fd) != 0) return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view content) {
+  const std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+  absl::Status written = WriteAll(fd, content, tmp);
+  if (close(fd) != 0 && written.ok()) {
+    written = absl::UnavailableError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+  }
+  if (written.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    written = absl::UnavailableError(
+        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno)));
+  }
+  if (!written.ok()) unlink(tmp.c_str());
+  return written;
+}
+
 absl::Status MergeTraces(const std::vector<std::string>& parts, const std::string& path) {
   std::string events;
   for (const std::string& part : parts) {
@@ -41,13 +75,10 @@ absl::Status MergeTraces(const std::vector<std::string>& parts, const std::strin
     if (inner.empty()) continue;
     absl::StrAppend(&events, events.empty() ? "" : ",\n", inner);
   }
-  {
-    std::ofstream out(path + ".tmp", std::ios::trunc);
-    out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" << events << "\n]}\n";
-    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
-  }
-  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  if (absl::Status s = WriteFileAtomically(
+          path, absl::StrCat("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", events, "\n]}\n"));
+      !s.ok()) {
+    return s;
   }
   for (const std::string& part : parts) std::remove(part.c_str());
   return absl::OkStatus();
@@ -65,16 +96,7 @@ absl::StatusOr<std::string> WriteRunResult(const v1::RunResult& result, const st
     return absl::InternalError(absl::StrCat("cannot encode result: ", s.ToString()));
   }
   std::string path = absl::StrCat(dir, "/", result.experiment(), ".json");
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << json;
-    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ",
-                                               std::strerror(errno)));
-  }
+  if (absl::Status s = WriteFileAtomically(path, json); !s.ok()) return s;
   return path;
 }
 

@@ -10,9 +10,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ddplab/v1/result.pb.h"
 
 namespace ddplab {
+
+// Writes `content` to `path` whole or not at all: into <path>.tmp, flushed to the disk,
+// then renamed over `path`. Any failure (a full disk included) is an error, the .tmp is
+// removed and what was at `path` before stays as it was.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view content);
 
 // Creates `path` and its missing parents (mkdir -p).
 absl::Status MakeDirectories(const std::string& path);

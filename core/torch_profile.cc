@@ -1,5 +1,7 @@
 #include "core/torch_profile.h"
 
+#include "core/run_files.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -115,15 +117,8 @@ absl::StatusOr<TorchProfile::Summary> TorchProfile::StopAndWrite(const std::stri
                             e.correlationId());
     }
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << "{\"traceEvents\": [\n" << body << "\n]}\n";
-    out.close();
-    if (!out) return absl::InternalError(absl::StrCat("could not write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("could not rename ", tmp, " to ", path));
+  if (absl::Status s = WriteFileAtomically(path, absl::StrCat("{\"traceEvents\": [\n", body, "\n]}\n")); !s.ok()) {
+    return s;
   }
   return summary;
 }

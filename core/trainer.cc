@@ -65,26 +65,36 @@ absl::StatusOr<at::Device> ChooseDevice(const v1::Experiment& e, int local_rank)
   return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
 }
 
-// The progress line on standard error ("[2/9] naive_ddp: step 12/31, 10.52 steps/s"),
-// at most every two seconds and at the last step; the rate over the steps so far.
+// The progress line on standard error ("[2/9] naive_ddp: step 12/31, 10.52 steps/s"):
+// on a terminal redrawn in place at most every 2 s, otherwise a plain line at most every
+// 30 s; always at the last step. The rate is over the measured steps so far.
 class Progress {
  public:
-  explicit Progress(std::string label) : label_(std::move(label)) {}
+  Progress(std::string label, int warmup)
+      : label_(std::move(label)), warmup_(warmup), terminal_(isatty(STDERR_FILENO) == 1) {}
   void Update(int step, int total) {
     if (label_.empty()) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_ < std::chrono::seconds(2) && step != total - 1) return;
-    const double elapsed = std::chrono::duration<double>(now - start_).count();
-    std::fprintf(stderr, "\r%s: step %d/%d, %.2f steps/s ", label_.c_str(), step + 1, total,
-                 elapsed > 0 ? step / elapsed : 0.0);
-    if (step == total - 1) std::fprintf(stderr, "\n");
+    if (step == warmup_) measured_start_ = now;
+    const bool last = step == total - 1;
+    if (now - last_ < std::chrono::seconds(terminal_ ? 2 : 30) && !last) return;
+    std::string rate = "warming up";
+    if (step > warmup_) {
+      const double elapsed = std::chrono::duration<double>(now - measured_start_).count();
+      rate = absl::StrFormat("%.2f steps/s", elapsed > 0 ? (step - warmup_) / elapsed : 0.0);
+    }
+    std::fprintf(stderr, "%s%s: step %d/%d, %s%s", terminal_ ? "\r" : "", label_.c_str(), step + 1, total,
+                 rate.c_str(), terminal_ && !last ? " " : "\n");
     std::fflush(stderr);
     last_ = now;
   }
 
  private:
   std::string label_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+  int warmup_;
+  bool terminal_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now() - std::chrono::hours(1),
+                                        measured_start_ = last_;
 };
 
 // One process's run of an experiment: Setup, then every step, then the Result.
@@ -103,11 +113,11 @@ class Training {
         // Profiled steps (TrainOptions::torch_profile_path) follow the measured ones.
         profiled_(options.torch_profile_path.empty() ? 0 : std::max(options.torch_profile_steps, 0)),
         timer_(cuda_, measured_),
-        progress_(options.progress_label) {}
+        progress_(options.progress_label, static_cast<int>(e.steps().warmup())) {}
 
   absl::Status Setup();
   absl::Status Steps();
-  v1::RunResult Result();
+  absl::StatusOr<v1::RunResult> Result();
 
  private:
   absl::Status StartEngine();
@@ -115,7 +125,7 @@ class Training {
   absl::Status Step(int step);
   void MicroBatch(int micro, bool timed, int m);
   absl::Status AfterStep(int step);
-  void FillPhases(v1::RunResult& r);
+  absl::Status FillPhases(v1::RunResult& r);
   void FillEngine(v1::RunResult& r);
 
   const v1::Experiment& e_;
@@ -192,7 +202,7 @@ absl::Status Training::StartEngine() {
   GroupOptions group_options;
   group_options.nccl_channels = static_cast<int>(e_.distributed().nccl_channels());
   absl::StatusOr<std::vector<ProcessGroupPtr>> group = CreateProcessGroups(
-      env, cuda_, std::chrono::seconds(e_.distributed().timeout_seconds()), {group_options});
+      env, cuda_, std::chrono::seconds(e_.distributed().timeout_seconds()), {group_options}, options_.store);
   if (!group.ok()) return group.status();
   engine_ = std::make_unique<DataParallelEngine>(model_->parameters(), group->front(),
                                                  options_.plugins ? options_.plugins->engine_parts() : EngineParts());
@@ -332,10 +342,11 @@ absl::Status Training::AfterStep(int step) {
   return absl::OkStatus();
 }
 
-v1::RunResult Training::Result() {
+absl::StatusOr<v1::RunResult> Training::Result() {
   v1::RunResult r;
   r.set_suite(options_.suite);
   r.set_experiment(e_.name());
+  *r.mutable_resolved() = e_;
   r.set_date(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
   DeviceReport report = CollectDeviceReport();
   r.set_device(cuda_ && static_cast<size_t>(device_.index()) < report.gpus.size() ? report.gpus[device_.index()].name
@@ -360,7 +371,7 @@ v1::RunResult Training::Result() {
     r.set_peak_memory_gib(static_cast<double>(stats.allocated_bytes[0].peak) / (1 << 30));
   }
 #endif
-  FillPhases(r);
+  if (absl::Status s = FillPhases(r); !s.ok()) return s;
   r.set_host_data_wait_ms((host_wait_after_ - host_wait_before_) * 1e3 / measured_);
   for (const at::Tensor& loss : losses_) r.add_loss(loss.item<float>());
   if (engine_) FillEngine(r);
@@ -373,7 +384,7 @@ v1::RunResult Training::Result() {
 }
 
 // Each phase's mean over the measured steps; this rank's timeline of them, where asked.
-void Training::FillPhases(v1::RunResult& r) {
+absl::Status Training::FillPhases(v1::RunResult& r) {
   double sums[kNumPoints] = {};
   for (int m = 0; m < measured_; ++m) {
     sums[kBatch] += timer_.Ms(m, kStart, kBatch);
@@ -382,8 +393,9 @@ void Training::FillPhases(v1::RunResult& r) {
     sums[kOptimizer] += timer_.Ms(m, kBackward, kOptimizer);
   }
   if (!options_.trace_path.empty()) {
-    std::ofstream out(options_.trace_path, std::ios::trunc);
-    out << "[\n" << timer_.TraceEvents(rank_, measured_, warmup_) << "\n]\n";
+    absl::Status written = WriteFileAtomically(
+        options_.trace_path, absl::StrCat("[\n", timer_.TraceEvents(rank_, measured_, warmup_), "\n]\n"));
+    if (!written.ok()) return written;
   }
   v1::PhaseTimes* phases = r.mutable_phases();
   phases->set_get_batch_ms(sums[kBatch] / measured_);
@@ -393,6 +405,7 @@ void Training::FillPhases(v1::RunResult& r) {
   // Step time from the wall clock: the events miss the gaps between steps.
   phases->set_step_ms(r.measured_seconds() * 1e3 / measured_);
   r.set_data_wait_fraction(phases->get_batch_ms() / phases->step_ms());
+  return absl::OkStatus();
 }
 
 void Training::FillEngine(v1::RunResult& r) {

@@ -32,10 +32,13 @@ struct TrainOptions {
   std::string suite;  // for the result record
   // This process's place in a job of several; none for a run of one process.
   std::optional<WorkerEnv> worker;
+  // Where the job's ranks meet for this run; none: the rendezvous of `worker`.
+  c10::intrusive_ptr<c10d::Store> store;
   // What the experiment's plugins registered; none: the engine's defaults.
   const PluginSet* plugins = nullptr;
   // Shown before the progress line on standard error ("[2/9] naive_ddp"); empty: no
-  // progress line.
+  // progress line. On a terminal the line is redrawn in place; otherwise (a log file)
+  // plain lines, at most one every 30 s. Its rate is over the measured steps so far.
   std::string progress_label;
   // Where to write this rank's timeline of the measured steps (Chrome trace events, one
   // JSON array); empty: none. MergeTraces joins the ranks' files.

@@ -20,31 +20,10 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "core/vit_config.h"
 #include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab {
-
-struct VitConfig {
-  int64_t image_size = 224;
-  int64_t patch_size = 32;
-  int64_t hidden_dim = 1024;
-  int64_t num_layers = 24;
-  int64_t num_heads = 16;
-  int64_t mlp_dim = 4096;
-  int64_t num_classes = 1000;
-
-  // Patches plus the class token.
-  int64_t seq_length() const {
-    return (image_size / patch_size) * (image_size / patch_size) + 1;
-  }
-};
-
-// The sizes of a preset (torchvision's, for the vit_* presets) or of explicit sizes.
-absl::StatusOr<VitConfig> VitConfigForModel(const v1::Model& model, int64_t image_size);
-
-// Floating-point operations of one training step (forward and backward) per sample:
-// 2 per multiply-add, backward counted as twice the forward, as is customary.
-double VitTrainingFlopsPerSample(const VitConfig& config);
 
 class VitSelfAttentionImpl : public torch::nn::Module {
  public:

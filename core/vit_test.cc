@@ -32,6 +32,16 @@ TEST(VitTest, ParameterCountsEqualTorchvisions) {
   EXPECT_EQ(CountParameters(Preset(v1::Model::VIT_L_16)), 304'326'632);
 }
 
+// The count from the sizes alone (for checks before anything is built) is the model's.
+TEST(VitTest, ParameterCountFromTheSizesIsTheModels) {
+  for (v1::Model::Preset preset : {v1::Model::VIT_L_32, v1::Model::VIT_B_16, v1::Model::VIT_TINY_TEST}) {
+    v1::Model model;
+    model.set_preset(preset);
+    VitConfig config = VitConfigForModel(model, 32 * 7).value();
+    EXPECT_EQ(VitParameterCount(config), CountParameters(config)) << v1::Model::Preset_Name(preset);
+  }
+}
+
 TEST(VitTest, ParameterNamesMatchTorchvisionsStateDict) {
   v1::Model model;
   model.set_preset(v1::Model::VIT_TINY_TEST);
