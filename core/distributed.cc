@@ -350,6 +350,21 @@ absl::StatusOr<ProcessGroupPtr> CreateProcessGroup(const WorkerEnv& env, bool nc
   return groups->front();
 }
 
+c10::intrusive_ptr<c10d::Store> PrefixedStore(const std::string& prefix, c10::intrusive_ptr<c10d::Store> store) {
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, std::move(store));
+}
+
+absl::Status StoreBarrier(c10d::Store& store, const std::string& name, int world, std::chrono::milliseconds timeout) {
+  try {
+    if (store.add(name + "/arrived", 1) == world) store.set(name + "/all", std::vector<uint8_t>{1});
+    store.wait({name + "/all"}, timeout);
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("waiting for every rank at ", name, " failed: ", compat::WhatWithoutBacktrace(e)));
+  }
+}
+
 absl::Status ShutDownProcessGroup([[maybe_unused]] compat::CollectiveGroup& group) {
 #if defined(USE_C10D_NCCL)
   if (auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(&group)) {

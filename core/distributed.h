@@ -97,6 +97,14 @@ absl::StatusOr<std::vector<ProcessGroupPtr>> CreateProcessGroups(
     const WorkerEnv& env, bool nccl, std::chrono::milliseconds timeout,
     const std::vector<GroupOptions>& groups, c10::intrusive_ptr<c10d::Store> store = {});
 
+// `store` under `prefix` (e.g. one per run of a suite, so that each run's process groups
+// meet on keys of their own).
+c10::intrusive_ptr<c10d::Store> PrefixedStore(const std::string& prefix, c10::intrusive_ptr<c10d::Store> store);
+
+// Returns once all `world` ranks have called it with the same `name` on `store` (each
+// once), or fails after `timeout`.
+absl::Status StoreBarrier(c10d::Store& store, const std::string& name, int world, std::chrono::milliseconds timeout);
+
 // After the last collective of every rank: ends an NCCL group's communicators (as
 // torch.distributed.destroy_process_group() does); nothing for Gloo. Only on the normal
 // path: it waits for the group's outstanding collectives.

@@ -1,10 +1,14 @@
 #include "experiments/run_paths.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -13,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/report.h"
+#include "core/run_files.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/json_util.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
@@ -89,5 +95,43 @@ absl::StatusOr<v1::RunResult> ReadResult(const std::string& directory, const std
   }
   return result;
 }
+
+std::string ResultDiffers(const v1::RunResult& recorded, const v1::Experiment& asked) {
+  if (!recorded.has_resolved()) return "the result records no experiment (an older ddplab wrote it)";
+  v1::Experiment before = recorded.resolved(), now = asked;
+  before.clear_output();
+  now.clear_output();
+  google::protobuf::util::MessageDifferencer differ;
+  std::string report;
+  differ.ReportDifferencesToString(&report);
+  if (differ.Compare(before, now)) return "";
+  std::string first = report.substr(0, report.find('\n'));
+  return first.empty() ? "the experiment differs" : first;
+}
+
+absl::StatusOr<std::unique_ptr<DirectoryLock>> DirectoryLock::Take(const std::string& directory) {
+  if (absl::Status made = MakeDirectories(directory); !made.ok()) return made;
+  const std::string path = directory + "/.vit_ddp.lock";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {};
+    ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+    close(fd);
+    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "?";
+    holder.erase(holder.find_last_not_of(" \n") + 1);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "output directory ", directory, " is in use by another vit_ddp (pid ", holder, ", holding ", path,
+        "): give this one another --output_dir, or wait for that one to finish"));
+  }
+  const std::string pid = absl::StrCat(getpid(), "\n");
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  }
+  return std::unique_ptr<DirectoryLock>(new DirectoryLock(fd));
+}
+
+DirectoryLock::~DirectoryLock() { close(fd_); }
 
 }  // namespace ddplab

@@ -4,9 +4,11 @@
 #ifndef DDPLAB_EXPERIMENTS_RUN_PATHS_H_
 #define DDPLAB_EXPERIMENTS_RUN_PATHS_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/result.pb.h"
 
 namespace ddplab {
@@ -31,6 +33,27 @@ std::string NcclTransport(const std::string& dir, const std::string& prefix);
 // The result rank 0 wrote for `experiment`.
 absl::StatusOr<v1::RunResult> ReadResult(const std::string& directory, const std::string& suite,
                                          const std::string& experiment);
+
+// Why `recorded` (a result read back) is not a result of `asked` (a resolved
+// experiment): the first difference, e.g. "data.batch_size: 4 -> 16"; "" when it is.
+// The output directory is left out of the comparison.
+std::string ResultDiffers(const v1::RunResult& recorded, const v1::Experiment& asked);
+
+// Holds <directory>/.vit_ddp.lock (an flock, the holder's pid written in it) while it
+// lives, so that two jobs never write into one output directory: the second is refused,
+// with the first's pid. The kernel lets go of the lock when the holder ends, however it
+// ends; the file stays.
+class DirectoryLock {
+ public:
+  static absl::StatusOr<std::unique_ptr<DirectoryLock>> Take(const std::string& directory);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  explicit DirectoryLock(int fd) : fd_(fd) {}
+  int fd_;
+};
 
 }  // namespace ddplab
 

@@ -1,0 +1,133 @@
+#include "experiments/cli.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/string_view.h"
+
+ABSL_FLAG(std::string, experiment, "",
+          "Experiment or suite file (.textproto). Default: experiments/seed_study.textproto "
+          "in a CUDA build, experiments/cpu_smoke.textproto in a CPU build.");
+ABSL_FLAG(std::vector<std::string>, plugin_dir, {},
+          "More directories to find plugins in (each holding <name>/lib<name>.so), searched "
+          "before the plugins built with this binary.");
+ABSL_FLAG(std::string, output_dir, "", "Directory for results; overrides each experiment's output.directory.");
+ABSL_FLAG(bool, print_experiments, false,
+          "Print each run as resolved (defaults applied, sweeps expanded) and exit: runs nothing, "
+          "writes nothing.");
+ABSL_FLAG(int, nproc_per_node, 0,
+          "Processes (GPUs) per node for each experiment of several processes; 0: as each "
+          "experiment says. Experiments of one process stay one process.");
+ABSL_FLAG(int, nnodes, 1, "Nodes in the job (as torchrun's --nnodes).");
+ABSL_FLAG(int, node_rank, 0, "This node's rank, 0 to nnodes-1 (as torchrun's --node-rank).");
+ABSL_FLAG(std::string, master_addr, "127.0.0.1", "Address of node 0, where rank 0 serves the rendezvous store.");
+ABSL_FLAG(int, master_port, 0, "Port of the rendezvous store; 0: a free port (one node only).");
+ABSL_FLAG(std::string, only, "",
+          "Run only the experiment of this name; the suite's report keeps the other runs' "
+          "earlier results.");
+ABSL_FLAG(bool, skip_completed, false,
+          "Skip experiments whose result is already in the output directory and records the "
+          "same experiment (a rerun after a crash picks up where the suite stopped).");
+ABSL_FLAG(std::string, profile, "none",
+          "nsys: run every worker under Nsight Systems, capturing the measured steps "
+          "(cudaProfilerApi range) with CUDA, NVTX, OS runtime and NCCL traces, one report per rank. "
+          "torch: LibTorch's own profiler (Kineto, CUPTI on GPUs) over --profile_steps steps run "
+          "after the measured ones, one Chrome trace per rank (<experiment>.torch_trace.rank<R>.json "
+          "beside the results).");
+ABSL_FLAG(int, profile_steps, 3, "With --profile=torch: how many steps to profile (1 to 100).");
+
+namespace ddplab {
+namespace {
+
+// vit_ddp's own flags (not the ones Abseil defines for itself, such as --flagfile).
+bool IsOurs(const absl::CommandLineFlag& flag) { return absl::StrContains(flag.Filename(), "experiments/cli.cc"); }
+
+absl::CommandLineFlag* Find(const std::string& name) {
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  return flag != nullptr && IsOurs(*flag) ? flag : nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
+  CommandLine line;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      line.positional.insert(line.positional.end(), args.begin() + static_cast<long>(i) + 1, args.end());
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      line.positional.push_back(arg);
+      continue;
+    }
+    absl::string_view body = absl::StripPrefix(absl::StripPrefix(arg, "-"), "-");
+    const size_t eq = body.find('=');
+    // torchrun's spellings: --nproc-per-node is --nproc_per_node.
+    const std::string name = absl::StrReplaceAll(body.substr(0, eq), {{"-", "_"}});
+    std::optional<std::string> value;
+    if (eq != absl::string_view::npos) value = std::string(body.substr(eq + 1));
+    if (name == "help" || name == "helpfull" || name == "helpshort" || name == "h") {
+      line.action = CommandLine::kHelp;
+      continue;
+    }
+    if (name == "version") {
+      line.action = CommandLine::kVersion;
+      continue;
+    }
+    absl::CommandLineFlag* flag = Find(name);
+    if (flag == nullptr && absl::StartsWith(name, "no") && !value) {
+      if (absl::CommandLineFlag* negated = Find(name.substr(2)); negated && negated->IsOfType<bool>()) {
+        flag = negated;
+        value = "false";
+      }
+    }
+    if (flag == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg, "; see --help"));
+    if (!value) {
+      if (flag->IsOfType<bool>()) {
+        value = "true";
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("flag ", arg, " needs a value; see --help"));
+      }
+    }
+    std::string error;
+    if (!flag->ParseFrom(*value, &error)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, "=", *value, ": ", error));
+    }
+  }
+  return line;
+}
+
+std::string HelpText() {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (IsOurs(*flag)) flags.push_back(flag);
+  }
+  std::sort(flags.begin(), flags.end(),
+            [](const absl::CommandLineFlag* a, const absl::CommandLineFlag* b) { return a->Name() < b->Name(); });
+  std::string out =
+      "vit_ddp: runs ddplab experiments: data-parallel ViT training, measured.\n\n"
+      "  bazel run //experiments:vit_ddp                      # the default suite\n"
+      "  bazel run //experiments:vit_ddp -- --experiment=FILE [--only=NAME] [--output_dir=DIR]\n\n"
+      "Flags (torchrun's dashed spellings work too: --nproc-per-node=2):\n";
+  for (const absl::CommandLineFlag* flag : flags) {
+    const std::string def = flag->DefaultValue();
+    absl::StrAppend(&out, "  --", flag->Name(), def.empty() ? "" : absl::StrCat(" (default ", def, ")"), "\n      ",
+                    flag->Help(), "\n");
+  }
+  absl::StrAppend(&out, "  --help, --version\n");
+  return out;
+}
+
+std::string VersionText(const std::string& build) { return absl::StrCat("vit_ddp (ddplab) ", kVersion, "; ", build, "\n"); }
+
+}  // namespace ddplab

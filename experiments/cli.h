@@ -1,0 +1,57 @@
+// vit_ddp's command line: its flags, and a parser that reports instead of exiting.
+//
+//   absl::StatusOr<ddplab::CommandLine> line = ddplab::ParseCommandLine({argv, argv + argc});
+//   if (!line.ok()) { std::cerr << "vit_ddp: " << line.status().message() << "\n"; return 2; }
+//   if (line->action == ddplab::CommandLine::kHelp) { std::cout << ddplab::HelpText(); return 0; }
+//   int n = absl::GetFlag(FLAGS_nproc_per_node);
+//
+// Flags are Abseil flags (--name=value, --name value, --bool, --nobool), and torchrun's
+// dashed spellings (--nproc-per-node=2) name the same flags as the underscored ones.
+// --help (-h, --helpfull) and --version are actions, not errors.
+#ifndef DDPLAB_EXPERIMENTS_CLI_H_
+#define DDPLAB_EXPERIMENTS_CLI_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+
+ABSL_DECLARE_FLAG(std::string, experiment);
+ABSL_DECLARE_FLAG(std::vector<std::string>, plugin_dir);
+ABSL_DECLARE_FLAG(std::string, output_dir);
+ABSL_DECLARE_FLAG(bool, print_experiments);
+ABSL_DECLARE_FLAG(int, nproc_per_node);
+ABSL_DECLARE_FLAG(int, nnodes);
+ABSL_DECLARE_FLAG(int, node_rank);
+ABSL_DECLARE_FLAG(std::string, master_addr);
+ABSL_DECLARE_FLAG(int, master_port);
+ABSL_DECLARE_FLAG(std::string, only);
+ABSL_DECLARE_FLAG(bool, skip_completed);
+ABSL_DECLARE_FLAG(std::string, profile);
+ABSL_DECLARE_FLAG(int, profile_steps);
+
+namespace ddplab {
+
+struct CommandLine {
+  enum Action { kRun, kHelp, kVersion };
+  Action action = kRun;
+  std::vector<std::string> positional;  // arguments that are not flags (vit_ddp takes none)
+};
+
+// Parses `args` (args[0] is the program) into vit_ddp's flags; an error names the
+// argument. Never exits.
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
+
+// What --help prints: usage and vit_ddp's flags with their defaults.
+std::string HelpText();
+
+// ddplab's version ("0.6.0"); the changes of each are in README.md.
+inline constexpr char kVersion[] = "0.6.0";
+
+// What --version prints: ddplab's version and `build` (what it was built with).
+std::string VersionText(const std::string& build);
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_EXPERIMENTS_CLI_H_

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# What users run into (the CPU suite, tiny models): flags as users expect, one-process
+# runs staying one process, torchrun-style jobs, results never lost or stale, one job per
+# output directory, checks before anything runs, signals. Each case prints one line.
+set -u
+bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
+smoke="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto"
+long="$TEST_SRCDIR/ddplab/experiments/testdata/long_cpu.textproto"
+crash="$TEST_SRCDIR/ddplab/experiments/testdata/crash_suite.textproto"
+shim="$TEST_SRCDIR/ddplab/experiments/testing/libenospc_preload.so"
+out="$TEST_TMPDIR/out.txt"
+err="$TEST_TMPDIR/err.txt"
+passed=0
+skipped=0
+fail() { echo "FAIL: $*"; echo "--- stdout"; tail -20 "$out"; echo "--- stderr"; tail -20 "$err"; exit 1; }
+pass() { echo "ok: $*"; passed=$((passed + 1)); }
+# A field of a result file.
+field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+export TMPDIR="$TEST_TMPDIR/tmp"
+mkdir -p "$TMPDIR"
+
+# --- flags
+for f in --help -h --helpfull; do
+  "$bin" "$f" >"$out" 2>"$err" || fail "$f exited $?"
+done
+grep -q -- "--nproc_per_node" "$out" || fail "--help lists no --nproc_per_node"
+grep -q -- "progress_label\|flagfile" "$out" && fail "--help shows internal flags"
+"$bin" --version >"$out" 2>"$err" || fail "--version exited $?"
+grep -qE "^vit_ddp \(ddplab\) [0-9]+\.[0-9]+\.[0-9]+; LibTorch " "$out" || fail "--version: $(cat "$out")"
+"$bin" --no-such-flag >"$out" 2>"$err"
+[ $? -eq 2 ] && grep -qF "unknown flag --no-such-flag; see --help" "$err" || fail "an unknown flag"
+pass "--help, -h, --helpfull and --version exit 0; an unknown flag exits 2"
+
+"$bin" --experiment="$smoke" --print_experiments --output_dir="$TEST_TMPDIR/dry" >"$out" 2>"$err" \
+  || fail "--print_experiments exited $?"
+grep -q "^== \[2/5\] naive_ddp (2 processes)" "$out" || fail "--print_experiments lists no naive_ddp"
+grep -q "batch_size: 8" "$out" || fail "--print_experiments prints no resolved experiment"
+[ ! -e "$TEST_TMPDIR/dry" ] || fail "--print_experiments wrote into the output directory"
+pass "--print_experiments lists the resolved runs and writes nothing"
+
+gloo=$(grep -c "c10d          Gloo yes" "$out")
+if [ "$gloo" -eq 0 ]; then
+  echo "no Gloo in this build: the cases with several CPU processes are skipped"
+fi
+
+# --- one-process runs stay one process; torchrun's spellings
+r="$TEST_TMPDIR/one"
+"$bin" --experiment="$smoke" --only=single_process --nproc-per-node=2 --output_dir="$r" >"$out" 2>"$err" \
+  || fail "--nproc-per-node=2 --only=single_process exited $?"
+[ "$(field "$r/cpu_smoke/single_process.json" world_size)" = 1 ] || fail "single_process ran with several processes"
+pass "--nproc-per-node=2 is accepted; a one-process experiment records world_size 1"
+
+# --- checks before anything runs
+"$bin" --experiment="$smoke" --nproc_per_node=1000 --output_dir="$TEST_TMPDIR/many" >"$out" 2>"$err"
+[ $? -eq 2 ] && grep -q "1000 CPU processes per node, but this machine has" "$err" || fail "--nproc_per_node=1000"
+[ ! -e "$TEST_TMPDIR/many" ] || fail "--nproc_per_node=1000 made the output directory"
+cat >"$TEST_TMPDIR/huge.textproto" <<'P'
+name: "huge"
+model { vit { patch_size: 8 hidden_dim: 65536 num_layers: 64 num_heads: 64 mlp_dim: 262144 num_classes: 10 } }
+data { batch_size: 8 image_size: 32 }
+steps { warmup: 1 measured: 1 }
+optimizer { sgd { learning_rate: 0.01 } }
+distributed { gpus_per_node: 1 device: CPU }
+P
+"$bin" --experiment="$TEST_TMPDIR/huge.textproto" --output_dir="$TEST_TMPDIR/huge" >"$out" 2>"$err"
+[ $? -eq 2 ] || fail "a model that cannot fit exited $?"
+[ "$(wc -l <"$err")" -eq 1 ] && grep -q "experiment \"huge\": cannot fit: each process needs at least" "$err" \
+  || fail "a model that cannot fit: not one line saying so"
+[ ! -e "$TEST_TMPDIR/huge" ] || fail "a model that cannot fit made the output directory"
+WORLD_SIZE=2 "$bin" --experiment="$smoke" --output_dir="$TEST_TMPDIR/stale" >"$out" 2>"$err"
+[ $? -eq 2 ] && grep -q "WORLD_SIZE=2 is set but RANK, MASTER_ADDR, MASTER_PORT are not" "$err" \
+  || fail "a left-over WORLD_SIZE"
+pass "too many processes, a model that cannot fit, a left-over WORLD_SIZE: refused before running, one line"
+
+if [ "$gloo" -gt 0 ]; then
+  # --- a Slurm allocation shell is not a job step
+  r="$TEST_TMPDIR/slurm"
+  SLURM_NTASKS=1 SLURM_PROCID=0 SLURM_JOB_ID=7 "$bin" --experiment="$smoke" --only=naive_ddp --output_dir="$r" \
+    >"$out" 2>"$err" || fail "under a Slurm allocation shell's variables: exit $?"
+  [ "$(field "$r/cpu_smoke/naive_ddp.json" world_size)" = 2 ] || fail "the allocation shell's variables made a worker"
+  pass "a Slurm allocation shell's variables do not turn a launch into a worker"
+
+  # --- a torchrun-style job: every rank runs the suite, rank 0 writes one report
+  r="$TEST_TMPDIR/torchrun"
+  port=$((20000 + RANDOM % 20000))
+  for rank in 0 1; do
+    RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 300 "$bin" --experiment="$smoke" --output_dir="$r" >"$TEST_TMPDIR/rank$rank.out" 2>"$TEST_TMPDIR/rank$rank.err" &
+  done
+  wait %1 || { cp "$TEST_TMPDIR/rank0.err" "$err"; fail "torchrun-style rank 0 exited $?"; }
+  wait %2 || { cp "$TEST_TMPDIR/rank1.err" "$err"; fail "torchrun-style rank 1 exited $?"; }
+  [ "$(grep -c "^report: " "$TEST_TMPDIR/rank0.out")" -eq 1 ] || fail "rank 0 wrote no report"
+  grep -q "^report: " "$TEST_TMPDIR/rank1.out" && fail "rank 1 wrote a report too"
+  [ "$(field "$r/cpu_smoke/single_process.json" world_size)" = 1 ] || fail "torchrun: single_process had WORLD_SIZE processes"
+  [ "$(field "$r/cpu_smoke/naive_ddp.json" world_size)" = 2 ] || fail "torchrun: naive_ddp had not 2 processes"
+  [ -s "$r/cpu_smoke/naive_ddp.trace.json" ] || fail "torchrun: no merged trace"
+  pass "a torchrun-style job writes one report; its one-process run has world_size 1"
+
+  # --- --only keeps the other rows of the suite's report
+  "$bin" --experiment="$smoke" --only=bf16 --output_dir="$r" >"$out" 2>"$err" || fail "--only=bf16 exited $?"
+  rows=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['rows']))" "$r/cpu_smoke/report.json")
+  [ "$rows" = 5 ] || fail "--only=bf16 left $rows rows in the report, want 5"
+  grep -q "1 of 1 run(s) completed" "$out" || fail "--only's count"
+  pass "--only merges its run into the suite's report (5 rows)"
+
+  # --- --skip_completed reruns an edited experiment, skips an unchanged one
+  edited="$TEST_TMPDIR/edited.textproto"
+  sed 's/batch_size: 8/batch_size: 4/' "$smoke" >"$edited"
+  "$bin" --experiment="$edited" --only=naive_ddp --skip_completed --output_dir="$r" >"$out" 2>"$err" \
+    || fail "--skip_completed over an edited experiment exited $?"
+  grep -q "rerun: the result at .* is of another experiment (.*batch_size" "$out" || fail "no rerun of the edited experiment"
+  [ "$(field "$r/cpu_smoke/naive_ddp.json" batch_size)" = 4 ] || fail "the edited experiment's result is stale"
+  "$bin" --experiment="$edited" --only=naive_ddp --skip_completed --output_dir="$r" >"$out" 2>"$err" || fail "rerun"
+  grep -q "skipped: completed before" "$out" || fail "an unchanged experiment was not skipped"
+  pass "--skip_completed reruns an edited experiment and skips an unchanged one"
+
+  # --- a full disk: non-zero exit, the earlier report intact, nothing half written
+  before=$(md5sum "$r/cpu_smoke/report.md" "$r/cpu_smoke/bf16.json")
+  LD_PRELOAD="$shim" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" ENOSPC_DIR="$r" ENOSPC_AFTER=0 \
+    "$bin" --experiment="$smoke" --only=bf16 --output_dir="$r" >"$out" 2>"$err"
+  code=$?
+  [ "$code" -ne 0 ] || fail "a full disk exited 0"
+  grep -q "No space left on device" "$err" || fail "a full disk: no message saying so"
+  [ "$(md5sum "$r/cpu_smoke/report.md" "$r/cpu_smoke/bf16.json")" = "$before" ] || fail "a full disk changed the earlier report"
+  ls "$r/cpu_smoke" | grep -qE "\.(tmp|new)$" && fail "a full disk left $(ls "$r/cpu_smoke" | grep -E '\.(tmp|new)$')"
+  # ... and filling part way through a suite: each result whole or absent, the failures named.
+  f="$TEST_TMPDIR/filling"
+  mkdir -p "$f"
+  LD_PRELOAD="$shim" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" ENOSPC_DIR="$f" ENOSPC_AFTER=3000 \
+    "$bin" --experiment="$smoke" --output_dir="$f" >"$out" 2>"$err"
+  [ $? -ne 0 ] || fail "a disk filling mid-suite exited 0"
+  for j in "$f"/cpu_smoke/*.json; do
+    python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$j" || fail "$j is not whole"
+  done
+  grep -q "not written" "$err" || fail "a disk filling mid-suite: the failed writes are not named"
+  pass "a full disk: exit $code, the earlier report intact; filling mid-suite: every file whole or absent"
+
+  # --- two jobs on one output directory; SIGTERM leaves no temporary directory
+  r="$TEST_TMPDIR/shared"
+  "$bin" --experiment="$long" --output_dir="$r" >"$TEST_TMPDIR/first.out" 2>"$TEST_TMPDIR/first.err" &
+  first=$!
+  for _ in $(seq 1 300); do grep -q "step [0-9]" "$TEST_TMPDIR/first.err" && break; sleep 0.1; done
+  "$bin" --experiment="$long" --output_dir="$r" >"$out" 2>"$err"
+  code=$?
+  [ "$code" -eq 2 ] && grep -q "is in use by another vit_ddp (pid $first" "$err" || { kill -9 $first; fail "a second job"; }
+  ls -A "$TMPDIR" | grep -q ddplab-rendezvous || { kill -9 $first; fail "no rendezvous directory while running"; }
+  kill -TERM $first
+  wait $first
+  code=$?
+  [ "$code" -eq 143 ] || fail "SIGTERM: exit $code, want 143"
+  [ -z "$(ls -A "$TMPDIR")" ] || fail "SIGTERM left $(ls -A "$TMPDIR") in \$TMPDIR"
+  pgrep -f "output_dir=$r" >/dev/null && fail "SIGTERM left workers"
+  pass "a second job on one output directory is refused; SIGTERM stops the first (143), nothing left"
+
+  # --- the suite file edited mid-run changes nothing already resolved: edited while
+  # the second run trains, the third still runs as the file was read
+  suite="$TEST_TMPDIR/editme.textproto"
+  sed 's/measured: 1000000/measured: 20/; s/measured: 3 /measured: 300 /' "$crash" >"$suite"
+  r="$TEST_TMPDIR/editme"
+  "$bin" --experiment="$suite" --output_dir="$r" >"$out" 2>"$err" &
+  job=$!
+  for _ in $(seq 1 300); do grep -q "\[2/3\] second: step [0-9]" "$err" && break; sleep 0.1; done
+  sed -i 's/batch_size: 4/batch_size: 2/' "$suite"
+  wait $job || fail "the edited suite exited $?"
+  [ "$(field "$r/crash_suite/third.json" batch_size)" = 4 ] || fail "a later run read the edited file"
+  pass "the suite file edited mid-run changes nothing already resolved"
+else
+  skipped=8
+fi
+echo "$passed passed, 0 failed, $skipped skipped"

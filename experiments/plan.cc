@@ -1,0 +1,136 @@
+#include "experiments/plan.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/build_flags.h"
+#include "core/vit_config.h"
+#include "experiments/run_paths.h"
+#include "google/protobuf/text_format.h"
+
+namespace ddplab {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+bool OnCpu(const v1::Experiment& e, const Machine& machine) {
+  return e.distributed().device() == v1::Distributed::CPU || machine.gpus == 0;
+}
+
+// A run of one process: the experiment asks for exactly one.
+bool OneProcess(const v1::Experiment& e) { return e.distributed().gpus_per_node() == 1; }
+
+// Processes per node when vit_ddp launches them: the flag, else the experiment, else one
+// per GPU (2 on a machine without GPUs).
+int PerNode(const v1::Experiment& e, const Machine& machine, const PlanOptions& options) {
+  if (OneProcess(e)) return 1;
+  if (options.nproc_per_node > 0) return options.nproc_per_node;
+  if (e.distributed().gpus_per_node() > 0) return static_cast<int>(e.distributed().gpus_per_node());
+  return OnCpu(e, machine) ? 2 : machine.gpus;
+}
+
+absl::Status Refuse(const v1::Experiment& e, const std::string& why) {
+  return absl::FailedPreconditionError(absl::StrCat("experiment \"", e.name(), "\": ", why));
+}
+
+// More processes on a node than it has GPUs (or, on CPUs, cores) is refused.
+absl::Status CheckProcesses(const v1::Experiment& e, const Machine& machine, int per_node) {
+  if (e.distributed().device() == v1::Distributed::CUDA && !machine.cuda_build) {
+    return Refuse(e, "asks for distributed.device CUDA, but this is a CPU build (LibTorch without CUDA, or --config=cpu)");
+  }
+  if (!OnCpu(e, machine) && per_node > machine.gpus) {
+    return Refuse(e, absl::StrCat(per_node, " processes per node, but this machine has ", machine.gpus,
+                                  " GPU", machine.gpus == 1 ? "" : "s", " (one process per GPU)"));
+  }
+  if (OnCpu(e, machine) && machine.cpu_cores > 0 && per_node > machine.cpu_cores) {
+    return Refuse(e, absl::StrCat(per_node, " CPU processes per node, but this machine has ", machine.cpu_cores,
+                                  " core", machine.cpu_cores == 1 ? "" : "s"));
+  }
+  return absl::OkStatus();
+}
+
+// A model that cannot fit is refused before it runs, with the figures.
+absl::Status CheckMemory(const v1::Experiment& e, const Machine& machine, int per_node) {
+  absl::StatusOr<VitConfig> config = VitConfigForModel(e.model(), e.data().image_size());
+  if (!config.ok()) return Refuse(e, std::string(config.status().message()));
+  const bool momentum = e.optimizer().sgd().momentum() != 0;
+  const TrainingMemory need = VitTrainingMemory(*config, e.data().batch_size(), momentum);
+  const bool cpu = OnCpu(e, machine);
+  // On CPUs the processes of a node share its memory; on GPUs each has its own.
+  const int sharing = cpu ? per_node : 1;
+  const int64_t have = cpu ? machine.host_memory_bytes : machine.gpu_memory_bytes;
+  if (have <= 0 || need.total() * sharing <= static_cast<double>(have)) return absl::OkStatus();
+  return Refuse(e, absl::StrFormat(
+                       "cannot fit: each process needs at least %.1f GiB (%d parameters with their "
+                       "gradients%s: %.1f GiB; activations of a batch of %d: %.1f GiB), and %s has %.1f GiB%s",
+                       need.total() / kGiB, VitParameterCount(*config), momentum ? " and momentum" : "",
+                       need.state_bytes / kGiB, e.data().batch_size(), need.activation_bytes / kGiB,
+                       cpu ? "this machine" : "each GPU", static_cast<double>(have) / kGiB,
+                       sharing > 1 ? absl::StrCat(" for its ", sharing, " processes") : ""));
+}
+
+// Under torchrun (srun, mpirun) the job's shape is the launcher's: an experiment that
+// asks for another number of processes per node is refused.
+absl::Status CheckJobShape(const v1::Experiment& e, const JobPlace& worker) {
+  const uint32_t asked = e.distributed().gpus_per_node();
+  if (asked <= 1 || static_cast<int>(asked) == worker.local_world_size) return absl::OkStatus();
+  return Refuse(e, absl::StrCat("asks for distributed.gpus_per_node ", asked, ", but ", worker.launcher,
+                                " started ", worker.local_world_size, " processes per node (",
+                                worker.world_size, " in all)"));
+}
+
+absl::Status PlanRun(PlannedRun& p, const Machine& machine, const std::optional<JobPlace>& worker,
+                     const PlanOptions& options) {
+  v1::Experiment& e = p.run.experiment;
+  e.mutable_output()->set_directory(UserPath(options.output_dir.empty() ? e.output().directory() : options.output_dir));
+  if (worker) {
+    if (absl::Status s = CheckJobShape(e, *worker); !s.ok()) return s;
+    p.processes = OneProcess(e) ? 1 : worker->world_size;
+    p.per_node = OneProcess(e) ? 1 : worker->local_world_size;
+    p.here = !OneProcess(e) || worker->rank == 0;
+  } else {
+    p.per_node = PerNode(e, machine, options);
+    p.processes = OneProcess(e) ? 1 : p.per_node * options.nnodes;
+    p.here = !OneProcess(e) || options.node_rank == 0;
+    p.launch = p.processes > 1 || options.profiling_with_nsys;
+  }
+  if (absl::Status s = CheckProcesses(e, machine, p.per_node); !s.ok()) return s;
+  return CheckMemory(e, machine, p.per_node);
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, const std::optional<JobPlace>& worker,
+                              const PlanOptions& options) {
+  Plan plan;
+  plan.suite = suite.name();
+  int index = 0;
+  for (SuiteRun& run : ExpandSweeps(suite)) {
+    PlannedRun p;
+    p.index = ++index;
+    p.run = std::move(run);
+    p.selected = options.only.empty() || p.run.experiment.name() == options.only;
+    if (absl::Status s = PlanRun(p, machine, worker, options); !s.ok()) {
+      if (p.selected) return s;
+    }
+    p.run_dir = absl::StrCat(p.run.experiment.output().directory(), "/", suite.name());
+    plan.selected += p.selected ? 1 : 0;
+    plan.runs.push_back(std::move(p));
+  }
+  return plan;
+}
+
+std::string FormatPlan(const Plan& plan) {
+  std::string out = absl::StrCat("Suite \"", plan.suite, "\": ", plan.selected, " run(s) would run (nothing runs: "
+                                 "--print_experiments)\n");
+  for (const PlannedRun& p : plan.runs) {
+    if (!p.selected) continue;
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(p.run.experiment, &text);
+    absl::StrAppend(&out, "\n== [", p.index, "/", plan.runs.size(), "] ", p.run.experiment.name(), " (", p.processes,
+                    " process", p.processes == 1 ? "" : "es", ")\n", text);
+  }
+  return out;
+}
+
+}  // namespace ddplab

@@ -1,0 +1,86 @@
+// What one invocation of vit_ddp will run, decided and checked before anything runs.
+//
+//   ddplab::Machine machine = ...;                   // GPUs, cores, memory
+//   ddplab::PlanOptions options;                     // from the flags
+//   absl::StatusOr<ddplab::Plan> plan = ddplab::MakePlan(suite, machine, worker, options);
+//   if (!plan.ok()) { std::cerr << plan.status().message(); return 2; }   // nothing ran
+//   for (const ddplab::PlannedRun& run : plan->runs) ...
+//
+// Which process runs what:
+// - Started plainly, vit_ddp is the launcher: a run of one process (distributed
+//   gpus_per_node 1) trains here, on node 0 only; a run of several starts its workers
+//   (--nproc_per_node of them per node, or as the experiment says).
+// - Started by torchrun, srun or mpirun (`worker` set), every process of the job goes
+//   through the suite together: a run of several processes uses the job's, a run of one
+//   is trained by rank 0 alone while the others wait.
+// Whatever --nproc_per_node says, a run of one process stays one process.
+#ifndef DDPLAB_EXPERIMENTS_PLAN_H_
+#define DDPLAB_EXPERIMENTS_PLAN_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/sweeps.h"
+#include "ddplab/v1/experiment.pb.h"
+
+namespace ddplab {
+
+// What the machine offers, as far as the checks need it.
+struct Machine {
+  bool cuda_build = false;
+  int gpus = 0;
+  int64_t gpu_memory_bytes = 0;  // the smallest GPU's
+  int cpu_cores = 0;
+  int64_t host_memory_bytes = 0;
+};
+
+// This process's place in a job that another launcher (torchrun, srun, mpirun) started.
+struct JobPlace {
+  std::string launcher;  // "torchrun", "srun", "mpirun"
+  int rank = 0;
+  int world_size = 1;
+  int local_world_size = 1;
+};
+
+// The flags that shape the plan.
+struct PlanOptions {
+  std::string only;           // run only this one (the others stay in the report)
+  int nproc_per_node = 0;     // 0: as each experiment says
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string output_dir;     // overrides each experiment's output.directory
+  bool profiling_with_nsys = false;
+};
+
+struct PlannedRun {
+  SuiteRun run;            // output.directory made absolute
+  int index = 0;           // from 1, in the suite
+  int processes = 1;       // in the whole job
+  int per_node = 1;        // processes this node starts (the launcher), or runs (a job)
+  bool selected = true;    // false: left out by --only (its earlier result is reported)
+  bool here = true;        // this process takes part (false: another node's or rank's)
+  bool launch = false;     // this process starts workers for it
+  std::string run_dir;     // <output.directory>/<suite>
+};
+
+struct Plan {
+  std::string suite;
+  std::vector<PlannedRun> runs;  // every run of the suite, in order
+  int selected = 0;              // runs that --only leaves in
+};
+
+// Plans `suite` on `machine`; `worker` is this process's place in a job that another
+// launcher started, if one did. An error says what cannot run and why; nothing has run.
+absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, const std::optional<JobPlace>& worker,
+                              const PlanOptions& options);
+
+// The plan as --print_experiments shows it: each run, its processes and its experiment as
+// resolved, in text format.
+std::string FormatPlan(const Plan& plan);
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_EXPERIMENTS_PLAN_H_

@@ -1,0 +1,332 @@
+#include "experiments/suite_runner.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/experiment.h"  // kDefaultTimeoutSeconds
+#include "core/launcher.h"
+#include "core/report.h"
+#include "core/trainer.h"
+#include "experiments/run_paths.h"
+#include "google/protobuf/text_format.h"
+
+namespace ddplab {
+namespace {
+
+std::string Label(const PlannedRun& p, size_t runs) {
+  return absl::StrCat("[", p.index, "/", runs, "] ", p.run.experiment.name());
+}
+
+std::string TracePart(const std::string& run_dir, const std::string& name, int rank) {
+  return absl::StrCat(run_dir, "/", name, ".trace.rank", rank, ".json");
+}
+
+// Joins the ranks' timelines of a run into <name>.trace.json: those that are here (a job
+// across nodes leaves each node's on its own disk).
+void MergeRunTraces(const std::string& run_dir, const std::string& name, int processes) {
+  std::vector<std::string> parts;
+  struct stat st;
+  for (int r = 0; r < processes; ++r) {
+    if (std::string part = TracePart(run_dir, name, r); stat(part.c_str(), &st) == 0) parts.push_back(part);
+  }
+  if (parts.empty()) return;
+  if (absl::Status merged = MergeTraces(parts, absl::StrCat(run_dir, "/", name, ".trace.json")); !merged.ok()) {
+    std::cerr << "vit_ddp: " << merged.message() << "\n";
+  }
+}
+
+// Trains `e` in this process; where this process speaks, prints its summary and writes
+// its result. An error says what failed: training, or writing the result.
+absl::StatusOr<v1::RunResult> TrainAndWrite(const Invocation& in, const PluginSet& plugins, const v1::Experiment& e,
+                                            const std::string& suite, const std::string& label,
+                                            const std::optional<WorkerEnv>& worker,
+                                            c10::intrusive_ptr<c10d::Store> store) {
+  const int rank = worker ? worker->rank : 0;
+  const bool speaks = rank == 0;
+  const std::string run_dir = absl::StrCat(e.output().directory(), "/", suite);
+  TrainOptions train;
+  train.suite = suite;
+  train.plugins = &plugins;
+  train.worker = worker;
+  train.store = std::move(store);
+  if (speaks) train.progress_label = label;
+  train.trace_path = TracePart(run_dir, e.name(), rank);
+  if (in.torch_profile) {
+    train.torch_profile_path = absl::StrCat(run_dir, "/", e.name(), ".torch_trace.rank", rank, ".json");
+    train.torch_profile_steps = in.profile_steps;
+  }
+  absl::StatusOr<v1::RunResult> result = Train(e, train);
+  if (!result.ok() || !speaks) return result;
+  std::cout << FormatRunSummary(*result);
+  absl::StatusOr<std::string> written = WriteRunResult(*result, e.output().directory());
+  if (!written.ok()) return absl::Status(written.status().code(), absl::StrCat("result not written: ", written.status().message()));
+  std::cout << "  result: " << *written << "\n";
+  std::cout.flush();
+  return result;
+}
+
+}  // namespace
+
+int RunWorkerTask(const Invocation& in, PluginHost& host, const v1::WorkerTask& task) {
+  const v1::Experiment& e = task.experiment();
+  absl::StatusOr<PluginSet> plugins = host.Configure(e);
+  if (!plugins.ok()) {
+    std::cerr << "vit_ddp: experiment \"" << e.name() << "\": " << plugins.status().message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<v1::RunResult> result =
+      TrainAndWrite(in, *plugins, e, task.suite(), task.progress_label(), in.worker, {});
+  if (!result.ok()) {
+    std::cerr << "vit_ddp: " << e.name() << ": " << result.status().message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int SuiteRunner::RunAll() {
+  if (InJob()) {
+    absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
+        OpenRendezvousStore(*in_.worker, std::chrono::seconds(kDefaultTimeoutSeconds));
+    if (!store.ok()) {
+      std::cerr << "vit_ddp: " << store.status().message() << "\n";
+      return 1;
+    }
+    job_store_ = *store;
+  }
+  int exit = 0;
+  for (const PlannedRun& p : plan_.runs) {
+    if (p.selected && !Run(p, exit)) break;
+  }
+  const int finished = Finish();
+  if (stopped_by_ != 0) return 128 + stopped_by_;
+  return exit != 0 ? exit : finished;
+}
+
+// Runs `p`; false when the suite must stop, with `exit` its code.
+bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
+  const v1::Experiment& e = p.run.experiment;
+  absl::StatusOr<PluginSet> plugins = host_.Configure(e);
+  if (!plugins.ok()) {
+    std::cerr << "vit_ddp: experiment \"" << e.name() << "\": " << plugins.status().message() << "\n";
+    exit = 2;
+    return false;
+  }
+  if (Speaks()) Announce(p, *plugins);
+  bool skip = Speaks() && SkipCompleted(p);
+  if (InJob()) {  // every rank goes the way rank 0 decided
+    const std::string key = absl::StrCat("ddplab_run_", p.index, "/skip");
+    if (Speaks()) job_store_->set(key, std::vector<uint8_t>{static_cast<uint8_t>(skip)});
+    skip = job_store_->get(key).at(0) != 0;
+  }
+  if (skip) return true;
+  if (absl::Status made = MakeDirectories(p.run_dir); Speaks() && !made.ok()) {
+    std::cerr << "vit_ddp: " << made.message() << "\n";
+    exit = 1;
+    return false;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string label = Label(p, plan_.runs.size());
+  bool go_on = true;
+  if (p.launch) {
+    go_on = Launch(p, label);
+  } else if (p.here) {
+    go_on = TrainHere(p, *plugins, label, exit);
+  }
+  if (InJob() && go_on) {
+    absl::Status all = StoreBarrier(*job_store_, absl::StrCat("ddplab_run_", p.index, "/done"),
+                                    in_.worker->world_size, std::chrono::hours(24));
+    if (!all.ok()) {
+      std::cerr << "vit_ddp: rank " << in_.worker->rank << ": " << all.message() << "\n";
+      exit = 1;
+      return false;
+    }
+    if (Speaks() && p.processes > 1) MergeRunTraces(p.run_dir, e.name(), p.processes);
+  }
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++timed_;
+  return go_on;
+}
+
+// Prints what is about to run, with the suite's time left as far as the runs so far tell.
+void SuiteRunner::Announce(const PlannedRun& p, const PluginSet& plugins) {
+  std::vector<std::string> names;
+  for (const LoadedPlugin* plugin : plugins.plugins()) names.push_back(plugin->name);
+  std::cout << "\n== " << p.run.experiment.name() << " (" << p.processes << " process"
+            << (p.processes == 1 ? "" : "es") << (p.here || p.launch ? "" : ", on rank 0") << ")\n"
+            << "  plugins: " << (names.empty() ? "none" : absl::StrJoin(names, ", ")) << "\n";
+  if (p.processes > 1 || p.run.experiment.distributed().force_engine()) {
+    std::cout << "  engine:  " << DescribeEngine(plugins.engine_parts()) << "\n";
+  }
+  const int done = ran_ + failed_;
+  if (timed_ > 0) {
+    const int left = plan_.selected - done;
+    std::cout << "  suite:   " << done << " of " << plan_.selected << " run(s) done, about "
+              << static_cast<int>(seconds_ / timed_ * left / 60 + 0.5) << " min left\n";
+  }
+  std::cout.flush();
+}
+
+// Whether `p` has a result already that records the same experiment (--skip_completed).
+bool SuiteRunner::SkipCompleted(const PlannedRun& p) {
+  if (!in_.skip_completed) return false;
+  const v1::Experiment& e = p.run.experiment;
+  absl::StatusOr<v1::RunResult> done = ReadResult(e.output().directory(), plan_.suite, e.name());
+  if (!done.ok()) return false;
+  const std::string path = absl::StrCat(p.run_dir, "/", e.name(), ".json");
+  if (std::string why = ResultDiffers(*done, e); !why.empty()) {
+    std::cout << "  rerun: the result at " << path << " is of another experiment (" << why << ")\n";
+    return false;
+  }
+  std::cout << "  skipped: completed before (" << path << ")\n";
+  Keep(p, *done);
+  ++ran_;
+  return true;
+}
+
+// Starts the workers of `p`: this binary again, with the run handed over in the
+// environment. False when the suite must stop (the launcher was signalled).
+bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
+  const v1::Experiment& e = p.run.experiment;
+  std::vector<std::string> args;
+  if (!in_.nsys.empty()) {
+    args = {in_.nsys, "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
+            "--trace=cuda,nvtx,osrt,nccl", absl::StrCat("--output=", p.run_dir, "/", e.name(), "_rank%q{RANK}")};
+  }
+  args.push_back(SelfPath(in_.argv0));
+  for (const std::string& dir : in_.plugin_dirs) args.push_back(absl::StrCat("--plugin_dir=", dir));
+  if (in_.torch_profile) {
+    args.push_back("--profile=torch");
+    args.push_back(absl::StrCat("--profile_steps=", in_.profile_steps));
+  }
+  v1::WorkerTask task;
+  task.set_suite(plan_.suite);
+  *task.mutable_experiment() = e;
+  task.set_progress_label(label);
+  google::protobuf::TextFormat::Printer printer;
+  printer.SetSingleLineMode(true);
+  std::string text;
+  printer.PrintToString(task, &text);
+  EnvironmentList env = {{kWorkerTaskVariable, text}};
+  // NCCL's log says which transport its channels used; keep it beside the results.
+  // (Each worker sets the experiment's own NCCL variables: NcclEnvironment.)
+  const std::string nccl_log_prefix = absl::StrCat(e.name(), ".nccl.");
+  if (std::getenv("NCCL_DEBUG") == nullptr && !in_.device.gpus.empty()) {
+    env.emplace_back("NCCL_DEBUG", "INFO");
+    env.emplace_back("NCCL_DEBUG_FILE", absl::StrCat(p.run_dir, "/", nccl_log_prefix, "%h.%p.log"));
+  }
+  LaunchOptions launch = in_.launch;
+  launch.nproc_per_node = p.per_node;
+  LaunchResult result;
+  {
+    ScopedEnvironment scoped(env);
+    result = ddplab::Launch(args, launch);
+  }
+  MergeRunTraces(p.run_dir, e.name(), p.per_node * launch.nnodes);
+  if (result.signal != 0) {
+    std::cerr << "vit_ddp: " << e.name() << ": " << result.message << "; the suite stops here\n";
+    stopped_by_ = result.signal;
+    return false;
+  }
+  if (result.exit_code != 0) {
+    std::cerr << "vit_ddp: " << e.name() << ": " << result.message << "\n";
+    ++failed_;
+    return true;
+  }
+  absl::StatusOr<v1::RunResult> r = ReadResult(e.output().directory(), plan_.suite, e.name());
+  if (!r.ok()) {
+    if (launch.node_rank == 0) {
+      std::cerr << "vit_ddp: " << e.name() << ": " << r.status().message() << "\n";
+      ++failed_;
+    }
+    return true;
+  }
+  ++ran_;
+  if (std::string used = NcclTransport(p.run_dir, nccl_log_prefix); !used.empty()) {
+    r->set_nccl_transport(used);
+    if (absl::StatusOr<std::string> written = WriteRunResult(*r, e.output().directory()); !written.ok()) {
+      std::cerr << "vit_ddp: " << e.name() << ": result not updated: " << written.status().message() << "\n";
+      ++failed_;
+    }
+  }
+  Keep(p, *r);
+  return true;
+}
+
+// Trains `p` in this process: alone, or as this rank of a job another launcher started.
+bool SuiteRunner::TrainHere(const PlannedRun& p, const PluginSet& plugins, const std::string& label, int& exit) {
+  const v1::Experiment& e = p.run.experiment;
+  const bool together = InJob() && p.processes > 1;
+  c10::intrusive_ptr<c10d::Store> store;
+  if (together) store = PrefixedStore(absl::StrCat("ddplab_run_", p.index, "/"), job_store_);
+  absl::StatusOr<v1::RunResult> result =
+      TrainAndWrite(in_, plugins, e, plan_.suite, label, together ? in_.worker : std::nullopt, store);
+  if (!result.ok()) {
+    std::cerr << "vit_ddp: " << e.name() << ": " << result.status().message() << "\n";
+    ++failed_;
+    exit = 1;
+    return !together;  // a rank of a job stops: its launcher ends the others
+  }
+  ++ran_;
+  if (!Speaks()) return true;
+  if (!together) MergeRunTraces(p.run_dir, e.name(), 1);
+  Keep(p, *result);
+  return true;
+}
+
+void SuiteRunner::Keep(const PlannedRun& p, const v1::RunResult& result) {
+  results_[p.index] = result;
+  if (!p.run.sweep.empty() && result.steps_per_s() > fastest_[p.run.sweep].second) {
+    fastest_[p.run.sweep] = {p.run.experiment.name(), result.steps_per_s()};
+  }
+}
+
+// The sweeps' fastest, the report and the count of runs; the exit code so far.
+int SuiteRunner::Finish() {
+  if (!Speaks()) return failed_ > 0 ? 1 : 0;
+  for (const auto& [sweep, best] : fastest_) {
+    std::cout << "\nsweep " << sweep << ": fastest " << best.first << " at " << best.second << " steps/s\n";
+  }
+  // The report has every run of the suite that has a result: this invocation's, and the
+  // earlier ones of runs --only left out (where they record the same experiment).
+  std::vector<v1::RunResult> rows;
+  int earlier = 0;
+  std::string report_dir;
+  for (const PlannedRun& p : plan_.runs) {
+    if (p.selected && report_dir.empty()) report_dir = p.run_dir;
+    if (auto it = results_.find(p.index); it != results_.end()) {
+      rows.push_back(it->second);
+      continue;
+    }
+    if (p.selected) continue;
+    const v1::Experiment& e = p.run.experiment;
+    absl::StatusOr<v1::RunResult> done = ReadResult(e.output().directory(), plan_.suite, e.name());
+    if (done.ok() && ResultDiffers(*done, e).empty()) {
+      rows.push_back(*done);
+      ++earlier;
+    }
+  }
+  if (!results_.empty()) {
+    SuiteReport report = MakeReport(rows);
+    std::cout << "\n" << FormatMarkdown(report) << "\n" << Recommend(report);
+    if (absl::Status s = WriteReport(report, report_dir); !s.ok()) {
+      std::cerr << "vit_ddp: report not written (the one before, if any, is as it was): " << s.message() << "\n";
+      ++failed_;
+    } else {
+      std::cout << "report: " << report_dir << "/report.{md,json,csv,png}";
+      if (earlier > 0) std::cout << " (with " << earlier << " earlier result(s) of runs --only left out)";
+      std::cout << "\n";
+    }
+  }
+  std::cout << "\n" << ran_ << " of " << plan_.selected << " run(s) completed";
+  if (failed_ > 0) std::cout << ", " << failed_ << " failed";
+  if (stopped_by_ != 0) std::cout << "; stopped by signal " << stopped_by_;
+  std::cout << "\n";
+  return failed_ > 0 ? 1 : 0;
+}
+
+}  // namespace ddplab

@@ -1,0 +1,83 @@
+// Runs a planned suite (experiments/plan.h): each run here or as workers started by
+// ddplab's launcher, results written whole, a report of the suite's runs at the end.
+//
+//   ddplab::SuiteRunner runner(invocation, host, plan);
+//   int exit_code = runner.RunAll();
+//
+// Rank 0 (or the launcher) prints each run's summary and writes its result as JSON under
+// the run's output directory, and the report of every run of the suite: this
+// invocation's results, and for runs --only left out, their earlier results (where they
+// record the same experiment). A bucket_sizing sweep names its fastest. A worker that
+// ddplab's launcher starts gets its run handed over (RunWorkerTask), never the file.
+#ifndef DDPLAB_EXPERIMENTS_SUITE_RUNNER_H_
+#define DDPLAB_EXPERIMENTS_SUITE_RUNNER_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/device_report.h"
+#include "core/distributed.h"
+#include "core/launcher.h"
+#include "core/plugin_host.h"
+#include "ddplab/v1/experiment.pb.h"
+#include "ddplab/v1/result.pb.h"
+#include "experiments/plan.h"
+
+namespace ddplab {
+
+// The environment variable through which the launcher hands a worker its run.
+inline constexpr char kWorkerTaskVariable[] = "DDPLAB_WORKER_TASK";
+
+// What one invocation works with: the flags' and the environment's answers.
+struct Invocation {
+  const char* argv0 = nullptr;
+  std::optional<WorkerEnv> worker;  // this process's place in a job, if it is in one
+  DeviceReport device;
+  std::string nsys;                 // --profile=nsys: its path
+  bool torch_profile = false;
+  int profile_steps = 3;
+  bool skip_completed = false;
+  std::vector<std::string> plugin_dirs;
+  LaunchOptions launch;             // nnodes, node_rank, master_addr, master_port
+
+};
+
+class SuiteRunner {
+ public:
+  SuiteRunner(const Invocation& in, PluginHost& host, const Plan& plan) : in_(in), host_(host), plan_(plan) {}
+  // Runs every run the plan selects; the invocation's exit code (0: all ran and were
+  // written; 128 + N: stopped by signal N).
+  int RunAll();
+
+ private:
+  bool Run(const PlannedRun& p, int& exit);
+  bool SkipCompleted(const PlannedRun& p);
+  bool Launch(const PlannedRun& p, const std::string& label);
+  bool TrainHere(const PlannedRun& p, const PluginSet& plugins, const std::string& label, int& exit);
+  void Keep(const PlannedRun& p, const v1::RunResult& result);
+  void Announce(const PlannedRun& p, const PluginSet& plugins);
+  bool InJob() const { return in_.worker.has_value(); }
+  bool Speaks() const { return !in_.worker || in_.worker->rank == 0; }
+  int Finish();
+
+  const Invocation& in_;
+  PluginHost& host_;
+  const Plan& plan_;
+  c10::intrusive_ptr<c10d::Store> job_store_;  // in a job: every rank's, for the whole suite
+  int ran_ = 0, failed_ = 0, stopped_by_ = 0;
+  double seconds_ = 0;  // spent in the runs timed_ counts (not skipped), for the ETA
+  int timed_ = 0;
+  std::map<std::string, std::pair<std::string, double>> fastest_;  // per sweep: name, steps/s
+  std::map<int, v1::RunResult> results_;                          // by run index
+};
+
+// Trains the run handed over in `task` as one worker of ddplab's launcher (rank 0 writes
+// the result); the process's exit code.
+int RunWorkerTask(const Invocation& in, PluginHost& host, const v1::WorkerTask& task);
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_EXPERIMENTS_SUITE_RUNNER_H_
