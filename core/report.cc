@@ -17,8 +17,10 @@
 namespace ddplab {
 namespace {
 
-std::string Fixed(std::optional<double> v, const char* format) {
-  return v ? absl::StrFormat(format, *v) : std::string("-");
+// `v` with `digits` after the point (in scientific notation with `scientific`), or "-".
+std::string Fixed(std::optional<double> v, int digits, bool scientific = false) {
+  if (!v) return "-";
+  return scientific ? absl::StrFormat("%.*e", digits, *v) : absl::StrFormat("%.*f", digits, *v);
 }
 
 std::string Cell(const ReportRow& r, int column) {
@@ -27,12 +29,12 @@ std::string Cell(const ReportRow& r, int column) {
     case 1: return absl::StrCat(r.gpus);
     case 2: return r.nccl_transport.empty() ? r.transport : absl::StrCat(r.transport, " (", r.nccl_transport, ")");
     case 3: return absl::StrFormat("%.3f", r.steps_per_s);
-    case 4: return Fixed(r.vs_single, "%.3f");
-    case 5: return Fixed(r.vs_naive, "%.3f");
+    case 4: return Fixed(r.vs_single, 3);
+    case 5: return Fixed(r.vs_naive, 3);
     case 6: return absl::StrFormat("%.2f", r.exposed_comm_ms);
-    case 7: return Fixed(r.busbw_gbps, "%.1f");
+    case 7: return Fixed(r.busbw_gbps, 1);
     case 8: return absl::StrFormat("%.2f", r.peak_memory_gib);
-    case 9: return Fixed(r.gradient_error, "%.2e");
+    case 9: return Fixed(r.gradient_error, 2, true);
     case 10: return absl::StrFormat("%.1f", r.tflops_per_gpu);
   }
   return "";
