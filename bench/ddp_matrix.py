@@ -57,7 +57,7 @@ for rank in (1, 4):
     for cap in (25, 100, 200, 2000):
         CONFIGS[f"powersgd_rank{rank}" + ("" if cap == 2000 else f"_cap{cap}")] = (
             f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} "
-            f"plugin {{ powersgd {{ rank: {rank} sample_error_every: 5 }} }}",
+            f"plugin {{ powersgd {{ matrix_approximation_rank: {rank} sample_error_every: 5 }} }}",
             ["--bucket_cap_mb", str(cap), "--static_graph", "--gradient_as_bucket_view", "--comm_hook",
              "powersgd", "--powersgd_rank", str(rank), "--start_powersgd_iter", "2"])
 

@@ -58,15 +58,15 @@ VARIANTS = {
     "cap25_no_communication": ("NVLINK", 25, {}, False, "plugin { no_communication {} }"),
     "cap25_high_priority_no_communication": ("NVLINK", 25, {}, True, "plugin { no_communication {} }"),
     # PowerSGD rank 1 on few NCCL channels with compute first (its all-reduces are small).
-    "powersgd_rank1_cap25": ("NVLINK", 25, {}, False, "plugin { powersgd { rank: 1 } }"),
+    "powersgd_rank1_cap25": ("NVLINK", 25, {}, False, "plugin { powersgd { matrix_approximation_rank: 1 } }"),
     "powersgd_rank1_cap25_tuned": (
-        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { rank: 1 } }"),
+        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { matrix_approximation_rank: 1 } }"),
     "host_powersgd_rank1_cap25_tuned": (
-        "HOST_MEMORY", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { rank: 1 } }"),
+        "HOST_MEMORY", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { matrix_approximation_rank: 1 } }"),
     "powersgd_rank4_cap25_tuned": (
-        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { rank: 4 } }"),
-    "powersgd_rank4_cap2000": ("NVLINK", 2000, {}, False, "plugin { powersgd { rank: 4 } }"),
-    "powersgd_rank1_cap2000": ("NVLINK", 2000, {}, False, "plugin { powersgd { rank: 1 } }"),
+        "NVLINK", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { powersgd { matrix_approximation_rank: 4 } }"),
+    "powersgd_rank4_cap2000": ("NVLINK", 2000, {}, False, "plugin { powersgd { matrix_approximation_rank: 4 } }"),
+    "powersgd_rank1_cap2000": ("NVLINK", 2000, {}, False, "plugin { powersgd { matrix_approximation_rank: 1 } }"),
     "bf16_host_cap25_tuned": ("HOST_MEMORY", 25, {"NCCL_MAX_NCHANNELS": "2"}, True, "plugin { bf16 {} }"),
     # Gradients averaged where they lie (zero_copy: no bucket, no copy; it replaces
     # bucket_view).

@@ -58,12 +58,19 @@ absl::StatusOr<std::string> MessageType(absl::string_view text, absl::string_vie
   return std::string(kExperimentType);
 }
 
-bool ValidName(absl::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+// What is wrong with a suite's or an experiment's name, "" if nothing: it names files
+// (<name>.trace.json, <name>_rank0.nsys-rep), which hold 255 bytes.
+constexpr size_t kMaxNameLength = 200;
+std::string BadName(absl::string_view name) {
+  if (name.size() > kMaxNameLength) {
+    return absl::StrCat("must be at most ", kMaxNameLength, " characters (it names files), got ", name.size());
   }
-  return true;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') {
+      return absl::StrCat("must be letters, digits, '_' and '-', got \"", name, "\"");
+    }
+  }
+  return "";
 }
 
 
@@ -357,10 +364,7 @@ absl::Status ValidateDistributed(const v1::Experiment& e, const Locator& at) {
 absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at) {
   const Descriptor* root = v1::Experiment::descriptor();
   if (e.name().empty()) return at.Error(root, "name", "is required");
-  if (!ValidName(e.name())) {
-    return at.Error(root, "name",
-                    absl::StrCat("must be letters, digits, '_' and '-', got \"", e.name(), "\""));
-  }
+  if (std::string bad = BadName(e.name()); !bad.empty()) return at.Error(root, "name", bad);
   for (auto check : {ValidateModel, ValidateData, ValidateSteps, ValidateDistributed, ValidatePlugins}) {
     if (absl::Status s = check(e, at); !s.ok()) return s;
   }
@@ -386,11 +390,7 @@ absl::Status ResolveSuite(v1::Suite& suite, const TextFormat::ParseInfoTree& tre
   const Descriptor* suite_descriptor = v1::Suite::descriptor();
   Locator suite_at(file, {&tree}, TextFormat::ParseLocation(), "");
   if (suite.name().empty()) return suite_at.Error(suite_descriptor, "name", "is required");
-  if (!ValidName(suite.name())) {
-    return suite_at.Error(
-        suite_descriptor, "name",
-        absl::StrCat("must be letters, digits, '_' and '-', got \"", suite.name(), "\""));
-  }
+  if (std::string bad = BadName(suite.name()); !bad.empty()) return suite_at.Error(suite_descriptor, "name", bad);
   if (suite.experiment_size() == 0) {
     return suite_at.Error(suite_descriptor, "experiment", "is required: a suite runs at least one");
   }
@@ -450,8 +450,8 @@ absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::stri
   if (!parser.ParseFromString(owned, target)) {
     if (errors.has_error() && errors.line() >= 0) {
       int column = BlameColumn(text, errors.line(), errors.column(), errors.message());
-      return absl::InvalidArgumentError(
-          absl::StrCat(FormatLocation(file, errors.line(), column), ": ", errors.message()));
+      return absl::InvalidArgumentError(absl::StrCat(FormatLocation(file, errors.line(), column), ": ",
+                                                     ExplainRenamedField(errors.message())));
     }
     return absl::InvalidArgumentError(absl::StrCat(
         file, ": ", errors.has_error() ? errors.message() : "not a valid text-format " + *type));

@@ -18,6 +18,26 @@ std::string FormatNumber(double value) {
   return out.str();
 }
 
+std::string ExplainRenamedField(const std::string& parser_message) {
+  // protobuf's words: Message type "ddplab.plugins.powersgd.v1.Config" has no field named "rank".
+  const std::string kType = "Message type \"", kField = "\" has no field named \"";
+  const size_t type_at = parser_message.find(kType), field_at = parser_message.find(kField);
+  if (type_at == std::string::npos || field_at == std::string::npos || field_at < type_at) return parser_message;
+  const size_t name_at = field_at + kField.size(), name_end = parser_message.find('"', name_at);
+  if (name_end == std::string::npos) return parser_message;
+  const std::string type = parser_message.substr(type_at + kType.size(), field_at - type_at - kType.size());
+  const std::string old_name = parser_message.substr(name_at, name_end - name_at);
+  const Descriptor* d = google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(type);
+  for (int f = 0; d != nullptr && f < d->field_count(); ++f) {
+    const FieldDescriptor* field = d->field(f);
+    if (field->options().GetExtension(v1::formerly) == old_name) {
+      return absl::StrCat("\"", old_name, "\" is now \"", field->name(), "\" (PyTorch's name; see ", d->file()->name(),
+                          ")");
+    }
+  }
+  return parser_message;
+}
+
 std::string PluginName(const v1::Plugin& plugin) {
   const google::protobuf::OneofDescriptor* oneof = v1::Plugin::descriptor()->FindOneofByName("config");
   const FieldDescriptor* field = plugin.GetReflection()->GetOneofFieldDescriptor(plugin, oneof);

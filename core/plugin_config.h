@@ -32,6 +32,11 @@ std::pair<std::string, std::string> SweepContradiction(const google::protobuf::M
 // the swept field set to the value; none if no plugin sweeps.
 std::vector<v1::Experiment> ExpandPluginSweeps(const v1::Experiment& e);
 
+// The text parser's "Message type \"T\" has no field named \"x\"." when a field of T
+// was called x before (ddplab.v1.formerly): the message, saying what x is called now.
+// Any other message as it is.
+std::string ExplainRenamedField(const std::string& parser_message);
+
 // A number as people write it: 25, 0.5, 1e+300.
 std::string FormatNumber(double value);
 

@@ -126,7 +126,7 @@ TEST(PluginHostIdentity, IsThisBuilds) {
 TEST(PluginSetTest, StartsFromPyTorchDdpDefaults) {
   PluginSet set;
   EXPECT_EQ(DescribeEngine(set.engine_parts()),
-            "buckets of 25 MB, the first 1 MB, gradients copied into flat buckets, averaged by all-reduce");
+            "buckets of 25 MiB, the first 1 MiB, gradients copied into flat buckets, averaged by all-reduce");
   EXPECT_FALSE(set.engine_parts().comm_hook);
   EXPECT_FALSE(set.diagnostic());
 }

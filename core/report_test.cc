@@ -119,7 +119,7 @@ TEST(ReportTest, RecommendsTheFastestAndSaysWhetherCommunicationIsExposed) {
   std::string text = Recommend(MakeReport(Runs()));
   EXPECT_EQ(text,
             "Recommendation: bf16 is the fastest on this machine, 11.800 steps/s on 4 processes, 7% "
-            "over naive DDP, 0.944 of the single-process step rate. Communication is hidden behind "
+            "over naive_ddp (one bucket after backward), 0.944 of the single-process step rate. Communication is hidden behind "
             "backward (0.10 ms exposed of 84.7 ms). It is lossy: gradients differ from exact "
             "all-reduce by 3.0e-03 (relative). The fastest exact one is naive_ddp, 11.000 steps/s "
             "(0.880 of the single-process step rate).\n");
@@ -145,11 +145,11 @@ TEST(ReportTest, ByTransportWithSweptNames) {
   std::string text = Recommend(report);
   EXPECT_EQ(text.substr(0, text.find('\n')), "Recommendation, by transport:");
   EXPECT_NE(text.find("- over NVLINK: tuned_nvlink is the fastest on this machine, 11.500 steps/s on 4 "
-                      "processes, 5% over naive DDP"),
+                      "processes, 5% over naive_ddp (one bucket after backward)"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("- over HOST_MEMORY: tuned_host_memory is the fastest on this machine, 9.000 "
-                      "steps/s on 4 processes, 12% over naive DDP"),
+                      "steps/s on 4 processes, 12% over naive_ddp (one bucket after backward)"),
             std::string::npos)
       << text;
 }

@@ -5,6 +5,7 @@
 #ifndef DDPLAB_CORE_RUN_FILES_H_
 #define DDPLAB_CORE_RUN_FILES_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,10 @@
 #include "ddplab/v1/result.pb.h"
 
 namespace ddplab {
+
+// RunResult.schema of the results this build writes: what the fields of the experiment
+// it records mean. 1: bucket_cap_mb in MiB, PowerSGD's fields under PyTorch's names.
+inline constexpr uint32_t kResultSchema = 1;
 
 // Writes `content` to `path` whole or not at all: into <path>.tmp, flushed to the disk,
 // then renamed over `path`. Any failure (a full disk included) is an error, the .tmp is

@@ -347,6 +347,7 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   r.set_suite(options_.suite);
   r.set_experiment(e_.name());
   *r.mutable_resolved() = e_;
+  r.set_schema(kResultSchema);
   r.set_date(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
   DeviceReport report = CollectDeviceReport();
   r.set_device(cuda_ && static_cast<size_t>(device_.index()) < report.gpus.size() ? report.gpus[device_.index()].name

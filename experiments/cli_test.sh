@@ -67,10 +67,17 @@ P
 [ "$(wc -l <"$err")" -eq 1 ] && grep -q "experiment \"huge\": cannot fit: each process needs at least" "$err" \
   || fail "a model that cannot fit: not one line saying so"
 [ ! -e "$TEST_TMPDIR/huge" ] || fail "a model that cannot fit made the output directory"
+python3 -c "print(open('$TEST_TMPDIR/huge.textproto').read().replace('\"huge\"', '\"' + 'a' * 10000 + '\"'))" \
+  >"$TEST_TMPDIR/long_name.textproto"
+"$bin" --experiment="$TEST_TMPDIR/long_name.textproto" --output_dir="$TEST_TMPDIR/long_name" >"$out" 2>"$err"
+[ $? -eq 2 ] || fail "a 10,000-character name exited $?"
+[ "$(wc -l <"$err")" -eq 1 ] && grep -q ":1:1: name: must be at most 200 characters (it names files), got 10000" "$err" \
+  || fail "a 10,000-character name: not one line saying so"
+[ ! -e "$TEST_TMPDIR/long_name" ] || fail "a 10,000-character name made the output directory"
 WORLD_SIZE=2 "$bin" --experiment="$smoke" --output_dir="$TEST_TMPDIR/stale" >"$out" 2>"$err"
 [ $? -eq 2 ] && grep -q "WORLD_SIZE=2 is set but RANK, MASTER_ADDR, MASTER_PORT are not" "$err" \
   || fail "a left-over WORLD_SIZE"
-pass "too many processes, a model that cannot fit, a left-over WORLD_SIZE: refused before running, one line"
+pass "too many processes, a model that cannot fit, a 10,000-character name, a left-over WORLD_SIZE: refused before running, one line"
 
 if [ "$gloo" -gt 0 ]; then
   # --- a Slurm allocation shell is not a job step
@@ -112,7 +119,13 @@ if [ "$gloo" -gt 0 ]; then
   [ "$(field "$r/cpu_smoke/naive_ddp.json" batch_size)" = 4 ] || fail "the edited experiment's result is stale"
   "$bin" --experiment="$edited" --only=naive_ddp --skip_completed --output_dir="$r" >"$out" 2>"$err" || fail "rerun"
   grep -q "skipped: completed before" "$out" || fail "an unchanged experiment was not skipped"
-  pass "--skip_completed reruns an edited experiment and skips an unchanged one"
+  # A result of an older ddplab (bucket_cap_mb in 10^6 bytes, no schema) is rerun.
+  python3 -c "import json,sys; p=sys.argv[1]; r=json.load(open(p)); r.pop('schema'); json.dump(r, open(p, 'w'))" \
+    "$r/cpu_smoke/naive_ddp.json" || fail "cannot edit the result's schema"
+  "$bin" --experiment="$edited" --only=naive_ddp --skip_completed --output_dir="$r" >"$out" 2>"$err" || fail "rerun"
+  grep -q "rerun: .*an older ddplab wrote it, whose bucket_cap_mb counted 10^6 bytes" "$out" \
+    || fail "a result of an older schema was reused"
+  pass "--skip_completed reruns an edited experiment or an older schema's result, skips an unchanged one"
 
   # --- a full disk: non-zero exit, the earlier report intact, nothing half written
   before=$(md5sum "$r/cpu_smoke/report.md" "$r/cpu_smoke/bf16.json")

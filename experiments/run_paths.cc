@@ -98,6 +98,10 @@ absl::StatusOr<v1::RunResult> ReadResult(const std::string& directory, const std
 
 std::string ResultDiffers(const v1::RunResult& recorded, const v1::Experiment& asked) {
   if (!recorded.has_resolved()) return "the result records no experiment (an older ddplab wrote it)";
+  if (recorded.schema() != kResultSchema) {
+    return absl::StrCat("an older ddplab wrote it, whose bucket_cap_mb counted 10^6 bytes (schema ", recorded.schema(),
+                        ", now ", kResultSchema, ")");
+  }
   v1::Experiment before = recorded.resolved(), now = asked;
   before.clear_output();
   now.clear_output();

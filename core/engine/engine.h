@@ -57,8 +57,8 @@ struct EngineParts {
   int sample_error_every = 0;  // 0: never
 };
 
-// What an engine with `parts` does, for people and result records, e.g. "buckets of 25 MB,
-// the first 1 MB, gradients copied into flat buckets, averaged by all-reduce".
+// What an engine with `parts` does, for people and result records, e.g. "buckets of 25 MiB,
+// the first 1 MiB, gradients copied into flat buckets, averaged by all-reduce".
 std::string DescribeEngine(const EngineParts& parts);
 
 struct EngineStats {

@@ -4,7 +4,7 @@
 // is an interface below with a default in core that is PyTorch DDP's plain behaviour:
 //
 //   stage                      interface          default in core
-//   1. group parameters        BucketPlanner      CapPlanner: 25 MB, first bucket 1 MB
+//   1. group parameters        BucketPlanner      CapPlanner: 25 MiB, first bucket 1 MiB
 //   2. gradients not produced  MissingGradients   (none: an error)
 //   3. where gradients go      GradientLayout     CopyLayout: copied into flat buckets
 //   4. what goes on the wire   Collectives        c10d's all-reduce, averaged
@@ -55,7 +55,7 @@ class BucketPlanner {
   // index of `order` once, in that order.
   virtual std::vector<std::vector<size_t>> Plan(const std::vector<int64_t>& bytes,
                                                 const std::vector<size_t>& order) const = 0;
-  // For people and result records, e.g. "buckets of 25 MB, the first 1 MB".
+  // For people and result records, e.g. "buckets of 25 MiB, the first 1 MiB".
   virtual std::string Describe() const = 0;
 };
 
@@ -81,12 +81,13 @@ inline std::vector<std::vector<size_t>> AssignBuckets(const std::vector<int64_t>
   return buckets;
 }
 
-// Buckets by size (DDP's bucket_cap_mb; MB are 10^6 bytes here). The default planner:
-// PyTorch's 25 MB buckets after a first bucket of 1 MB.
+// Buckets by size (DDP's bucket_cap_mb, in MiB as there). The default planner: PyTorch's
+// 25 MiB buckets after a first bucket of 1 MiB.
 class CapPlanner : public BucketPlanner {
  public:
-  static constexpr int64_t kDefaultCapBytes = 25 * 1000 * 1000;
-  static constexpr int64_t kDefaultFirstCapBytes = 1000 * 1000;
+  static constexpr int64_t kMiB = 1024 * 1024;
+  static constexpr int64_t kDefaultCapBytes = 25 * kMiB;
+  static constexpr int64_t kDefaultFirstCapBytes = kMiB;
   explicit CapPlanner(int64_t cap_bytes = kDefaultCapBytes, int64_t first_cap_bytes = kDefaultFirstCapBytes)
       : cap_(cap_bytes), first_cap_(first_cap_bytes) {}
   std::vector<std::vector<size_t>> Plan(const std::vector<int64_t>& bytes,
@@ -94,12 +95,12 @@ class CapPlanner : public BucketPlanner {
     return AssignBuckets(bytes, order, first_cap_, cap_);
   }
   std::string Describe() const override {
-    return "buckets of " + Mb(cap_) + " MB, the first " + Mb(first_cap_) + " MB";
+    return "buckets of " + Mib(cap_) + " MiB, the first " + Mib(first_cap_) + " MiB";
   }
 
  private:
-  static std::string Mb(int64_t bytes) {
-    std::string s = std::to_string(static_cast<double>(bytes) / 1e6);
+  static std::string Mib(int64_t bytes) {
+    std::string s = std::to_string(static_cast<double>(bytes) / kMiB);
     s.erase(s.find_last_not_of('0') + 1);
     if (!s.empty() && s.back() == '.') s.pop_back();
     return s;

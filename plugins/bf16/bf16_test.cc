@@ -18,7 +18,7 @@ TEST(Bf16PluginTest, WrapsTheCollectivesAndSamplesWhenAsked) {
   EXPECT_EQ(set->engine_parts().codecs.size(), 1u);
   EXPECT_EQ(set->engine_parts().sample_error_every, 5);
   EXPECT_EQ(DescribeEngine(set->engine_parts()),
-            "buckets of 25 MB, the first 1 MB, gradients copied into flat buckets, sent as BFloat16, averaged by "
+            "buckets of 25 MiB, the first 1 MiB, gradients copied into flat buckets, sent as BFloat16, averaged by "
             "all-reduce");
 }
 

@@ -1,5 +1,5 @@
-// bucket_sizing: the size of gradient buckets (PyTorch DDP's bucket_cap_mb, here in MB of
-// 10^6 bytes). Small buckets start reducing early and overlap with the rest of backward;
+// bucket_sizing: the size of gradient buckets (PyTorch DDP's bucket_cap_mb, in MiB as
+// there). Small buckets start reducing early and overlap with the rest of backward;
 // one bucket larger than the model reduces everything at the end of backward. The
 // values' own checks (> 0, no repeats) are declared in bucket_sizing.proto; a sweep
 // (sweep_cap_mb) is expanded into one run per cap by the experiment loader.
@@ -12,7 +12,7 @@
 
 namespace {
 
-int64_t ToBytes(double mb) { return static_cast<int64_t>(std::llround(mb * 1e6)); }
+int64_t ToBytes(double mib) { return static_cast<int64_t>(std::llround(mib * ddplab::CapPlanner::kMiB)); }
 
 std::string Format(double value) {
   std::ostringstream out;
@@ -28,7 +28,7 @@ void Register(ddplab::PluginRegistrar& registrar) {
                                                      Format(config.first_bucket_cap_mb()));
     return;
   }
-  // The first bucket: as asked, else PyTorch's 1 MB, or the cap when that is smaller.
+  // The first bucket: as asked, else PyTorch's 1 MiB, or the cap when that is smaller.
   const double first_mb = config.first_bucket_cap_mb() > 0 ? config.first_bucket_cap_mb() : std::min(1.0, cap_mb);
   registrar.SetBucketPlanner(std::make_shared<ddplab::CapPlanner>(ToBytes(cap_mb), ToBytes(first_mb)));
 }

@@ -14,10 +14,10 @@ std::string Describe(const std::string& plugins) {
 
 TEST(BucketSizingPluginTest, PlansBucketsOfTheCapsAsked) {
   EXPECT_EQ(Describe("plugin { bucket_sizing { bucket_cap_mb: 2000 first_bucket_cap_mb: 2.5 } }"),
-            "buckets of 2000 MB, the first 2.5 MB");
-  // PyTorch's first bucket of 1 MB, never larger than a smaller cap.
-  EXPECT_EQ(Describe("plugin { bucket_sizing { bucket_cap_mb: 50 } }"), "buckets of 50 MB, the first 1 MB");
-  EXPECT_EQ(Describe("plugin { bucket_sizing { bucket_cap_mb: 0.5 } }"), "buckets of 0.5 MB, the first 0.5 MB");
+            "buckets of 2000 MiB, the first 2.5 MiB");
+  // PyTorch's first bucket of 1 MiB, never larger than a smaller cap.
+  EXPECT_EQ(Describe("plugin { bucket_sizing { bucket_cap_mb: 50 } }"), "buckets of 50 MiB, the first 1 MiB");
+  EXPECT_EQ(Describe("plugin { bucket_sizing { bucket_cap_mb: 0.5 } }"), "buckets of 0.5 MiB, the first 0.5 MiB");
   std::vector<std::vector<size_t>> buckets = CapPlanner(500, 400).Plan({100, 100, 300, 50, 50, 400}, {5, 4, 3, 2, 1, 0});
   EXPECT_EQ(buckets, (std::vector<std::vector<size_t>>{{5}, {4, 3, 2, 1}, {0}}));
 }

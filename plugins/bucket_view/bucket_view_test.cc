@@ -10,7 +10,7 @@ TEST(BucketViewPluginTest, TakesTheGradientLayout) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { bucket_view {} } plugin { static_graph {} }");
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(DescribeEngine(set->engine_parts()),
-            "buckets of 25 MB, the first 1 MB, gradients as views into the buckets, averaged by all-reduce");
+            "buckets of 25 MiB, the first 1 MiB, gradients as views into the buckets, averaged by all-reduce");
 }
 
 // Every combination with static_graph and bucket sizes, on 2 and 3 ranks, against one

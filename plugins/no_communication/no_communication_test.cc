@@ -24,7 +24,7 @@ TEST(NoCommunicationPluginTest, KeepsEachRanksGradientAndIsADiagnostic) {
 
 // Only one plugin reduces the buckets.
 TEST(NoCommunicationPluginTest, RefusesAnotherHook) {
-  EXPECT_EQ(testing::RefusedTogether("no_communication {}", "powersgd { rank: 1 }"), "");
+  EXPECT_EQ(testing::RefusedTogether("no_communication {}", "powersgd { matrix_approximation_rank: 1 }"), "");
 }
 
 }  // namespace

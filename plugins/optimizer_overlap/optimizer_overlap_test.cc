@@ -8,7 +8,7 @@ namespace {
 
 // The updates follow whatever reduced the bucket: every plugin composes.
 TEST(OptimizerOverlapPluginTest, ComposesWithEveryReduction) {
-  for (const char* other : {"zero_copy {}", "bucket_view {}", "bf16 {}", "static_graph {}", "powersgd { rank: 1 }",
+  for (const char* other : {"zero_copy {}", "bucket_view {}", "bf16 {}", "static_graph {}", "powersgd { matrix_approximation_rank: 1 }",
                             "no_communication {}"}) {
     absl::StatusOr<PluginSet> set =
         testing::ConfigureWithPlugins(std::string("plugin { optimizer_overlap {} } plugin { ") + other + " }");

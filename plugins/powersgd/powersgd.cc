@@ -69,7 +69,7 @@ using ddplab::GradBucket;
 using ddplab::powersgd::Group;
 using ddplab::powersgd::Matrix;
 
-// The configuration, read once from the PowerSgdConfig message.
+// The configuration, read once from the Config message.
 struct Settings {
   int64_t rank;
   int64_t start_step;
@@ -77,8 +77,8 @@ struct Settings {
   bool warm_start;
   double min_compression_rate;
   uint64_t seed;
-  bool bf16_state;  // M and the error in bfloat16 (PowerSgdConfig.bf16_state)
-  bool fused_kernels;  // !PowerSgdConfig.disable_fused_kernels
+  bool bf16_state;  // M and the error in bfloat16 (Config.bf16_state)
+  bool fused_kernels;  // !Config.disable_fused_kernels
 };
 
 class PowerSgdHook : public ddplab::CommHook {
@@ -479,12 +479,12 @@ class PowerSgdHook : public ddplab::CommHook {
 void Register(ddplab::PluginRegistrar& registrar) {
   const auto& config = static_cast<const ddplab::plugins::powersgd::v1::Config&>(registrar.config());
   // 0 is "left out": the documented defaults.
-  Settings settings{config.rank() > 0 ? static_cast<int64_t>(config.rank()) : 1,
-                    static_cast<int64_t>(config.start_step()),
-                    !config.disable_error_feedback(),
-                    !config.disable_warm_start(),
+  Settings settings{config.matrix_approximation_rank() > 0 ? static_cast<int64_t>(config.matrix_approximation_rank()) : 1,
+                    static_cast<int64_t>(config.start_powersgd_iter()),
+                    !config.has_use_error_feedback() || config.use_error_feedback(),
+                    !config.has_warm_start() || config.warm_start(),
                     config.min_compression_rate() > 0 ? config.min_compression_rate() : 2.0,
-                    config.seed(),
+                    config.random_seed(),
                     config.bf16_state(),
                     !config.disable_fused_kernels()};
   registrar.SampleGradientError(static_cast<int>(config.sample_error_every()));

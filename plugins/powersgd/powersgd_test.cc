@@ -11,7 +11,7 @@ namespace ddplab {
 namespace {
 
 TEST(PowerSgdPluginTest, SetsTheErrorSamplingAndAHook) {
-  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { powersgd { rank: 4 sample_error_every: 3 } }");
+  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { powersgd { matrix_approximation_rank: 4 sample_error_every: 3 } }");
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->engine_parts().sample_error_every, 3);
   EXPECT_TRUE(set->engine_parts().comm_hook);
@@ -19,7 +19,7 @@ TEST(PowerSgdPluginTest, SetsTheErrorSamplingAndAHook) {
 
 // bf16 wraps the collectives PowerSGD's P and Q travel through.
 TEST(PowerSgdPluginTest, ComposesWithBf16) {
-  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { bf16 {} } plugin { powersgd { rank: 1 } }");
+  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { bf16 {} } plugin { powersgd { matrix_approximation_rank: 1 } }");
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->engine_parts().codecs.size(), 1u);
 }
@@ -33,6 +33,29 @@ TEST(PowerSgdPluginTest, BadValuesAreReportedWhereTheyAre) {
             "test.textproto:4:3: plugin[0].powersgd.min_compression_rate: must be > 0, got -2");
 }
 
+// The fields carry PyTorch's names; the old ones are refused, naming the new.
+TEST(PowerSgdPluginTest, OldFieldNamesAreRefusedNamingPyTorchs) {
+  const std::string head =
+      "name: \"x\" model { preset: VIT_TINY_TEST } data { batch_size: 2 } steps { measured: 1 }\n"
+      "optimizer { sgd { learning_rate: 0.1 } } distributed { device: CPU gpus_per_node: 2 }\n";
+  const std::pair<const char*, const char*> renamed[] = {
+      {"rank: 4", "\"rank\" is now \"matrix_approximation_rank\""},
+      {"start_step: 2", "\"start_step\" is now \"start_powerSGD_iter\""},
+      {"disable_error_feedback: true", "\"disable_error_feedback\" is now \"use_error_feedback\""},
+      {"disable_warm_start: true", "\"disable_warm_start\" is now \"warm_start\""},
+      {"seed: 3", "\"seed\" is now \"random_seed\""},
+  };
+  for (const auto& [field, message] : renamed) {
+    EXPECT_EQ(std::string(testing::LoadWithPlugins(head + "plugin { powersgd { " + field + " } }").message()),
+              absl::StrCat("test.textproto:3:21: ", message,
+                           " (PyTorch's name; see plugins/powersgd/powersgd.proto)"));
+  }
+  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
+      "plugin { powersgd { matrix_approximation_rank: 2 start_powerSGD_iter: 2 use_error_feedback: false "
+      "warm_start: false random_seed: 3 } }");
+  EXPECT_TRUE(set.ok()) << set.status();
+}
+
 #if defined(USE_C10D_GLOO)
 at::Tensor Reduce(CommHook& hook, const at::Tensor& gradient, int64_t step) {
   GradBucket bucket = testing::OneGradientBucket(gradient, step);
@@ -44,7 +67,7 @@ at::Tensor Reduce(CommHook& hook, const at::Tensor& gradient, int64_t step) {
 // With a rank at least the matrix's own, P Q^T is the matrix: the exact average.
 TEST(PowerSgdHookTest, FullRankReproducesTheGradient) {
   absl::StatusOr<PluginSet> set =
-      testing::ConfigureWithPlugins("plugin { powersgd { rank: 64 min_compression_rate: 0.001 } }");
+      testing::ConfigureWithPlugins("plugin { powersgd { matrix_approximation_rank: 64 min_compression_rate: 0.001 } }");
   ASSERT_TRUE(set.ok()) << set.status();
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
   torch::manual_seed(3);
@@ -60,7 +83,7 @@ TEST(PowerSgdHookTest, FullRankReproducesTheGradient) {
 // amplified by the conditioning of M Q; one column has none.)
 TEST(PowerSgdHookTest, Bf16StateReproducesARankOneGradientToItsRounding) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
-      "plugin { powersgd { rank: 1 min_compression_rate: 0.001 bf16_state: true } }");
+      "plugin { powersgd { matrix_approximation_rank: 1 min_compression_rate: 0.001 bf16_state: true } }");
   ASSERT_TRUE(set.ok()) << set.status();
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
   torch::manual_seed(3);
@@ -81,7 +104,7 @@ TEST(PowerSgdHookTest, Bf16StateReproducesARankOneGradientToItsRounding) {
 // uncompressed ones (a vector) and, before the start step, all of them uncompressed.
 TEST(PowerSgdHookTest, ReadsTheGradientsHandedOverNotTheBucket) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
-      "plugin { powersgd { rank: 64 min_compression_rate: 0.001 start_step: 1 } }");
+      "plugin { powersgd { matrix_approximation_rank: 64 min_compression_rate: 0.001 start_powerSGD_iter: 1 } }");
   ASSERT_TRUE(set.ok()) << set.status();
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
   EXPECT_TRUE(hook->ReadsGradientsWhereTheyLie());
@@ -116,7 +139,7 @@ TEST(PowerSgdHookTest, ReadsTheGradientsHandedOverNotTheBucket) {
 // of lower rank than the approximation (as a gradient from a few samples is).
 TEST(PowerSgdHookTest, FullRankReproducesABucketOfManyShapes) {
   absl::StatusOr<PluginSet> set =
-      testing::ConfigureWithPlugins("plugin { powersgd { rank: 256 min_compression_rate: 0.001 } }");
+      testing::ConfigureWithPlugins("plugin { powersgd { matrix_approximation_rank: 256 min_compression_rate: 0.001 } }");
   ASSERT_TRUE(set.ok()) << set.status();
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
   torch::manual_seed(5);
@@ -153,8 +176,8 @@ TEST(PowerSgdHookTest, ErrorFeedbackCarriesTheResidualToTheNextStep) {
   for (bool feedback : {true, false}) {
     SCOPED_TRACE(state);
     absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(absl::StrCat(
-        "plugin { powersgd { rank: 1 min_compression_rate: 0.001 disable_error_feedback: ",
-        feedback ? "false" : "true", state, " } }"));
+        "plugin { powersgd { matrix_approximation_rank: 1 min_compression_rate: 0.001 use_error_feedback: ",
+        feedback ? "true" : "false", state, " } }"));
     ASSERT_TRUE(set.ok()) << set.status();
     std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
     torch::manual_seed(4);
@@ -180,7 +203,7 @@ TEST(PowerSgdHookTest, DependentColumnsAreDroppedNotAmplified) {
   for (const auto& [state, tolerance] : {std::pair<const char*, double>{"", 1e-4}, {" bf16_state: true", 4.0 / 256}}) {
     SCOPED_TRACE(state);
     absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(absl::StrCat(
-        "plugin { powersgd { rank: 4 min_compression_rate: 0.001 disable_error_feedback: true", state, " } }"));
+        "plugin { powersgd { matrix_approximation_rank: 4 min_compression_rate: 0.001 use_error_feedback: false", state, " } }"));
     ASSERT_TRUE(set.ok()) << set.status();
     std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
     torch::manual_seed(5);
@@ -200,7 +223,7 @@ TEST(PowerSgdHookTest, DependentColumnsAreDroppedNotAmplified) {
 // rank 2 under rank 4 comes back whole.
 TEST(PowerSgdHookTest, ManyMatricesOfOneShapeWithDependentColumns) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
-      "plugin { powersgd { rank: 4 min_compression_rate: 0.001 disable_error_feedback: true } }");
+      "plugin { powersgd { matrix_approximation_rank: 4 min_compression_rate: 0.001 use_error_feedback: false } }");
   ASSERT_TRUE(set.ok()) << set.status();
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
   torch::manual_seed(6);
@@ -232,7 +255,7 @@ TEST(PowerSgdHookTest, ManyMatricesOfOneShapeWithDependentColumns) {
 // future's error (not a crash, not a hang), and the hook still serves the next bucket.
 TEST(PowerSgdHookTest, AnErrorOnTheHooksThreadIsTheFuturesError) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
-      "plugin { powersgd { rank: 1 min_compression_rate: 0.001 } }");
+      "plugin { powersgd { matrix_approximation_rank: 1 min_compression_rate: 0.001 } }");
   ASSERT_TRUE(set.ok()) << set.status();
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
   GradBucket bad = testing::OneGradientBucket(torch::randn({6, 5}), 0);
@@ -270,7 +293,7 @@ TEST(PowerSgdHookTest, DefaultsCompressAtRankOneFromTheFirstStep) {
 // gradient by the fourth.)
 TEST(PowerSgdProcessesTest, FullRankIsExact) {
   REQUIRE_GLOO();
-  const std::string full = "plugin { powersgd { rank: 256 min_compression_rate: 0.001 ";
+  const std::string full = "plugin { powersgd { matrix_approximation_rank: 256 min_compression_rate: 0.001 ";
   const std::vector<std::string> exact{"--grad_tolerance=1e-4"};
   EXPECT_EQ(testing::TrainAndCompare(2, full + "} }", exact), "");
   EXPECT_EQ(testing::TrainAndCompare(2, full + "} } plugin { bucket_view {} } plugin { static_graph {} }",
@@ -281,7 +304,7 @@ TEST(PowerSgdProcessesTest, FullRankIsExact) {
   EXPECT_EQ(testing::TrainAndCompare(2, full + "sample_error_every: 2 } } plugin { bucket_view {} }",
                                      {"--grad_tolerance=1e-4", "--timed_from=-1"}),
             "");
-  EXPECT_EQ(testing::TrainAndCompare(2, full + "start_step: 2 } } plugin { bucket_view {} }", exact), "");
+  EXPECT_EQ(testing::TrainAndCompare(2, full + "start_powerSGD_iter: 2 } } plugin { bucket_view {} }", exact), "");
   EXPECT_EQ(testing::TrainAndCompare(2, full + "} } plugin { optimizer_overlap {} }", {"--grad_tolerance=1e-4", "--expect_updated"}),
             "");
   // M and the error in bfloat16: the exact average to its rounding.
@@ -294,19 +317,19 @@ TEST(PowerSgdProcessesTest, FullRankIsExact) {
 TEST(PowerSgdProcessesTest, LearnsAsExactAllReduceDoes) {
   REQUIRE_GLOO();
   const std::vector<std::string> loss{"--grad_tolerance=-1", "--loss_tolerance=0.05", "--steps=60", "--batch=16"};
-  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { powersgd { rank: 4 } }", loss), "");
-  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { powersgd { rank: 4 bf16_state: true } }", loss), "");
-  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { bf16 {} } plugin { powersgd { rank: 4 } }", loss), "");
+  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { powersgd { matrix_approximation_rank: 4 } }", loss), "");
+  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { powersgd { matrix_approximation_rank: 4 bf16_state: true } }", loss), "");
+  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { bf16 {} } plugin { powersgd { matrix_approximation_rank: 4 } }", loss), "");
 }
 
 // On GPUs: the worker thread's stream and events, the fused kernels (rank 256 takes
 // ATen's products; rank 4 of the tiny ViT's matrices the fused ones), bf16 on the wire.
 TEST(PowerSgdProcessesTest, FullRankIsExactOnGpus) {
   REQUIRE_TWO_GPUS();
-  const std::string full = "plugin { powersgd { rank: 256 min_compression_rate: 0.001 } }";
+  const std::string full = "plugin { powersgd { matrix_approximation_rank: 256 min_compression_rate: 0.001 } }";
   EXPECT_EQ(testing::TrainAndCompareOnGpus(full + " plugin { bucket_view {} }"), "");
   EXPECT_EQ(testing::TrainAndCompareOnGpus(full + " plugin { bf16 {} }", {"--grad_tolerance=0.0157"}), "");
-  EXPECT_EQ(testing::TrainAndCompareOnGpus("plugin { powersgd { rank: 4 } }",
+  EXPECT_EQ(testing::TrainAndCompareOnGpus("plugin { powersgd { matrix_approximation_rank: 4 } }",
                                            {"--grad_tolerance=-1", "--loss_tolerance=0.05", "--steps=60", "--batch=16"}),
             "");
 }

@@ -9,7 +9,7 @@ namespace {
 // What needs a flat bucket is refused when the plugins are loaded, in either order,
 // naming both plugins.
 TEST(ZeroCopyPluginTest, RefusesWhatNeedsAFlatBucket) {
-  for (const char* other : {"bucket_view {}", "bf16 {}", "powersgd { rank: 1 }", "no_communication {}"}) {
+  for (const char* other : {"bucket_view {}", "bf16 {}", "powersgd { matrix_approximation_rank: 1 }", "no_communication {}"}) {
     EXPECT_EQ(testing::RefusedTogether("zero_copy {}", other), "") << other;
   }
 }
