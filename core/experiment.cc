@@ -222,6 +222,9 @@ absl::Status ValidateSteps(const v1::Experiment& e, const Locator& at) {
     return at.Error(root, "steps.measured", "is required: steps to time, > 0");
   }
 
+  if (e.steps().repetitions() > 20) {
+    return at.Error(root, "steps.repetitions", absl::StrCat("must be at most 20, got ", e.steps().repetitions()));
+  }
   if (e.steps().accumulation() > 1024) {
     return at.Error(root, "steps.accumulation",
                     absl::StrCat("must be at most 1024, got ", e.steps().accumulation()));

@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/version.h>
 
@@ -49,8 +50,9 @@
 #pragma GCC visibility pop
 
 // Bumped whenever DdplabPluginInfo or an interface a plugin implements or calls changes
-// incompatibly. 5: the engine's extension points replace EngineOptions.
-#define DDPLAB_PLUGIN_API_VERSION 5
+// incompatibly. 5: the engine's extension points replace EngineOptions. 6: a plugin's
+// PyTorch form (PluginRegistrar::DescribeInPyTorch).
+#define DDPLAB_PLUGIN_API_VERSION 6
 
 namespace ddplab {
 
@@ -76,6 +78,26 @@ class StepCallbacks {
   // `step` counts from 0 over the whole run.
   virtual void OnStepBegin(int64_t step) { (void)step; }
   virtual void OnStepEnd(int64_t step) { (void)step; }
+};
+
+// How a plugin's lever reads in PyTorch, for the report's code (Python):
+//
+//   model = DDP(model, device_ids=[local_rank], <ddp_arguments...>)
+//   state = <hook_state>
+//   model.register_comm_hook(state, <hook_wrapper>(<hook>))
+//
+// `default_hooks` and `powerSGD` name torch.distributed.algorithms.ddp_comm_hooks'
+// default_hooks and powerSGD_hook modules. A plugin that describes nothing has no form in
+// PyTorch: the report says its gain needs ddplab's engine.
+struct PyTorchForm {
+  std::vector<std::string> ddp_arguments;  // e.g. "static_graph=True"
+  std::string hook;        // e.g. "powerSGD.powerSGD_hook"
+  std::string hook_state;  // e.g. "powerSGD.PowerSGDState(process_group=None, ...)"; "" for None
+  // Wraps whatever hook is registered ("default_hooks.bf16_compress_wrapper"); alone, the
+  // plugin's `hook` stands for it.
+  std::string hook_wrapper;
+  // What of its configuration PyTorch has no form of, e.g. "powersgd.bf16_state".
+  std::vector<std::string> not_in_pytorch;
 };
 
 // What a plugin's register_callbacks receives: its configuration and the extension
@@ -114,6 +136,8 @@ class PluginRegistrar {
   // for wins.
   virtual void SampleGradientError(int every) = 0;
   virtual void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) = 0;
+  // The plugin's lever as PyTorch has it (see PyTorchForm).
+  virtual void DescribeInPyTorch(const PyTorchForm& form) = 0;
 };
 
 }  // namespace ddplab

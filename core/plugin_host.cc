@@ -133,6 +133,7 @@ class Registrar : public PluginRegistrar {
   void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) override {
     if (callbacks) set_.step_callbacks_.push_back(std::move(callbacks));
   }
+  void DescribeInPyTorch(const PyTorchForm& form) override { set_.pytorch_[plugin_] = form; }
 
   const std::string& error() const { return error_; }
   const std::string& field() const { return field_; }

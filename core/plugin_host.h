@@ -60,6 +60,8 @@ class PluginSet {
   const std::vector<const LoadedPlugin*>& plugins() const { return plugins_; }
   // A plugin of diagnostic status is listed: the run is not a way to train.
   bool diagnostic() const;
+  // Each plugin's PyTorch form, by plugin name; a plugin that gave none is absent.
+  const std::map<std::string, PyTorchForm>& pytorch_forms() const { return pytorch_; }
 
  private:
   friend class PluginHost;
@@ -76,6 +78,7 @@ class PluginSet {
   std::vector<Refusal> refusals_;
   std::vector<const LoadedPlugin*> plugins_;
   std::vector<std::unique_ptr<StepCallbacks>> step_callbacks_;
+  std::map<std::string, PyTorchForm> pytorch_;
 };
 
 class PluginHost {

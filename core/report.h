@@ -1,69 +1,64 @@
-// The suite report: what each lever bought on this machine, in the spirit of nccl-tests'
-// tables, as Markdown, JSON and CSV, a PNG chart, and a recommendation.
+// The suite report: what each lever bought on this machine, with its noise, as one
+// message (ddplab.v1.SuiteReport, proto/ddplab/v1/report.proto) written as report.json
+// through protobuf's JSON, and drawn from it as report.md, report.csv and report.html;
+// with a recommendation that names a winner only when it is ahead by more than the noise
+// and gives it as PyTorch code.
 //
 //   std::vector<ddplab::v1::RunResult> runs = ...;   // one per completed experiment
-//   ddplab::SuiteReport report = ddplab::MakeReport(runs);
-//   std::cout << ddplab::FormatMarkdown(report) << ddplab::Recommend(report);
-//   ddplab::WriteReport(report, "ddplab_results/seed_study");  // report.{md,json,csv,png}
+//   ddplab::v1::SuiteReport report = ddplab::MakeReport(runs, machine);
+//   std::cout << ddplab::FormatMarkdown(report);
+//   ddplab::WriteReport(report, "ddplab_results/seed_study");  // report.{md,json,csv,html}
 
 #ifndef DDPLAB_CORE_REPORT_H_
 #define DDPLAB_CORE_REPORT_H_
 
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "ddplab/v1/report.pb.h"
 #include "ddplab/v1/result.pb.h"
 
 namespace ddplab {
 
-struct ReportRow {
-  std::string experiment;
-  int gpus = 1;
-  std::string transport;      // as asked ("NVLINK", "HOST_MEMORY", ...), or "-" for one process
-  std::string nccl_transport;  // as NCCL's log shows it (P2P, SHM, NET), if read
-  double steps_per_s = 0;
-  std::optional<double> vs_single;  // steps/s over the single-process run's
-  std::optional<double> vs_naive;   // steps/s over naive_ddp's
-  double tflops_per_gpu = 0;
-  double exposed_comm_ms = 0;
-  std::optional<double> busbw_gbps;  // the largest bucket's
-  double peak_memory_gib = 0;
-  std::optional<double> gradient_error;
-  // A diagnostic run (a plugin of diagnostic status): never recommended.
-  bool diagnostic = false;
-};
+// The median of `values` (not empty).
+double Median(std::vector<double> values);
 
-struct SuiteReport {
-  std::string suite;
-  std::vector<ReportRow> rows;
-};
+// The median steps/s over a result's repetitions (its own figure if it records none).
+double MedianStepsPerSecond(const v1::RunResult& r);
 
-// Rows in the order given. The single-process baseline is the first run of one process
-// without the engine; "naive" is the run named naive_ddp, if any.
-SuiteReport MakeReport(const std::vector<v1::RunResult>& runs);
+// Rows in the order given, and the recommendations. The single-process baseline is the
+// first run of one process without the engine; "naive" is the run named naive_ddp (or
+// naive_ddp_<transport>) on the same processes and transport.
+v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& runs, const v1::Machine& machine = {});
 
-std::string FormatMarkdown(const SuiteReport& report);
-std::string FormatCsv(const SuiteReport& report);
-std::string FormatJson(const SuiteReport& report);
+// The machine as one line: "2x NVIDIA H200 (NV18), driver 580.159.04, CUDA 13.0, ...".
+std::string FormatMachine(const v1::Machine& machine);
 
-// A few sentences derived from the rows: the fastest configuration of several
-// processes, what it gains over naive DDP and the single-process step, and whether
-// communication is still exposed.
-std::string Recommend(const SuiteReport& report);
+// The table (medians, with [min-max] over repetitions), then the recommendations.
+std::string FormatMarkdown(const v1::SuiteReport& report);
+// One row per run, numbers as plain numbers and missing values as empty cells.
+std::string FormatCsv(const v1::SuiteReport& report);
+// protobuf's JSON of the message.
+std::string FormatJson(const v1::SuiteReport& report);
 
-// A bar chart of steps/s per experiment, as PNG bytes.
-std::string RenderChartPng(const SuiteReport& report);
+// The recommendations as report.md prints them.
+std::string FormatRecommendations(const v1::SuiteReport& report);
 
-// Writes report.md, report.json, report.csv and report.png into `directory`.
-absl::Status WriteReport(const SuiteReport& report, const std::string& directory);
+// Writes report.md, report.json, report.csv and report.html into `directory`: every one
+// whole, or none replaced.
+absl::Status WriteReport(const v1::SuiteReport& report, const std::string& directory);
 
 // Which transports NCCL's channels used, from its log (NCCL_DEBUG=INFO): "P2P", "SHM",
 // "NET", or several joined by "+" ("P2P+SHM"), or "" when the log names none. Channel
 // lines read like "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read".
 std::string NcclTransportFromLog(absl::string_view log);
+
+namespace internal_report {
+// The recommendation over `rows` (runs of several processes on one transport).
+v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows, const std::string& transport);
+}  // namespace internal_report
 
 }  // namespace ddplab
 

@@ -1,5 +1,10 @@
 #include "core/report.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/struct.pb.h"
@@ -38,34 +43,64 @@ std::vector<v1::RunResult> Runs() {
 }
 
 TEST(ReportTest, RatiosAgainstTheSingleProcessRunAndNaive) {
-  SuiteReport report = MakeReport(Runs());
-  ASSERT_EQ(report.rows.size(), 3u);
-  EXPECT_EQ(report.suite, "s");
-  EXPECT_DOUBLE_EQ(*report.rows[1].vs_single, 11.0 / 12.5);
-  EXPECT_FALSE(report.rows[0].vs_naive.has_value());  // the single run has no engine
-  EXPECT_DOUBLE_EQ(*report.rows[2].vs_naive, 11.8 / 11.0);
-  EXPECT_DOUBLE_EQ(*report.rows[2].busbw_gbps, 300);  // the largest bucket's
-  EXPECT_EQ(report.rows[0].transport, "-");
+  v1::SuiteReport report = MakeReport(Runs());
+  ASSERT_EQ(report.rows_size(), 3);
+  EXPECT_EQ(report.suite(), "s");
+  EXPECT_DOUBLE_EQ(report.rows(1).vs_single().median(), 11.0 / 12.5);
+  EXPECT_FALSE(report.rows(0).has_vs_naive());  // the single run has no engine
+  EXPECT_DOUBLE_EQ(report.rows(2).vs_naive(), 11.8 / 11.0);
+  EXPECT_DOUBLE_EQ(report.rows(2).busbw_gbps(), 300);  // the largest bucket's
+  EXPECT_EQ(report.rows(0).transport(), "");
+  EXPECT_EQ(report.repetitions(), 1u);
 }
 
-// The chart's label column fits the longest name (the default suite's are up to 40
-// characters; a label is cut only beyond 64): the chart grows with it.
-TEST(ReportTest, ChartLabelsAreNotCutShort) {
-  const auto png_width = [](const std::string& png) {
-    // IHDR follows the 8-byte signature and the chunk's length and type: width, big-endian.
-    EXPECT_GE(png.size(), 24u);
-    if (png.size() < 24) return uint32_t{0};
-    uint32_t w = 0;
-    for (int i = 16; i < 20; ++i) w = (w << 8) | static_cast<uint8_t>(png[i]);
-    return w;
-  };
+// Repetitions: medians and spread; the recommendation names a winner only when its
+// slowest repetition beats the runner-up's fastest, and says "within noise" otherwise.
+TEST(ReportTest, RepetitionsGiveMedianAndSpreadAndNoWinnerWithinNoise) {
   std::vector<v1::RunResult> runs = Runs();
-  const uint32_t short_width = png_width(RenderChartPng(MakeReport(runs)));
-  const std::string name = "static_graph_bucket_view_host_memory";  // 36 characters, " x4" after it
-  runs[1].set_experiment(name);
-  const uint32_t long_width = png_width(RenderChartPng(MakeReport(runs)));
-  // 5x7 glyphs drawn twice their size, one column between: 12 pixels a character.
-  EXPECT_GE(long_width, short_width + 12 * (name.size() + 3 - std::string("naive_ddp x4").size()));
+  const auto repeat = [](v1::RunResult& r, std::vector<double> rates) {
+    for (double rate : rates) r.add_repetitions()->set_steps_per_s(rate);
+  };
+  repeat(runs[0], {12.4, 12.5, 12.6});
+  repeat(runs[1], {11.70, 11.75, 11.9});
+  repeat(runs[2], {11.78, 11.80, 11.85});
+  v1::SuiteReport report = MakeReport(runs);
+  EXPECT_EQ(report.repetitions(), 3u);
+  EXPECT_DOUBLE_EQ(report.rows(2).steps_per_s().median(), 11.80);
+  EXPECT_DOUBLE_EQ(report.rows(2).steps_per_s().min(), 11.78);
+  EXPECT_EQ(report.rows(2).steps_per_s().count(), 3u);
+  EXPECT_DOUBLE_EQ(report.rows(1).vs_single().max(), 11.9 / 12.5);
+  ASSERT_EQ(report.recommendations_size(), 1);
+  EXPECT_TRUE(report.recommendations(0).within_noise());
+  EXPECT_NE(report.recommendations(0).text().find("bf16 and naive_ddp are within noise"), std::string::npos)
+      << report.recommendations(0).text();
+  EXPECT_NE(FormatMarkdown(report).find("| 11.800 [11.780-11.850] |"), std::string::npos) << FormatMarkdown(report);
+  // Apart: a winner.
+  runs[1].clear_repetitions();
+  repeat(runs[1], {11.0, 11.1, 11.2});
+  report = MakeReport(runs);
+  EXPECT_FALSE(report.recommendations(0).within_noise());
+  EXPECT_EQ(report.recommendations(0).fastest(), "bf16");
+}
+
+// Where the step goes: the single-process run's forward and backward, the rest of this
+// run's compute as slowed by communication, the exposed wait.
+TEST(ReportTest, SplitsTheStepAgainstOneGpus) {
+  std::vector<v1::RunResult> runs = Runs();
+  const auto phases = [](v1::RunResult& r, double forward, double backward, double optimizer, double step) {
+    r.mutable_phases()->set_forward_ms(forward);
+    r.mutable_phases()->set_backward_ms(backward);
+    r.mutable_phases()->set_optimizer_ms(optimizer);
+    r.mutable_phases()->set_step_ms(step);
+  };
+  phases(runs[0], 28, 50, 1, 80);
+  phases(runs[1], 28.5, 63, 1, 93);  // exposed 7.0: backward's compute 56, 6 over one GPU's
+  const v1::StepParts& p = MakeReport(runs).rows(1).parts();
+  EXPECT_DOUBLE_EQ(p.forward_ms(), 28);
+  EXPECT_DOUBLE_EQ(p.backward_single_ms(), 50);
+  EXPECT_DOUBLE_EQ(p.compute_slowdown_ms(), 0.5 + 6);
+  EXPECT_DOUBLE_EQ(p.exposed_comm_ms(), 7);
+  EXPECT_DOUBLE_EQ(p.other_ms(), 93 - 28.5 - 56 - 7 - 1);
 }
 
 // The no_communication diagnostic exchanges nothing: however fast, it is never the
@@ -74,84 +109,72 @@ TEST(ReportTest, NeverRecommendsARunThatExchangedNothing) {
   std::vector<v1::RunResult> runs = Runs();
   runs.push_back(::ddplab::Run("no_communication", 4, 12.4, true));
   runs.back().set_diagnostic(true);
-  SuiteReport report = MakeReport(runs);
-  ASSERT_EQ(report.rows.size(), 4u);
-  EXPECT_TRUE(report.rows[3].diagnostic);
-  EXPECT_FALSE(report.rows[2].diagnostic);
-  const std::string text = Recommend(report);
+  v1::SuiteReport report = MakeReport(runs);
+  ASSERT_EQ(report.rows_size(), 4);
+  EXPECT_TRUE(report.rows(3).diagnostic());
+  const std::string text = FormatRecommendations(report);
   EXPECT_EQ(text.find("no_communication"), std::string::npos) << text;
   EXPECT_NE(text.find("bf16 is the fastest"), std::string::npos) << text;
 }
 
-// Every figure of the Markdown table is the JSON's, printed as the table prints it.
-TEST(ReportTest, TheTablesFiguresEqualTheJsons) {
-  SuiteReport report = MakeReport(Runs());
-  google::protobuf::Struct json;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(FormatJson(report), &json).ok());
-  const auto& rows = json.fields().at("rows").list_value().values();
-  std::vector<std::string> lines = absl::StrSplit(FormatMarkdown(report), '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 2 + rows.size());
-  for (int i = 0; i < rows.size(); ++i) {
-    const auto& f = rows[i].struct_value().fields();
-    std::vector<std::string> cells = absl::StrSplit(lines[2 + i], " | ");
-    EXPECT_EQ(cells[0], "| " + f.at("experiment").string_value());
-    EXPECT_EQ(cells[1], absl::StrCat(f.at("gpus").number_value()));
-    EXPECT_EQ(cells[3], absl::StrFormat("%.3f", f.at("steps_per_s").number_value()));
-    auto optional = [&](const char* key, const char* format) {
-      const auto& v = f.at(key);
-      return v.has_null_value() ? std::string("-") : absl::StrFormat(format, v.number_value());
-    };
-    EXPECT_EQ(cells[4], optional("vs_single_gpu", "%.3f"));
-    EXPECT_EQ(cells[5], optional("vs_naive", "%.3f"));
-    EXPECT_EQ(cells[6], absl::StrFormat("%.2f", f.at("exposed_comm_ms").number_value()));
-    EXPECT_EQ(cells[7], optional("busbw_gbps", "%.1f"));
-    EXPECT_EQ(cells[8], absl::StrFormat("%.2f", f.at("peak_memory_gib").number_value()));
-    EXPECT_EQ(cells[9], optional("gradient_error", "%.2e"));
-  }
-  EXPECT_NE(FormatMarkdown(report).find("NVLINK (P2P)"), std::string::npos);
-  // CSV: the same cells, one line each.
-  std::vector<std::string> csv = absl::StrSplit(FormatCsv(report), '\n', absl::SkipEmpty());
-  EXPECT_EQ(csv.size(), 4u);
-  EXPECT_EQ(csv[3], "bf16,4,NVLINK (P2P),11.800,0.944,1.073,0.10,300.0,4.82,3.00e-03,37.2");
-}
-
-TEST(ReportTest, RecommendsTheFastestAndSaysWhetherCommunicationIsExposed) {
-  std::string text = Recommend(MakeReport(Runs()));
-  EXPECT_EQ(text,
-            "Recommendation: bf16 is the fastest on this machine, 11.800 steps/s on 4 processes, 7% "
-            "over naive_ddp (one bucket after backward), 0.944 of the single-process step rate. Communication is hidden behind "
-            "backward (0.10 ms exposed of 84.7 ms). It is lossy: gradients differ from exact "
-            "all-reduce by 3.0e-03 (relative). The fastest exact one is naive_ddp, 11.000 steps/s "
-            "(0.880 of the single-process step rate).\n");
+// The recommendation of a lossy winner gives the fastest exact one's PyTorch form, and
+// says what of it needs ddplab's engine.
+TEST(ReportTest, RecommendsInPyTorchsWords) {
   std::vector<v1::RunResult> runs = Runs();
-  runs.pop_back();
-  EXPECT_NE(Recommend(MakeReport(runs)).find("Communication is still exposed: 7.0 ms of its 90.9 ms step"),
+  runs[1].set_pytorch("model = DDP(model, device_ids=[local_rank], bucket_cap_mb=2000)\n");
+  runs[1].add_ddplab_only("zero_copy");
+  v1::SuiteReport report = MakeReport(runs);
+  const v1::Recommendation& r = report.recommendations(0);
+  EXPECT_EQ(r.fastest(), "bf16");
+  EXPECT_EQ(r.fastest_exact(), "naive_ddp");
+  EXPECT_EQ(r.pytorch(), runs[1].pytorch());
+  EXPECT_NE(r.text().find("PyTorch's DDP has no form of zero_copy"), std::string::npos) << r.text();
+  EXPECT_NE(FormatMarkdown(report).find("```python\nmodel = DDP(model, device_ids=[local_rank], bucket_cap_mb=2000)\n```"),
             std::string::npos);
 }
 
-TEST(ReportTest, ByTransportWithSweptNames) {
-  std::vector<v1::RunResult> runs{ddplab::Run("single_gpu", 1, 12.5, false)};
-  for (const char* transport : {"NVLINK", "HOST_MEMORY"}) {
-    const bool host = std::string(transport) == "HOST_MEMORY";
-    std::string suffix = host ? "_host_memory" : "_nvlink";
-    runs.push_back(ddplab::Run("naive_ddp" + suffix, 4, host ? 8.0 : 11.0, true));
-    runs.push_back(ddplab::Run("tuned" + suffix, 4, host ? 9.0 : 11.5, true));
-    runs[runs.size() - 2].set_transport(transport);
-    runs.back().set_transport(transport);
-  }
-  SuiteReport report = MakeReport(runs);
-  EXPECT_DOUBLE_EQ(*report.rows[2].vs_naive, 11.5 / 11.0);
-  EXPECT_DOUBLE_EQ(*report.rows[4].vs_naive, 9.0 / 8.0);
-  std::string text = Recommend(report);
-  EXPECT_EQ(text.substr(0, text.find('\n')), "Recommendation, by transport:");
-  EXPECT_NE(text.find("- over NVLINK: tuned_nvlink is the fastest on this machine, 11.500 steps/s on 4 "
-                      "processes, 5% over naive_ddp (one bucket after backward)"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("- over HOST_MEMORY: tuned_host_memory is the fastest on this machine, 9.000 "
-                      "steps/s on 4 processes, 12% over naive_ddp (one bucket after backward)"),
-            std::string::npos)
-      << text;
+// report.json is protobuf's JSON: valid JSON with a NaN in a row; the table's figures
+// are the JSON's.
+TEST(ReportTest, JsonIsValidWithANanAndAgreesWithTheTable) {
+  std::vector<v1::RunResult> runs = Runs();
+  runs[2].set_gradient_error(std::nan(""));
+  v1::SuiteReport report = MakeReport(runs);
+  const std::string json = FormatJson(report);
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) << json;
+  v1::SuiteReport back;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &back).ok());
+  EXPECT_TRUE(std::isnan(back.rows(2).gradient_error()));
+  const auto& rows = parsed.fields().at("rows").list_value().values();
+  ASSERT_EQ(rows.size(), 3);
+  EXPECT_EQ(rows[1].struct_value().fields().count("gradient_error"), 0u);  // missing: left out
+  std::vector<std::string> lines = absl::StrSplit(FormatMarkdown(report), '\n', absl::SkipEmpty());
+  const auto table = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+    return absl::StartsWith(l, "| naive_ddp |");
+  });
+  ASSERT_NE(table, lines.end());
+  const auto& f = rows[1].struct_value().fields();
+  EXPECT_NE(table->find(absl::StrFormat(" %.3f ", f.at("steps_per_s").struct_value().fields().at("median").number_value())),
+            std::string::npos);
+}
+
+// report.csv: one header, numbers as plain numbers, a missing value as an empty cell.
+TEST(ReportTest, CsvHoldsNumbersAndEmptyCells) {
+  v1::SuiteReport report = MakeReport(Runs());
+  std::vector<std::string> csv = absl::StrSplit(FormatCsv(report), '\n', absl::SkipEmpty());
+  ASSERT_EQ(csv.size(), 4u);
+  std::vector<std::string> header = absl::StrSplit(csv[0], ',');
+  std::vector<std::string> bf16 = absl::StrSplit(csv[3], ',');
+  std::vector<std::string> single = absl::StrSplit(csv[1], ',');
+  ASSERT_EQ(bf16.size(), header.size());
+  const auto column = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  EXPECT_EQ(bf16[column("steps_per_s")], "11.8");
+  EXPECT_EQ(bf16[column("gradient_error")], "0.003");
+  EXPECT_EQ(bf16[column("nccl_transport")], "P2P");
+  EXPECT_EQ(single[column("vs_naive")], "");
+  EXPECT_EQ(single[column("busbw_gbps")], "");
 }
 
 TEST(NcclTransportTest, ReadsTheChannelLines) {

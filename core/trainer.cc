@@ -1,5 +1,7 @@
 #include "core/trainer.h"
 
+#include "core/pytorch_form.h"
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -380,6 +382,10 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   if (options_.plugins) {
     for (const LoadedPlugin* p : options_.plugins->plugins()) r.add_plugins(p->name);
     r.set_diagnostic(options_.plugins->diagnostic());
+    std::vector<std::string> ddplab_only;
+    r.set_pytorch(PyTorchCode(e_, {r.plugins().begin(), r.plugins().end()}, options_.plugins->pytorch_forms(),
+                              &ddplab_only));
+    for (const std::string& lever : ddplab_only) r.add_ddplab_only(lever);
   }
   return r;
 }

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -18,8 +19,24 @@
 namespace ddplab {
 namespace {
 
-std::string Label(const PlannedRun& p, size_t runs) {
-  return absl::StrCat("[", p.index, "/", runs, "] ", p.run.experiment.name());
+// steps.repetitions, at least 1.
+int Repetitions(const PlannedRun& p) { return std::max<int>(1, p.run.experiment.steps().repetitions()); }
+
+std::string Label(const PlannedRun& p, size_t runs, int repetition) {
+  std::string label = absl::StrCat("[", p.index, "/", runs, "] ", p.run.experiment.name());
+  if (Repetitions(p) > 1) absl::StrAppend(&label, " (", repetition, "/", Repetitions(p), ")");
+  return label;
+}
+
+// What `r` measured, as one repetition.
+v1::Repetition RepetitionOf(const v1::RunResult& r) {
+  v1::Repetition rep;
+  rep.set_steps_per_s(r.steps_per_s());
+  rep.set_exposed_comm_ms(r.exposed_comm_ms());
+  *rep.mutable_phases() = r.phases();
+  rep.set_peak_memory_gib(r.peak_memory_gib());
+  rep.set_date(r.date());
+  return rep;
 }
 
 std::string TracePart(const std::string& run_dir, const std::string& name, int rank) {
@@ -70,6 +87,29 @@ absl::StatusOr<v1::RunResult> TrainAndWrite(const Invocation& in, const PluginSe
   return result;
 }
 
+// The machine the report describes: this node's, and the most nodes a run used.
+v1::Machine MachineOf(const DeviceReport& d, const Plan& plan) {
+  v1::Machine m;
+  m.set_device(d.gpus.empty() ? "cpu" : d.gpus[0].name);
+  m.set_device_count(static_cast<int>(d.gpus.size()));
+  m.set_driver(d.driver_version);
+  m.set_cuda_runtime(d.cuda_runtime);
+  m.set_nccl_version(d.nccl_version);
+  m.set_torch_version(d.torch_version);
+  std::vector<std::string> links;
+  for (size_t i = 0; i < d.links.size(); ++i) {
+    for (size_t j = 0; j < d.links[i].size(); ++j) {
+      if (i != j && std::find(links.begin(), links.end(), d.links[i][j]) == links.end()) links.push_back(d.links[i][j]);
+    }
+  }
+  m.set_topology(absl::StrJoin(links, ", "));
+  m.set_cpu(absl::StrCat(d.cpu_model, ", ", d.cpu_cores, " cores"));
+  int nodes = 1;
+  for (const PlannedRun& p : plan.runs) nodes = std::max<int>(nodes, p.run.experiment.distributed().nodes());
+  m.set_nodes(nodes);
+  return m;
+}
+
 }  // namespace
 
 int RunWorkerTask(const Invocation& in, PluginHost& host, const v1::WorkerTask& task) {
@@ -98,9 +138,18 @@ int SuiteRunner::RunAll() {
     }
     job_store_ = *store;
   }
-  int exit = 0;
+  // Repetitions interleaved: every run once, then again, so that drift over the suite's
+  // time spreads over every run rather than falling on some.
+  int exit = 0, most = 1;
   for (const PlannedRun& p : plan_.runs) {
-    if (p.selected && !Run(p, exit)) break;
+    if (p.selected) most = std::max(most, Repetitions(p));
+  }
+  bool go_on = true;
+  for (repetition_ = 1; repetition_ <= most && go_on; ++repetition_) {
+    for (const PlannedRun& p : plan_.runs) {
+      if (!p.selected || repetition_ > Repetitions(p) || skipped_.count(p.index) > 0) continue;
+      if (!(go_on = Run(p, exit))) break;
+    }
   }
   const int finished = Finish();
   if (stopped_by_ != 0) return 128 + stopped_by_;
@@ -117,20 +166,23 @@ bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
     return false;
   }
   if (Speaks()) Announce(p, *plugins);
-  bool skip = Speaks() && SkipCompleted(p);
+  bool skip = Speaks() && repetition_ == 1 && SkipCompleted(p);
   if (InJob()) {  // every rank goes the way rank 0 decided
     const std::string key = absl::StrCat("ddplab_run_", p.index, "/skip");
     if (Speaks()) job_store_->set(key, std::vector<uint8_t>{static_cast<uint8_t>(skip)});
     skip = job_store_->get(key).at(0) != 0;
   }
-  if (skip) return true;
+  if (skip) {
+    skipped_.insert(p.index);
+    return true;
+  }
   if (absl::Status made = MakeDirectories(p.run_dir); Speaks() && !made.ok()) {
     std::cerr << "vit_ddp: " << made.message() << "\n";
     exit = 1;
     return false;
   }
   const auto start = std::chrono::steady_clock::now();
-  const std::string label = Label(p, plan_.runs.size());
+  const std::string label = Label(p, plan_.runs.size(), repetition_);
   bool go_on = true;
   if (p.launch) {
     go_on = Launch(p, label);
@@ -162,10 +214,12 @@ void SuiteRunner::Announce(const PlannedRun& p, const PluginSet& plugins) {
   if (p.processes > 1 || p.run.experiment.distributed().force_engine()) {
     std::cout << "  engine:  " << DescribeEngine(plugins.engine_parts()) << "\n";
   }
+  int launches = 0;  // the suite's, repetitions included
+  for (const PlannedRun& q : plan_.runs) launches += q.selected ? Repetitions(q) : 0;
   const int done = ran_ + failed_;
   if (timed_ > 0) {
-    const int left = plan_.selected - done;
-    std::cout << "  suite:   " << done << " of " << plan_.selected << " run(s) done, about "
+    const int left = launches - done;
+    std::cout << "  suite:   " << done << " of " << launches << " run(s) done, about "
               << static_cast<int>(seconds_ / timed_ * left / 60 + 0.5) << " min left\n";
   }
   std::cout.flush();
@@ -182,8 +236,14 @@ bool SuiteRunner::SkipCompleted(const PlannedRun& p) {
     std::cout << "  rerun: the result at " << path << " is of another experiment (" << why << ")\n";
     return false;
   }
+  // A worker's own result, not yet joined to the repetitions before it, is one.
+  if (std::max(1, done->repetitions_size()) < Repetitions(p)) {
+    std::cout << "  rerun: the result at " << path << " has " << std::max(1, done->repetitions_size()) << " of "
+              << Repetitions(p) << " repetitions\n";
+    return false;
+  }
   std::cout << "  skipped: completed before (" << path << ")\n";
-  Keep(p, *done);
+  Keep(p, *done, /*fresh=*/false);
   ++ran_;
   return true;
 }
@@ -246,14 +306,8 @@ bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
     return true;
   }
   ++ran_;
-  if (std::string used = NcclTransport(p.run_dir, nccl_log_prefix); !used.empty()) {
-    r->set_nccl_transport(used);
-    if (absl::StatusOr<std::string> written = WriteRunResult(*r, e.output().directory()); !written.ok()) {
-      std::cerr << "vit_ddp: " << e.name() << ": result not updated: " << written.status().message() << "\n";
-      ++failed_;
-    }
-  }
-  Keep(p, *r);
+  if (std::string used = NcclTransport(p.run_dir, nccl_log_prefix); !used.empty()) r->set_nccl_transport(used);
+  Keep(p, *r, /*fresh=*/true);
   return true;
 }
 
@@ -274,22 +328,40 @@ bool SuiteRunner::TrainHere(const PlannedRun& p, const PluginSet& plugins, const
   ++ran_;
   if (!Speaks()) return true;
   if (!together) MergeRunTraces(p.run_dir, e.name(), 1);
-  Keep(p, *result);
+  Keep(p, *result, /*fresh=*/true);
   return true;
 }
 
-void SuiteRunner::Keep(const PlannedRun& p, const v1::RunResult& result) {
-  results_[p.index] = result;
-  if (!p.run.sweep.empty() && result.steps_per_s() > fastest_[p.run.sweep].second) {
-    fastest_[p.run.sweep] = {p.run.experiment.name(), result.steps_per_s()};
+// Keeps `result` for the report; a `fresh` one (just run) joins the repetitions before it
+// and is written again with them.
+void SuiteRunner::Keep(const PlannedRun& p, v1::RunResult result, bool fresh) {
+  const v1::Experiment& e = p.run.experiment;
+  if (fresh) {
+    result.clear_repetitions();
+    if (auto before = results_.find(p.index); before != results_.end()) {
+      *result.mutable_repetitions() = before->second.repetitions();
+    }
+    *result.add_repetitions() = RepetitionOf(result);
+    if (absl::StatusOr<std::string> written = WriteRunResult(result, e.output().directory()); !written.ok()) {
+      std::cerr << "vit_ddp: " << e.name() << ": result not updated: " << written.status().message() << "\n";
+      ++failed_;
+    }
   }
+  results_[p.index] = result;
 }
 
 // The sweeps' fastest, the report and the count of runs; the exit code so far.
 int SuiteRunner::Finish() {
   if (!Speaks()) return failed_ > 0 ? 1 : 0;
-  for (const auto& [sweep, best] : fastest_) {
-    std::cout << "\nsweep " << sweep << ": fastest " << best.first << " at " << best.second << " steps/s\n";
+  std::map<std::string, std::pair<std::string, double>> fastest;  // per sweep: name, median steps/s
+  for (const PlannedRun& p : plan_.runs) {
+    auto it = results_.find(p.index);
+    if (p.run.sweep.empty() || it == results_.end()) continue;
+    const double median = MedianStepsPerSecond(it->second);
+    if (median > fastest[p.run.sweep].second) fastest[p.run.sweep] = {p.run.experiment.name(), median};
+  }
+  for (const auto& [sweep, best] : fastest) {
+    std::cout << "\nsweep " << sweep << ": fastest " << best.first << " at " << best.second << " steps/s (median)\n";
   }
   // The report has every run of the suite that has a result: this invocation's, and the
   // earlier ones of runs --only left out (where they record the same experiment).
@@ -311,18 +383,20 @@ int SuiteRunner::Finish() {
     }
   }
   if (!results_.empty()) {
-    SuiteReport report = MakeReport(rows);
-    std::cout << "\n" << FormatMarkdown(report) << "\n" << Recommend(report);
+    const v1::SuiteReport report = MakeReport(rows, MachineOf(in_.device, plan_));
+    std::cout << "\n" << FormatMarkdown(report);
     if (absl::Status s = WriteReport(report, report_dir); !s.ok()) {
       std::cerr << "vit_ddp: report not written (the one before, if any, is as it was): " << s.message() << "\n";
       ++failed_;
     } else {
-      std::cout << "report: " << report_dir << "/report.{md,json,csv,png}";
+      std::cout << "report: " << report_dir << "/report.{md,json,csv,html}";
       if (earlier > 0) std::cout << " (with " << earlier << " earlier result(s) of runs --only left out)";
       std::cout << "\n";
     }
   }
-  std::cout << "\n" << ran_ << " of " << plan_.selected << " run(s) completed";
+  int completed = 0;
+  for (const PlannedRun& p : plan_.runs) completed += p.selected && results_.count(p.index) > 0;
+  std::cout << "\n" << completed << " of " << plan_.selected << " run(s) completed";
   if (failed_ > 0) std::cout << ", " << failed_ << " failed";
   if (stopped_by_ != 0) std::cout << "; stopped by signal " << stopped_by_;
   std::cout << "\n";

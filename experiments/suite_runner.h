@@ -14,6 +14,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,7 +58,7 @@ class SuiteRunner {
   bool SkipCompleted(const PlannedRun& p);
   bool Launch(const PlannedRun& p, const std::string& label);
   bool TrainHere(const PlannedRun& p, const PluginSet& plugins, const std::string& label, int& exit);
-  void Keep(const PlannedRun& p, const v1::RunResult& result);
+  void Keep(const PlannedRun& p, v1::RunResult result, bool fresh);
   void Announce(const PlannedRun& p, const PluginSet& plugins);
   bool InJob() const { return in_.worker.has_value(); }
   bool Speaks() const { return !in_.worker || in_.worker->rank == 0; }
@@ -70,8 +71,9 @@ class SuiteRunner {
   int ran_ = 0, failed_ = 0, stopped_by_ = 0;
   double seconds_ = 0;  // spent in the runs timed_ counts (not skipped), for the ETA
   int timed_ = 0;
-  std::map<std::string, std::pair<std::string, double>> fastest_;  // per sweep: name, steps/s
   std::map<int, v1::RunResult> results_;                          // by run index
+  std::set<int> skipped_;  // runs --skip_completed found done: no more repetitions
+  int repetition_ = 1;     // of the runs now running, from 1
 };
 
 // Trains the run handed over in `task` as one worker of ddplab's launcher (rank 0 writes

@@ -25,7 +25,7 @@ if grep -q "c10d          Gloo yes" "$out"; then
   # track per rank.
   grep -q "^| experiment | GPUs |" "$out" || fail "no results table"
   grep -q "^Recommendation: " "$out" || fail "no recommendation"
-  for f in report.md report.json report.csv report.png; do
+  for f in report.md report.json report.csv report.html; do
     [ -s "$results/cpu_smoke/$f" ] || fail "no $f"
   done
   python3 - "$results/cpu_smoke/naive_ddp.trace.json" <<'PY' || fail "trace"

@@ -34,6 +34,10 @@ void Register(ddplab::PluginRegistrar& registrar) {
     return std::make_unique<Bf16Collectives>(std::move(inner));
   });
   registrar.SampleGradientError(static_cast<int>(config.sample_error_every()));
+  ddplab::PyTorchForm form;
+  form.hook = "default_hooks.bf16_compress_hook";
+  form.hook_wrapper = "default_hooks.bf16_compress_wrapper";
+  registrar.DescribeInPyTorch(form);
 }
 
 }  // namespace

@@ -31,6 +31,11 @@ void Register(ddplab::PluginRegistrar& registrar) {
   // The first bucket: as asked, else PyTorch's 1 MiB, or the cap when that is smaller.
   const double first_mb = config.first_bucket_cap_mb() > 0 ? config.first_bucket_cap_mb() : std::min(1.0, cap_mb);
   registrar.SetBucketPlanner(std::make_shared<ddplab::CapPlanner>(ToBytes(cap_mb), ToBytes(first_mb)));
+  ddplab::PyTorchForm form;
+  form.ddp_arguments = {"bucket_cap_mb=" + Format(cap_mb)};
+  // PyTorch's first bucket is always 1 MiB (or the cap when smaller).
+  if (first_mb != std::min(1.0, cap_mb)) form.not_in_pytorch.push_back("bucket_sizing.first_bucket_cap_mb");
+  registrar.DescribeInPyTorch(form);
 }
 
 }  // namespace

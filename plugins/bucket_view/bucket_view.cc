@@ -99,6 +99,9 @@ void Register(ddplab::PluginRegistrar& registrar) {
   registrar.SetGradientLayout([](std::vector<at::Tensor>& params) -> std::unique_ptr<ddplab::GradientLayout> {
     return std::make_unique<ViewLayout>(params);
   });
+  ddplab::PyTorchForm form;
+  form.ddp_arguments = {"gradient_as_bucket_view=True"};
+  registrar.DescribeInPyTorch(form);
 }
 
 }  // namespace

@@ -54,6 +54,7 @@
 #include "core/plugin_api.h"
 #include "plugins/powersgd/groups.h"
 #include "plugins/powersgd/powersgd.pb.h"
+#include "plugins/powersgd/settings.h"
 #include "plugins/powersgd/thin_products.h"
 
 #if defined(DDPLAB_CUDA)
@@ -68,18 +69,9 @@ using ddplab::CommContext;
 using ddplab::GradBucket;
 using ddplab::powersgd::Group;
 using ddplab::powersgd::Matrix;
-
-// The configuration, read once from the Config message.
-struct Settings {
-  int64_t rank;
-  int64_t start_step;
-  bool error_feedback;
-  bool warm_start;
-  double min_compression_rate;
-  uint64_t seed;
-  bool bf16_state;  // M and the error in bfloat16 (Config.bf16_state)
-  bool fused_kernels;  // !Config.disable_fused_kernels
-};
+using ddplab::powersgd::PyTorchFormOf;
+using ddplab::powersgd::Settings;
+using ddplab::powersgd::SettingsOf;
 
 class PowerSgdHook : public ddplab::CommHook {
  public:
@@ -478,16 +470,9 @@ class PowerSgdHook : public ddplab::CommHook {
 
 void Register(ddplab::PluginRegistrar& registrar) {
   const auto& config = static_cast<const ddplab::plugins::powersgd::v1::Config&>(registrar.config());
-  // 0 is "left out": the documented defaults.
-  Settings settings{config.matrix_approximation_rank() > 0 ? static_cast<int64_t>(config.matrix_approximation_rank()) : 1,
-                    static_cast<int64_t>(config.start_powersgd_iter()),
-                    !config.has_use_error_feedback() || config.use_error_feedback(),
-                    !config.has_warm_start() || config.warm_start(),
-                    config.min_compression_rate() > 0 ? config.min_compression_rate() : 2.0,
-                    config.random_seed(),
-                    config.bf16_state(),
-                    !config.disable_fused_kernels()};
+  const Settings settings = SettingsOf(config);
   registrar.SampleGradientError(static_cast<int>(config.sample_error_every()));
+  registrar.DescribeInPyTorch(PyTorchFormOf(settings));
   registrar.SetCommHook([settings](const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
     return std::make_unique<PowerSgdHook>(settings, context);
   });

@@ -33,6 +33,31 @@ TEST(PowerSgdPluginTest, BadValuesAreReportedWhereTheyAre) {
             "test.textproto:4:3: plugin[0].powersgd.min_compression_rate: must be > 0, got -2");
 }
 
+// The report's PyTorch form: PowerSGDState with the same fields, under bf16's wrapper when
+// bf16 is listed, and what PyTorch has no form of.
+TEST(PowerSgdPluginTest, SaysItselfInPyTorch) {
+  const std::string head =
+      "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+      "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook as powerSGD\n";
+  EXPECT_EQ(testing::PyTorchCodeFor("plugin { bucket_sizing { bucket_cap_mb: 25 } } plugin { static_graph {} } "
+                                    "plugin { bf16 {} } plugin { powersgd { matrix_approximation_rank: 4 bf16_state: true } }"),
+            head +
+                "model = DDP(model, device_ids=[local_rank], bucket_cap_mb=25, static_graph=True)\n"
+                "state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=4, start_powerSGD_iter=2, "
+                "min_compression_rate=2, use_error_feedback=True, warm_start=True, random_seed=0)\n"
+                "model.register_comm_hook(state, default_hooks.bf16_compress_wrapper(powerSGD.powerSGD_hook))\n"
+                "ddplab only: powersgd.start_powerSGD_iter below 2, powersgd.bf16_state");
+  EXPECT_EQ(testing::PyTorchCodeFor("plugin { bf16 {} } plugin { bucket_view {} }"),
+            head +
+                "model = DDP(model, device_ids=[local_rank], gradient_as_bucket_view=True)\n"
+                "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n"
+                "ddplab only: ");
+  EXPECT_EQ(testing::PyTorchCodeFor("plugin { static_graph {} } plugin { zero_copy {} } plugin { optimizer_overlap {} }"),
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "model = DDP(model, device_ids=[local_rank], static_graph=True)\n"
+            "ddplab only: zero_copy, optimizer_overlap");
+}
+
 // The fields carry PyTorch's names; the old ones are refused, naming the new.
 TEST(PowerSgdPluginTest, OldFieldNamesAreRefusedNamingPyTorchs) {
   const std::string head =

@@ -21,6 +21,9 @@ class UnusedFromTheFirstStep : public ddplab::MissingGradients {
 
 void Register(ddplab::PluginRegistrar& registrar) {
   registrar.SetMissingGradients(std::make_shared<UnusedFromTheFirstStep>());
+  ddplab::PyTorchForm form;
+  form.ddp_arguments = {"static_graph=True"};
+  registrar.DescribeInPyTorch(form);
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "plugins/testing/plugin_testutil.h"
 
+#include "absl/strings/str_join.h"
+#include "core/pytorch_form.h"
+
 #include <memory>
 
 #include <torch/cuda.h>
@@ -56,6 +59,21 @@ absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text, 
                                                         "plugin_test");
   if (!suite.ok()) return suite.status();
   return Host().Configure(suite->experiment(0));
+}
+
+std::string PyTorchCodeFor(const std::string& plugins_text) {
+  const std::string two_gpus = "device: CUDA gpus_per_node: 2";
+  absl::StatusOr<PluginSet> set = ConfigureWithPlugins(plugins_text, two_gpus);
+  if (!set.ok()) return std::string(set.status().message());
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(
+      absl::StrCat("name: \"x\" model { preset: VIT_TINY_TEST } data { batch_size: 2 } steps { measured: 1 } "
+                   "optimizer { sgd { learning_rate: 0.1 } } distributed { ", two_gpus, " } ", plugins_text),
+      "x");
+  if (!suite.ok()) return std::string(suite.status().message());
+  std::vector<std::string> names, ddplab_only;
+  for (const LoadedPlugin* p : set->plugins()) names.push_back(p->name);
+  const std::string code = PyTorchCode(suite->experiment(0), names, set->pytorch_forms(), &ddplab_only);
+  return absl::StrCat(code, "ddplab only: ", absl::StrJoin(ddplab_only, ", "));
 }
 
 absl::Status LoadWithPlugins(const std::string& text) {

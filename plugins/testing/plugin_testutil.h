@@ -26,6 +26,10 @@ inline constexpr char kCpuProcesses[] = "device: CPU gpus_per_node: 2";
 absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text,
                                                const std::string& distributed = kCpuProcesses);
 
+// The PyTorch code the report gives for `plugins_text` on two GPUs (core/pytorch_form.h),
+// then "ddplab only: " and the levers PyTorch has no form of; or the configuration's error.
+std::string PyTorchCodeFor(const std::string& plugins_text);
+
 // Loads `text` (an experiment file's text, named "test.textproto") as vit_ddp does, with
 // the plugins configured from the runfiles: the loader's error, e.g.
 // "test.textproto:7:35: plugin[0].bucket_sizing.first_bucket_cap_mb: must be ...".
