@@ -1,0 +1,23 @@
+// The suite report as one self-contained HTML page (report.html): the machine, a chart
+// of what each lever buys per transport with its spread over repetitions, where each
+// step's time goes, how throughput scales with GPUs (when several counts ran), the
+// table of every row and the recommendations with their PyTorch code. CSS and SVG are
+// inline; the page loads nothing and runs no script, so it opens from disk or a CI
+// artifact as it is. All text from the report is HTML-escaped.
+//
+//   ddplab::v1::SuiteReport report = ...;  // as report.json holds it
+//   std::ofstream("report.html") << ddplab::FormatHtml(report);
+#ifndef DDPLAB_CORE_REPORT_HTML_H_
+#define DDPLAB_CORE_REPORT_HTML_H_
+
+#include <string>
+
+#include "ddplab/v1/report.pb.h"
+
+namespace ddplab {
+
+std::string FormatHtml(const v1::SuiteReport& report);
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_CORE_REPORT_HTML_H_
