@@ -15,6 +15,7 @@ PACKAGES=(
   python3
   clang                  # the fuzz config (libFuzzer)
   libclang-rt-dev        # libFuzzer and the sanitizer runtimes for clang
+  chromium               # headless, to open report.html in a browser (//core:report_html_browser_test)
 )
 
 missing=()
