@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "core/report_html.h"
 #include "core/run_files.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -307,6 +308,7 @@ absl::Status WriteReport(const v1::SuiteReport& report, const std::string& direc
       {"report.md", absl::StrCat("# ", report.suite(), "\n\n", FormatMarkdown(report))},
       {"report.json", FormatJson(report)},
       {"report.csv", FormatCsv(report)},
+      {"report.html", FormatHtml(report)},
   };
   // Every file whole, or none replaced: a report is never half old, half new.
   for (const auto& [name, content] : files) {

@@ -28,6 +28,20 @@ if grep -q "c10d          Gloo yes" "$out"; then
   for f in report.md report.json report.csv report.html; do
     [ -s "$results/cpu_smoke/$f" ] || fail "no $f"
   done
+  # report.json is JSON; report.csv's numeric columns load as numbers (empty: missing).
+  python3 - "$results/cpu_smoke" <<'PY' || fail "report.json or report.csv"
+import csv, json, sys
+report = json.load(open(sys.argv[1] + "/report.json"))
+assert len(report["rows"]) == 5 and report["repetitions"] == 2, report.get("repetitions")
+rows = list(csv.DictReader(open(sys.argv[1] + "/report.csv")))
+assert len(rows) == 5
+for row in rows:
+    for column in ("steps_per_s", "steps_per_s_min", "steps_per_s_max", "exposed_comm_ms", "peak_memory_gib",
+                   "tflops_per_gpu", "vs_single_gpu", "vs_naive", "busbw_gbps", "gradient_error"):
+        if row[column] != "":
+            float(row[column])
+    assert int(row["repetitions"]) == 2
+PY
   python3 - "$results/cpu_smoke/naive_ddp.trace.json" <<'PY' || fail "trace"
 import json, sys
 trace = json.load(open(sys.argv[1]))
