@@ -95,7 +95,8 @@ TEST(ReportTest, SplitsTheStepAgainstOneGpus) {
   };
   phases(runs[0], 28, 50, 1, 80);
   phases(runs[1], 28.5, 63, 1, 93);  // exposed 7.0: backward's compute 56, 6 over one GPU's
-  const v1::StepParts& p = MakeReport(runs).rows(1).parts();
+  const v1::SuiteReport report = MakeReport(runs);
+  const v1::StepParts& p = report.rows(1).parts();
   EXPECT_DOUBLE_EQ(p.forward_ms(), 28);
   EXPECT_DOUBLE_EQ(p.backward_single_ms(), 50);
   EXPECT_DOUBLE_EQ(p.compute_slowdown_ms(), 0.5 + 6);
