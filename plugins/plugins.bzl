@@ -8,6 +8,7 @@ README and its tests. Adding a plugin adds one line here.
 
 PLUGINS = [
     "bf16",
+    "bf16_fp32_sum",
     "bucket_sizing",
     "bucket_view",
     "no_communication",

@@ -1,0 +1,224 @@
+// bf16_fp32_sum: gradients travel in bfloat16 but are summed in float32, rounded to
+// bfloat16 once whatever the number of ranks (Megatron-core's
+// reduce_scatter_with_fp32_accumulation), as a communication hook. PyTorch's
+// bf16_compress_hook (plugins/bf16) all-reduces in bfloat16: on NCCL every hop of the
+// ring rounds the partial sum, so its error grows with the ranks. Here, per bucket:
+//   1. the gradients are cast to bfloat16, padded to a multiple of the ranks and split in
+//      one chunk per rank;
+//   2. an all-to-all (c10d's alltoall_base) gives rank r every rank's chunk r: a
+//      reduce-scatter's bytes, with nothing reduced on the wire;
+//   3. rank r sums its chunks in float32, in rank order, divides by the ranks and rounds
+//      the mean once to bfloat16;
+//   4. an all-gather gives every rank every rounded chunk;
+//   5. the bucket gets the mean in its own dtype (float32).
+// The bytes of an all-reduce in bfloat16 (a reduce-scatter and an all-gather). bfloat16
+// travels as its bytes: Gloo in LibTorch 1.x has no bfloat16, and nothing is reduced on
+// the wire. One process rounds its gradients once, as plugins/bf16 does, and issues no
+// collective.
+//
+// Gradients are read where autograd left them (GradBucket::gradients) and cast straight
+// into the bfloat16 chunks: the float32 bucket is only written, with the mean.
+//
+// On GPUs (NCCL) Run queues everything on the current stream and NCCL's, and returns:
+// c10d's wait() on an NCCL collective only orders the current stream after it. On CPUs
+// (Gloo) wait() blocks the host, so the buckets are reduced on a thread of the hook's
+// own, one after another in the order the engine hands them over (the same on every
+// rank, so the collectives match), while backward goes on.
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/plugin_api.h"
+#include "plugins/bf16_fp32_sum/bf16_fp32_sum.pb.h"
+
+namespace {
+
+using ddplab::CommContext;
+using ddplab::GradBucket;
+
+// The bucket's gradients cast to bfloat16 into the first elements of `wire`, zeros after
+// them (the padding). Gradients handed over where they lie are read from there and let
+// go: autograd's memory is free once the reads are queued.
+void CastInto(GradBucket& bucket, at::Tensor& wire) {
+  const int64_t numel = bucket.buffer.numel();
+  if (bucket.gradients.empty()) {
+    wire.narrow(0, 0, numel).copy_(bucket.buffer);
+  } else {
+    std::vector<at::Tensor> parts;
+    for (size_t k = 0; k < bucket.gradients.size(); ++k) {
+      const at::Tensor& gradient = bucket.gradients[k];
+      parts.push_back(wire.narrow(0, bucket.offsets[k], gradient.numel()).view(gradient.sizes()));
+    }
+    ddplab::compat::CopyEach(parts, bucket.gradients);
+    bucket.gradients.clear();
+  }
+  if (wire.numel() > numel) wire.narrow(0, numel, wire.numel() - numel).zero_();
+}
+
+// Every rank's `mine` (one chunk, bfloat16) into `gathered`, in rank order.
+void AllGather(const CommContext& context, at::Tensor& gathered, const at::Tensor& mine) {
+  at::Tensor out = gathered.view(at::kByte), in = mine.view(at::kByte);
+  if (context.nccl) {
+    context.process_group->_allgather_base(out, in)->wait();
+    return;
+  }
+  // Gloo in LibTorch 1.x has no _allgather_base: the list form, into views of `out`.
+  const int64_t bytes = in.numel();
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int r = 0; r < context.world_size; ++r) outs[0].push_back(out.narrow(0, r * bytes, bytes));
+  std::vector<at::Tensor> ins{in};
+  context.process_group->allgather(outs, ins)->wait();
+}
+
+// The bucket's mean over the ranks, rounded once to bfloat16, into bucket.buffer (steps
+// 1 to 5 above). On NCCL the waits order the current stream after each collective.
+void Reduce(const CommContext& context, GradBucket& bucket) {
+  const int world = context.world_size;
+  const int64_t numel = bucket.buffer.numel();
+  const int64_t chunk = (numel + world - 1) / world;
+  at::Tensor wire = at::empty({chunk * world}, bucket.buffer.options().dtype(at::kBFloat16));
+  CastInto(bucket, wire);
+  if (world == 1) {
+    bucket.buffer.copy_(wire);
+    return;
+  }
+  at::Tensor received = at::empty_like(wire);
+  at::Tensor out = received.view(at::kByte), in = wire.view(at::kByte);
+  std::vector<int64_t> out_splits, in_splits;  // empty: equal chunks
+  context.process_group->alltoall_base(out, in, out_splits, in_splits)->wait();
+  // Chunk `rank` of every rank, summed in float32 in rank order; the mean, rounded once.
+  const at::Tensor from = received.view({world, chunk});
+  at::Tensor sum = from[0].to(at::kFloat);
+  for (int r = 1; r < world; ++r) sum.add_(from[r]);
+  const at::Tensor mine = sum.div_(world).to(at::kBFloat16);
+  at::Tensor gathered = at::empty_like(wire);
+  AllGather(context, gathered, mine);
+  bucket.buffer.copy_(gathered.narrow(0, 0, numel));
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> MakeFuture(const at::Tensor& buffer) {
+  if (buffer.device().is_cpu()) return c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+  // Completing it records an event on the current stream, which the engine's wait blocks.
+  return c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get(), std::vector<c10::Device>{buffer.device()});
+}
+
+class Bf16Fp32SumHook : public ddplab::CommHook {
+ public:
+  explicit Bf16Fp32SumHook(const CommContext& context) : context_(context) {
+    if (Threaded()) worker_ = std::thread([this] { Work(); });
+  }
+
+  ~Bf16Fp32SumHook() override {
+    if (!worker_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    worker_.join();  // finishes what was handed over: the engine waits for it anyway
+  }
+
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
+    Count(bucket);
+    Task task{bucket, MakeFuture(bucket.buffer)};  // the engine's bucket is gone when Run returns
+    c10::intrusive_ptr<c10::ivalue::Future> future = task.future;
+    if (!Threaded()) {
+      Finish(task);
+      return future;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    wake_.notify_one();
+    return future;
+  }
+
+  bool ReadsGradientsWhereTheyLie() const override { return true; }
+
+  // compression_ratio: the bytes of the gradients over the bytes sent in bfloat16
+  // (padding included), as an all-reduce of the float32 buckets would send them.
+  std::map<std::string, double> Stats() const override {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    std::map<std::string, double> stats;
+    if (wire_bytes_ > 0) stats["compression_ratio"] = static_cast<double>(gradient_bytes_) / wire_bytes_;
+    return stats;
+  }
+
+ private:
+  struct Task {
+    GradBucket bucket;
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+  };
+
+  // Gloo's waits block the host: a thread of our own waits instead of autograd's.
+  bool Threaded() const { return !context_.nccl && context_.world_size > 1; }
+
+  void Count(const GradBucket& bucket) {
+    const int64_t numel = bucket.buffer.numel();
+    const int64_t padded = (numel + context_.world_size - 1) / context_.world_size * context_.world_size;
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    gradient_bytes_ += numel * static_cast<int64_t>(bucket.buffer.element_size());
+    wire_bytes_ += padded * 2;
+  }
+
+  // Reduces the task's bucket and completes its future with it (or with the error).
+  void Finish(Task& task) {
+    c10::intrusive_ptr<c10::ivalue::Future> future = std::move(task.future);
+    try {
+      Reduce(context_, task.bucket);
+      const at::Tensor result = task.bucket.buffer;
+      task.bucket = GradBucket();  // nothing of the step held once the engine goes on
+      future->markCompleted(c10::IValue(result));
+    } catch (...) {
+      task.bucket = GradBucket();
+      future->setError(std::current_exception());
+    }
+  }
+
+  void Work() {
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;  // stopping, nothing left
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      Finish(task);
+    }
+  }
+
+  const CommContext context_;
+  mutable std::mutex stats_mu_;  // the counters below: Run writes, Stats reads
+  int64_t gradient_bytes_ = 0, wire_bytes_ = 0;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Task> tasks_;
+  bool stopping_ = false;
+  std::thread worker_;  // last: started once everything it uses exists
+};
+
+void Register(ddplab::PluginRegistrar& registrar) {
+  const auto& config = static_cast<const ddplab::plugins::bf16_fp32_sum::v1::Config&>(registrar.config());
+  registrar.SetCommHook([](const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
+    return std::make_unique<Bf16Fp32SumHook>(context);
+  });
+  // A codec would cast what this hook already sends in bfloat16 (and this hook does not
+  // send through the experiment's collectives).
+  registrar.Refuse(ddplab::ExtensionPoint::kCollectives,
+                   "it sends bfloat16 itself, summed in float32; a codec would change what travels");
+  registrar.SampleGradientError(static_cast<int>(config.sample_error_every()));
+}
+
+}  // namespace
+
+DDPLAB_PLUGIN("bf16_fp32_sum", "1.0.0", "ddplab.plugins.bf16_fp32_sum.v1.Config",
+              ddplab::PluginStatus::kExperimental, Register)
