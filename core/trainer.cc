@@ -1,7 +1,5 @@
 #include "core/trainer.h"
 
-#include "core/pytorch_form.h"
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -22,6 +20,7 @@
 #include "core/device_report.h"
 #include "core/engine/engine.h"
 #include "core/nvtx.h"
+#include "core/pytorch_form.h"
 #include "core/sgd.h"
 #include "core/step_timer.h"
 #include "core/synthetic_data.h"
