@@ -190,7 +190,7 @@ bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
     go_on = TrainHere(p, *plugins, label, exit);
   }
   if (InJob() && go_on) {
-    absl::Status all = StoreBarrier(*job_store_, absl::StrCat("ddplab_run_", p.index, "/done"),
+    absl::Status all = StoreBarrier(*job_store_, absl::StrCat("ddplab_run_", p.index, "_", repetition_, "/done"),
                                     in_.worker->world_size, std::chrono::hours(24));
     if (!all.ok()) {
       std::cerr << "vit_ddp: rank " << in_.worker->rank << ": " << all.message() << "\n";
@@ -316,7 +316,7 @@ bool SuiteRunner::TrainHere(const PlannedRun& p, const PluginSet& plugins, const
   const v1::Experiment& e = p.run.experiment;
   const bool together = InJob() && p.processes > 1;
   c10::intrusive_ptr<c10d::Store> store;
-  if (together) store = PrefixedStore(absl::StrCat("ddplab_run_", p.index, "/"), job_store_);
+  if (together) store = PrefixedStore(absl::StrCat("ddplab_run_", p.index, "_", repetition_, "/"), job_store_);
   absl::StatusOr<v1::RunResult> result =
       TrainAndWrite(in_, plugins, e, plan_.suite, label, together ? in_.worker : std::nullopt, store);
   if (!result.ok()) {
