@@ -7,6 +7,10 @@ experiment.
   python3 pytorch_vit.py --output r.json                        # one GPU, no DDP
   torchrun --nproc_per_node=4 pytorch_vit.py --ddp --bucket_cap_mb 25 --output r.json
   python3 pytorch_vit.py --ddp --output r.json                  # DDP on one GPU
+  torchrun --nproc_per_node=2 pytorch_vit.py --ddp --ddp_code code.py --output r.json
+
+--ddp_code takes the PyTorch code of a ddplab report (a run's "pytorch" field, the
+recommendation's code) as it is, in place of --bucket_cap_mb and the flags after it.
 
 Rank 0 writes one JSON record: steps/s over the measured steps (device synchronized
 around them) and the peak memory allocated for tensors during them.
@@ -56,6 +60,8 @@ def main():
                         "(torch.distributed.optim._apply_optimizer_in_backward, which DDP picks up)")
     p.add_argument("--high_priority_compute", action="store_true",
                    help="run the steps on a high-priority CUDA stream (as ddplab's option)")
+    p.add_argument("--ddp_code", help="a file with a ddplab report's PyTorch code, which wraps the model "
+                   "(bench/ddp_wrap.py) instead of the DDP flags above")
     p.add_argument("--output", required=True)
     a = p.parse_args()
 
@@ -80,7 +86,11 @@ def main():
         _apply_optimizer_in_backward(torch.optim.SGD, model.parameters(), {"lr": a.lr})
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=a.lr)
-    if a.ddp:
+    if a.ddp and a.ddp_code:
+        import ddp_wrap
+        with open(a.ddp_code) as f:
+            model = ddp_wrap.wrap(model, f.read(), local_rank)
+    elif a.ddp:
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[local_rank], bucket_cap_mb=a.bucket_cap_mb,
             static_graph=a.static_graph, gradient_as_bucket_view=a.gradient_as_bucket_view)
@@ -113,6 +123,7 @@ def main():
             "world_size": world,
             "ddp": a.ddp,
             "comm_hook": a.comm_hook,
+            "ddp_code": open(a.ddp_code).read() if a.ddp_code else None,
             "high_priority_compute": a.high_priority_compute,
             "optimizer_in_backward": a.optimizer_in_backward,
             "torch_version": torch.__version__,

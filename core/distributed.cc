@@ -49,10 +49,6 @@ absl::StatusOr<int> IntFromEnv(std::initializer_list<const char*> names, int fal
   return fallback;
 }
 
-// The ranks span several hosts (as far as the environment tells: Slurm without
-// LOCAL_WORLD_SIZE looks like one node).
-bool SeveralNodes(const WorkerEnv& env) { return env.world_size > env.local_world_size; }
-
 bool IsLoopback(const sockaddr* addr) {
   if (addr->sa_family == AF_INET) {
     return (ntohl(reinterpret_cast<const sockaddr_in*>(addr)->sin_addr.s_addr) >> 24) == 127;
@@ -73,6 +69,8 @@ std::string Numeric(const addrinfo& a) {
 }
 
 }  // namespace
+
+bool SeveralNodes(const WorkerEnv& env) { return env.world_size > env.local_world_size; }
 
 namespace {
 

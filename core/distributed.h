@@ -63,6 +63,10 @@ struct WorkerEnv {
 // inconsistent.
 absl::StatusOr<std::optional<WorkerEnv>> WorkerEnvFromEnvironment();
 
+// Whether the ranks span several hosts, as far as the environment tells (Slurm without
+// LOCAL_WORLD_SIZE looks like one node).
+bool SeveralNodes(const WorkerEnv& env);
+
 using ProcessGroupPtr = c10::intrusive_ptr<compat::CollectiveGroup>;
 
 // The rendezvous store of `env` (see the top of this file), connected; a rank that

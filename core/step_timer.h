@@ -1,6 +1,7 @@
 // Times the phases of a run's measured steps ("get batch", "forward", "backward",
 // "optimizer step"): CUDA events on the compute stream on a GPU, read only after the run
-// so that nothing waits; the host clock on a CPU. Also writes them as Chrome trace events.
+// so that nothing waits; the host clock on a CPU. Also places them on the host's clock,
+// for the trace (core/run_trace.h).
 //
 //   ddplab::StepTimer timer(/*cuda=*/true, /*steps=*/20);
 //   timer.Mark(m, ddplab::kStart);  ...  timer.Mark(m, ddplab::kOptimizer);
@@ -32,10 +33,10 @@ class StepTimer {
   double Ms(int step, Point from, Point to);
   // Milliseconds from the first measured step's start to `point` of `step`.
   double Since(int step, Point point);
-  // This rank's timeline of the measured steps as Chrome trace events (a JSON array's
-  // elements; microseconds from the first measured step), on the track of `rank`; the
-  // steps are named "Batch <first_step + m>".
-  std::string TraceEvents(int rank, int steps, int first_step);
+  // When `point` of `step` happened on the host's clock. On a GPU: the first measured
+  // step's start as the host marked it (the device idle then, so the event passed at
+  // once), plus the events' time since; valid once the device is synchronized.
+  std::chrono::steady_clock::time_point HostTime(int step, Point point);
 
  private:
   double Between(int a, int b);

@@ -6,7 +6,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <unistd.h>
 #include <vector>
 
 #include <torch/torch.h>
@@ -20,7 +19,9 @@
 #include "core/device_report.h"
 #include "core/engine/engine.h"
 #include "core/nvtx.h"
+#include "core/progress.h"
 #include "core/pytorch_form.h"
+#include "core/run_trace.h"
 #include "core/sgd.h"
 #include "core/step_timer.h"
 #include "core/synthetic_data.h"
@@ -66,38 +67,6 @@ absl::StatusOr<at::Device> ChooseDevice(const v1::Experiment& e, int local_rank)
   return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
 }
 
-// The progress line on standard error ("[2/9] naive_ddp: step 12/31, 10.52 steps/s"):
-// on a terminal redrawn in place at most every 2 s, otherwise a plain line at most every
-// 30 s; always at the last step. The rate is over the measured steps so far.
-class Progress {
- public:
-  Progress(std::string label, int warmup)
-      : label_(std::move(label)), warmup_(warmup), terminal_(isatty(STDERR_FILENO) == 1) {}
-  void Update(int step, int total) {
-    if (label_.empty()) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (step == warmup_) measured_start_ = now;
-    const bool last = step == total - 1;
-    if (now - last_ < std::chrono::seconds(terminal_ ? 2 : 30) && !last) return;
-    std::string rate = "warming up";
-    if (step > warmup_) {
-      const double elapsed = std::chrono::duration<double>(now - measured_start_).count();
-      rate = absl::StrFormat("%.2f steps/s", elapsed > 0 ? (step - warmup_) / elapsed : 0.0);
-    }
-    std::fprintf(stderr, "%s%s: step %d/%d, %s%s", terminal_ ? "\r" : "", label_.c_str(), step + 1, total,
-                 rate.c_str(), terminal_ && !last ? " " : "\n");
-    std::fflush(stderr);
-    last_ = now;
-  }
-
- private:
-  std::string label_;
-  int warmup_;
-  bool terminal_;
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now() - std::chrono::hours(1),
-                                        measured_start_ = last_;
-};
-
 // One process's run of an experiment: Setup, then every step, then the Result.
 class Training {
  public:
@@ -126,6 +95,7 @@ class Training {
   absl::Status Step(int step);
   void MicroBatch(int micro, bool timed, int m);
   absl::Status AfterStep(int step);
+  absl::Status Barrier(bool opening);
   absl::Status FillPhases(v1::RunResult& r);
   void FillEngine(v1::RunResult& r);
 
@@ -143,6 +113,7 @@ class Training {
   int64_t parameters_ = 0;
   std::unique_ptr<Sgd> optimizer_;
   std::unique_ptr<DataParallelEngine> engine_;
+  ProcessGroupPtr group_;  // the engine's
   std::unique_ptr<SyntheticData> data_;
   std::unique_ptr<TorchProfile> profile_;
   StepTimer timer_;
@@ -150,7 +121,9 @@ class Training {
   at::Tensor loss_;
   std::vector<at::Tensor> losses_;
   double host_wait_before_ = 0, host_wait_after_ = 0;  // around the measured steps
-  std::chrono::steady_clock::time_point window_start_, window_end_;
+  std::chrono::steady_clock::time_point window_start_, window_end_, trace_origin_;
+  // The barrier after the measured window, as this rank entered and left it.
+  std::chrono::steady_clock::time_point closing_enter_, closing_exit_;
 };
 
 absl::Status Training::Setup() {
@@ -205,11 +178,27 @@ absl::Status Training::StartEngine() {
   absl::StatusOr<std::vector<ProcessGroupPtr>> group = CreateProcessGroups(
       env, cuda_, std::chrono::seconds(e_.distributed().timeout_seconds()), {group_options}, options_.store);
   if (!group.ok()) return group.status();
-  engine_ = std::make_unique<DataParallelEngine>(model_->parameters(), group->front(),
+  group_ = group->front();
+  engine_ = std::make_unique<DataParallelEngine>(model_->parameters(), group_,
                                                  options_.plugins ? options_.plugins->engine_parts() : EngineParts());
   engine_->BroadcastParameters();
   Sgd* optimizer = optimizer_.get();
   engine_->SetParameterStep([optimizer](const std::vector<size_t>& indices) { optimizer->StepParameters(indices); });
+  return absl::OkStatus();
+}
+
+// Waits for every rank (nothing without an engine). `opening` the measured window: its
+// end is the trace's time 0 (Note [One clock for all ranks], run_trace.h).
+absl::Status Training::Barrier(bool opening) {
+  if (!group_) return absl::OkStatus();
+  try {
+    group_->barrier()->wait();
+    const bool one_host = !options_.worker || !SeveralNodes(*options_.worker);
+    if (opening) trace_origin_ = RunTrace::AgreeOnOrigin(*group_, device_, one_host, std::chrono::steady_clock::now());
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("rank ", rank_, ": the barrier around the measured steps failed: ",
+                                               compat::WhatWithoutBacktrace(e)));
+  }
   return absl::OkStatus();
 }
 
@@ -242,6 +231,8 @@ absl::Status Training::BeforeStep(int step) {
     }
 #endif
     host_wait_before_ = data_->host_wait_seconds();
+    trace_origin_ = std::chrono::steady_clock::now();
+    if (absl::Status s = Barrier(/*opening=*/true); !s.ok()) return s;
     if (engine_) engine_->StartTiming(/*bucket_times=*/e_.profiling().bucket_timing());
     window_start_ = std::chrono::steady_clock::now();
   }
@@ -323,7 +314,8 @@ absl::Status Training::AfterStep(int step) {
   if (profile_ && step == warmup_ + measured_ + profiled_ - 1) {
     if (engine_) engine_->PauseErrorSampling(false);
     Synchronize(device_);
-    absl::StatusOr<TorchProfile::Summary> written = profile_->StopAndWrite(options_.torch_profile_path, rank_);
+    absl::StatusOr<TorchProfile::Summary> written = profile_->StopAndWrite(
+        options_.torch_profile_path, TorchProfile::Job{rank_, world_, cuda_ ? "nccl" : "gloo"});
     profile_.reset();
     if (!written.ok()) return written.status();
     if (cuda_ && written->gpu_events == 0) {
@@ -339,6 +331,9 @@ absl::Status Training::AfterStep(int step) {
 #if defined(DDPLAB_CUDA)
     if (cuda_) cudaProfilerStop();
 #endif
+    closing_enter_ = std::chrono::steady_clock::now();
+    if (absl::Status s = Barrier(/*opening=*/false); !s.ok()) return s;
+    closing_exit_ = std::chrono::steady_clock::now();
   }
   return absl::OkStatus();
 }
@@ -399,9 +394,11 @@ absl::Status Training::FillPhases(v1::RunResult& r) {
     sums[kOptimizer] += timer_.Ms(m, kBackward, kOptimizer);
   }
   if (!options_.trace_path.empty()) {
-    absl::Status written = WriteFileAtomically(
-        options_.trace_path, absl::StrCat("[\n", timer_.TraceEvents(rank_, measured_, warmup_), "\n]\n"));
-    if (!written.ok()) return written;
+    RunTrace trace(rank_, trace_origin_);
+    trace.AddSteps(timer_, measured_, warmup_);
+    if (engine_) trace.AddBuckets(engine_->stats());
+    if (group_) trace.AddSpan("barrier", closing_enter_, closing_exit_);
+    if (absl::Status written = trace.Write(options_.trace_path); !written.ok()) return written;
   }
   v1::PhaseTimes* phases = r.mutable_phases();
   phases->set_get_batch_ms(sums[kBatch] / measured_);

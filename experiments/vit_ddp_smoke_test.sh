@@ -49,6 +49,23 @@ events = trace["traceEvents"]
 assert {e["pid"] for e in events} == {0, 1}, "one track per rank"
 assert all(e["ph"] in ("X", "M") for e in events)
 assert {"forward", "backward", "optimizer step", "get batch"} <= {e["name"] for e in events}
+# Both ranks on one clock: the barrier after the measured steps ends (every rank leaves
+# it at once) within 1 ms on both.
+spans = [e for e in events if e["ph"] == "X"]
+def first(name, rank):
+    return min((e for e in spans if e["name"] == name and e["pid"] == rank), key=lambda e: e["ts"])
+ends = [first("barrier", r)["ts"] + first("barrier", r)["dur"] for r in (0, 1)]
+assert abs(ends[0] - ends[1]) < 1000, f"the barrier ends {ends} us on the two ranks"
+print(f"the barrier ends {ends[1] - ends[0]:.0f} us later on rank 1 than on rank 0")
+# Each step's bucket all-reduce on the communication track (tid 1), within its step's
+# backward on that rank's clock: launched after backward began, over before it ended.
+for r in (0, 1):
+    steps = sorted((e for e in spans if e["pid"] == r and e["name"] == "backward"), key=lambda e: e["ts"])
+    buckets = sorted((e for e in spans if e["pid"] == r and e["tid"] == 1), key=lambda e: e["ts"])
+    assert len(steps) == 5 and len(buckets) == 5, (len(steps), len(buckets))
+    for b, s in zip(buckets, steps):
+        assert b["name"] == "bucket 0 all-reduce" and b["args"]["bytes"] > 0, b
+        assert s["ts"] <= b["ts"] and b["ts"] + b["dur"] <= s["ts"] + s["dur"] + 1, (b, s)
 PY
 else
   # A LibTorch without Gloo (a CUDA wheel) cannot run CPU processes together: it says so.

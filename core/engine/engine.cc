@@ -196,6 +196,7 @@ void DataParallelEngine::State::Launch(size_t index) {
   wire_dtype = sent[0].scalar_type();
   b.reduced = out.buffer;
   b.mean = collectives->StartMean(std::move(sent));
+  if (timer->timing() && b.mean->work) timer->Launched(static_cast<int>(index), b.mean->work);
 }
 
 // Parameters that received no gradient: unused for good if the policy accepts them.
@@ -438,11 +439,14 @@ void DataParallelEngine::StartTiming(bool bucket_times) {
   stats_.timed_steps = 0;
   stats_.bucket_allreduce_ms.clear();
   stats_.bucket_busbw_gbps.clear();
+  stats_.bucket_spans.clear();
 }
 
 void DataParallelEngine::FinishTiming() {
   CommTimer::Totals totals = state_->timer->Finish();
   stats_.exposed_comm_ms = totals.exposed_ms;
+  stats_.timing_start = totals.start;
+  stats_.bucket_spans = std::move(totals.spans);
   const int world = state_->world;
   for (size_t b = 0; b < totals.bucket_ms.size() && b < stats_.bucket_bytes.size(); ++b) {
     const double ms = totals.bucket_ms[b];

@@ -31,6 +31,7 @@
 #ifndef DDPLAB_CORE_ENGINE_ENGINE_H_
 #define DDPLAB_CORE_ENGINE_ENGINE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -41,6 +42,7 @@
 
 #include "absl/status/status.h"
 #include "core/distributed.h"
+#include "core/engine/comm_timer.h"
 #include "core/engine/extension_points.h"
 
 namespace ddplab {
@@ -78,6 +80,10 @@ struct EngineStats {
   // LibTorch before 2.1) or a communication hook replaces the all-reduce.
   std::vector<double> bucket_allreduce_ms;
   std::vector<double> bucket_busbw_gbps;
+  // Each collective of the engine's own in the timed steps (not a hook's), from its
+  // launch to its end: milliseconds from `timing_start`, the host's time at StartTiming.
+  std::vector<CommTimer::BucketSpan> bucket_spans;
+  std::chrono::steady_clock::time_point timing_start;
   // Sampled steps (EngineParts::sample_error_every): the sum of the relative errors
   // ||reduced - exact|| / ||exact|| over all buckets, and how many steps were sampled.
   double gradient_error_sum = 0;

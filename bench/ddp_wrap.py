@@ -1,0 +1,23 @@
+"""The DDP wrapper of bench/pytorch_vit.py: wraps a model as the PyTorch code of a ddplab
+report says (a run's "pytorch" field, the recommendation's code), pasted as it is.
+
+  model = ddp_wrap.wrap(model, open("code.py").read(), local_rank=0)
+
+The code names `model` and `local_rank`, as the report's does:
+  from torch.nn.parallel import DistributedDataParallel as DDP
+  model = DDP(model, device_ids=[local_rank], bucket_cap_mb=25, static_graph=True)
+  model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+A line "ddplab only: ..." (the levers PyTorch has no form of) is not code and is left out.
+"""
+
+
+def code_lines(text):
+    """The Python lines of a report's PyTorch code, without its "ddplab only:" line."""
+    return "\n".join(line for line in text.splitlines() if not line.startswith("ddplab only:"))
+
+
+def wrap(model, text, local_rank=None):
+    """`model` wrapped as `text` says; the process group must be initialized."""
+    namespace = {"model": model, "local_rank": local_rank}
+    exec(compile(code_lines(text), "<ddplab's PyTorch code>", "exec"), namespace)
+    return namespace["model"]
