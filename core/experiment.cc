@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/convergence.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -427,7 +428,7 @@ absl::Status ResolveSuite(v1::Suite& suite, const TextFormat::ParseInfoTree& tre
     }
     *suite.mutable_experiment(i) = std::move(resolved);
   }
-  return absl::OkStatus();
+  return ValidateConvergence(suite, suite_at);
 }
 
 }  // namespace

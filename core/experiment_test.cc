@@ -123,7 +123,11 @@ INSTANTIATE_TEST_SUITE_P(
                 ":12:1: experiment \"no_batch\": data.batch_size: is required: samples per GPU "
                 "per step, > 0"},
         BadCase{"suite_error_in_defaults",
-                ":7:21: optimizer.sgd.learning_rate: must be > 0, got -0.5"}),
+                ":7:21: optimizer.sgd.learning_rate: must be > 0, got -0.5"},
+        BadCase{"convergence_unknown_exact",
+                ":10:15: convergence.exact: \"naive\" is no experiment of the suite"},
+        BadCase{"convergence_one_seed",
+                ":12:3: convergence.seeds: must be from 2 to 20 (a spread needs two), got 1"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.file); });
 
 TEST(ExperimentFileTest, MissingFileNamesThePath) {

@@ -133,7 +133,8 @@ class PluginRegistrar {
 
   // Every this many synced steps (never measured ones), also reduce the buckets exactly
   // and report the relative error of the (lossy) result against it. The smallest asked
-  // for wins.
+  // for wins; 0: never. Calling it at all says the plugin's reduction is lossy (the
+  // suite's convergence check then trains with it).
   virtual void SampleGradientError(int every) = 0;
   virtual void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) = 0;
   // The plugin's lever as PyTorch has it (see PyTorchForm).

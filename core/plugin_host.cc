@@ -127,6 +127,7 @@ class Registrar : public PluginRegistrar {
     set_.refusals_.push_back({plugin_, point, why});
   }
   void SampleGradientError(int every) override {
+    set_.lossy_ = true;
     int& current = set_.parts_.sample_error_every;
     if (every > 0 && (current == 0 || every < current)) current = every;
   }

@@ -60,6 +60,9 @@ class PluginSet {
   const std::vector<const LoadedPlugin*>& plugins() const { return plugins_; }
   // A plugin of diagnostic status is listed: the run is not a way to train.
   bool diagnostic() const;
+  // A plugin samples the gradient error (PluginRegistrar::SampleGradientError): its
+  // reduction is lossy.
+  bool lossy() const { return lossy_; }
   // Each plugin's PyTorch form, by plugin name; a plugin that gave none is absent.
   const std::map<std::string, PyTorchForm>& pytorch_forms() const { return pytorch_; }
 
@@ -79,6 +82,7 @@ class PluginSet {
   std::vector<const LoadedPlugin*> plugins_;
   std::vector<std::unique_ptr<StepCallbacks>> step_callbacks_;
   std::map<std::string, PyTorchForm> pytorch_;
+  bool lossy_ = false;
 };
 
 class PluginHost {

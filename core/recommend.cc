@@ -76,11 +76,23 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
     absl::StrAppend(&out, ".");
   }
   SayCommunication(best, out);
-  const v1::ReportRow* exact = &best;
+  const v1::ReportRow* use = &best;
   if (best.has_gradient_error()) {
     absl::StrAppendFormat(&out, " It is lossy: gradients differ from exact all-reduce by %.1e (relative).",
                           best.gradient_error());
-    exact = nullptr;
+    // Note [The convergence check] (core/convergence.h): lossy only with a verdict.
+    const bool trusted = best.has_convergence() && best.convergence().within();
+    if (trusted) {
+      absl::StrAppend(&out, " In the convergence check it trains as the exact reference does: ",
+                      best.convergence().text(), ".");
+    } else if (best.has_convergence()) {
+      absl::StrAppend(&out, " In the convergence check it trains worse than the exact reference: ",
+                      best.convergence().text(), "; it is not the recommendation.");
+    } else {
+      absl::StrAppend(&out, " The suite did not check that it converges (its convergence field): it is not the "
+                      "recommendation.");
+    }
+    const v1::ReportRow* exact = nullptr;
     for (const v1::ReportRow* r : by_rate) {
       if (!r->has_gradient_error()) {
         exact = r;
@@ -93,8 +105,12 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
       if (exact->has_vs_single()) absl::StrAppendFormat(&out, " (%.3f of one GPU's)", exact->vs_single().median());
       absl::StrAppend(&out, ".");
     }
+    if (!trusted) use = exact;
   }
-  if (exact != nullptr) SayPyTorch(*exact, rec);
+  if (use != nullptr) {
+    rec.set_recommended(use->experiment());
+    SayPyTorch(*use, rec);
+  }
   return rec;
 }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/report_html.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/report_html.h"
@@ -98,6 +99,7 @@ v1::ReportRow RowOf(const v1::RunResult& r, const v1::RunResult* single, const v
   v1::ReportRow row;
   row.set_experiment(r.experiment());
   row.set_configuration(Configuration(r));
+  row.set_origin(r.origin());
   row.set_description(r.resolved().description());
   row.set_gpus(r.world_size());
   row.set_transport(r.world_size() > 1 ? r.transport() : "");
@@ -194,9 +196,19 @@ double MedianStepsPerSecond(const v1::RunResult& r) {
   return MedianOf(r, [](const v1::Repetition& rep) { return rep.steps_per_s(); });
 }
 
-v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& runs, const v1::Machine& machine) {
+v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Machine& machine) {
   v1::SuiteReport report;
   *report.mutable_machine() = machine;
+  // The convergence check's runs give verdicts, not rows.
+  std::vector<v1::RunResult> runs;
+  std::vector<const v1::RunResult*> checks;
+  for (const v1::RunResult& r : all) {
+    if (r.has_convergence()) {
+      checks.push_back(&r);
+    } else {
+      runs.push_back(r);
+    }
+  }
   const v1::RunResult* single = nullptr;
   for (const v1::RunResult& r : runs) {
     if (report.suite().empty()) report.set_suite(r.suite());
@@ -205,6 +217,7 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& runs, const v1::Mac
     report.set_repetitions(std::max<uint32_t>(report.repetitions(), std::max(1, r.repetitions_size())));
   }
   for (const v1::RunResult& r : runs) *report.add_rows() = RowOf(r, single, NaiveFor(r, runs));
+  internal_report::AddConvergenceVerdicts(checks, report);
   // Runs of several processes by transport, in the order they ran; not the diagnostic
   // runs that exchange nothing.
   std::vector<std::pair<std::string, std::vector<const v1::ReportRow*>>> groups;
@@ -251,6 +264,10 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
     std::vector<std::string> cells;
     for (int c = 0; c < kColumns; ++c) cells.push_back(MarkdownCell(r, c));
     absl::StrAppend(&out, "| ", absl::StrJoin(cells, " | "), " |\n");
+  }
+  if (const std::string heading = internal_report::ConvergenceHeading(report); !heading.empty()) {
+    absl::StrAppend(&out, "\n", heading, ":\n");
+    for (const std::string& line : internal_report::ConvergenceLines(report)) absl::StrAppend(&out, "- ", line, "\n");
   }
   return absl::StrCat(out, "\n", FormatRecommendations(report));
 }

@@ -30,7 +30,8 @@ double MedianStepsPerSecond(const v1::RunResult& r);
 
 // Rows in the order given, and the recommendations. The single-process baseline is the
 // first run of one process without the engine; "naive" is the run named naive_ddp (or
-// naive_ddp_<transport>) on the same processes and transport.
+// naive_ddp_<transport>) on the same processes and transport. Runs of the convergence
+// check (RunResult.convergence) are not rows: they give the lossy rows their verdicts.
 v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& runs, const v1::Machine& machine = {});
 
 // The machine as one line: "2x NVIDIA H200 (NV18), driver 580.159.04, CUDA 13.0, ...".
@@ -58,6 +59,8 @@ std::string NcclTransportFromLog(absl::string_view log);
 namespace internal_report {
 // The recommendation over `rows` (runs of several processes on one transport).
 v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows, const std::string& transport);
+// Each lossy row's verdict from the convergence check's runs `checks` (report_convergence.cc).
+void AddConvergenceVerdicts(const std::vector<const v1::RunResult*>& checks, v1::SuiteReport& report);
 }  // namespace internal_report
 
 }  // namespace ddplab

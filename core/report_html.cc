@@ -187,6 +187,7 @@ std::string RecommendationHtml(const v1::Recommendation& r) {
   if (!r.fastest_exact().empty()) {
     facts.push_back(absl::StrCat("fastest exact: ", Escape(r.fastest_exact())));
   }
+  if (!r.recommended().empty()) facts.push_back(absl::StrCat("recommended: ", Escape(r.recommended())));
   if (!facts.empty()) {
     absl::StrAppend(&html, "<p class=\"facts\">", absl::StrJoin(facts, " · "), "</p>\n");
   }
@@ -201,6 +202,18 @@ std::string RecommendationHtml(const v1::Recommendation& r) {
                     "</p>\n");
   }
   return html + "</article>\n";
+}
+
+// Note [The convergence check] (core/convergence.h): each lossy row's verdict.
+std::string Convergence(const v1::SuiteReport& report) {
+  const std::string heading = internal_report::ConvergenceHeading(report);
+  if (heading.empty()) return "";
+  std::string html = absl::StrCat("<section class=\"convergence\">\n<h2>Convergence</h2>\n<p class=\"subtitle\">",
+                                  Escape(heading), ".</p>\n<ul>\n");
+  for (const std::string& line : internal_report::ConvergenceLines(report)) {
+    absl::StrAppend(&html, "<li>", Escape(line), "</li>\n");
+  }
+  return html + "</ul>\n</section>\n";
 }
 
 std::string Recommendations(const v1::SuiteReport& report) {
@@ -223,7 +236,7 @@ std::string FormatHtml(const v1::SuiteReport& report) {
       Escape(title), " · ddplab report</title>\n<style>", kStyle,
       "</style>\n</head>\n<body>\n<main>\n", Header(report), report_html::LeversChart(report),
       report_html::StepChart(report), report_html::ScalingChart(report), Table(report),
-      Recommendations(report),
+      Convergence(report), Recommendations(report),
       "<footer>Drawn by ddplab from the suite's "
       "report.json.</footer>\n</main>\n</body>\n</html>\n");
 }

@@ -11,12 +11,20 @@
 #define DDPLAB_CORE_REPORT_HTML_H_
 
 #include <string>
+#include <vector>
 
 #include "ddplab/v1/report.pb.h"
 
 namespace ddplab {
 
 std::string FormatHtml(const v1::SuiteReport& report);
+
+namespace internal_report {
+// The convergence check's verdicts as "<experiment>: <verdict>" lines, and the sentence
+// that heads them ("" if none), for report.md and report.html.
+std::vector<std::string> ConvergenceLines(const v1::SuiteReport& report);
+std::string ConvergenceHeading(const v1::SuiteReport& report);
+}  // namespace internal_report
 
 }  // namespace ddplab
 

@@ -17,10 +17,10 @@ std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite) {
   for (const v1::Experiment& e : suite.experiment()) {
     std::vector<v1::Experiment> swept = ExpandPluginSweeps(e);
     if (swept.empty()) {
-      runs.push_back({e, ""});
+      runs.push_back({e, "", e.name()});
       continue;
     }
-    for (v1::Experiment& one : swept) runs.push_back({std::move(one), e.name()});
+    for (v1::Experiment& one : swept) runs.push_back({std::move(one), e.name(), e.name()});
   }
   std::vector<v1::Distributed::Transport> order;
   for (const SuiteRun& run : runs) {

@@ -16,6 +16,7 @@ namespace ddplab {
 struct SuiteRun {
   v1::Experiment experiment;
   std::string sweep;  // the plugin sweep it belongs to (for "the fastest"), or ""
+  std::string origin;  // the suite's experiment it comes from (its name there)
 };
 
 // The suite's runs in order. A plugin's sweep field becomes one run per value, named

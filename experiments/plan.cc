@@ -104,6 +104,7 @@ absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, co
                               const PlanOptions& options) {
   Plan plan;
   plan.suite = suite.name();
+  if (suite.has_convergence()) plan.convergence = suite.convergence();
   int index = 0;
   for (SuiteRun& run : ExpandSweeps(suite)) {
     PlannedRun p;

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "core/sweeps.h"
 #include "ddplab/v1/experiment.pb.h"
+#include "ddplab/v1/result.pb.h"
 
 namespace ddplab {
 
@@ -64,12 +65,15 @@ struct PlannedRun {
   bool here = true;        // this process takes part (false: another node's or rank's)
   bool launch = false;     // this process starts workers for it
   std::string run_dir;     // <output.directory>/<suite>
+  // A run of the convergence check (core/convergence.h), added after the plan's own.
+  std::optional<v1::ConvergenceRun> convergence;
 };
 
 struct Plan {
   std::string suite;
   std::vector<PlannedRun> runs;  // every run of the suite, in order
   int selected = 0;              // runs that --only leaves in
+  std::optional<v1::Convergence> convergence;  // the suite's, if it asks for the check
 };
 
 // Plans `suite` on `machine`; `worker` is this process's place in a job that another

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/convergence.h"
 #include "core/experiment.h"  // kDefaultTimeoutSeconds
 #include "core/launcher.h"
 #include "core/report.h"
@@ -151,9 +152,45 @@ int SuiteRunner::RunAll() {
       if (!(go_on = Run(p, exit))) break;
     }
   }
+  if (go_on) RunConvergence(exit);
   const int finished = Finish();
   if (stopped_by_ != 0) return 128 + stopped_by_;
   return exit != 0 ? exit : finished;
+}
+
+// The convergence check (Note [The convergence check], core/convergence.h), after every
+// other run: the exact reference once per seed, then each lossy configuration of the suite
+// once (its first run, where a sweep made several). False when the suite must stop.
+bool SuiteRunner::RunConvergence(int& exit) {
+  if (!plan_.convergence) return true;
+  const ConvergenceSettings s = ResolveConvergence(*plan_.convergence);
+  std::set<std::string> checked;
+  auto add = [&](const PlannedRun& p, int seed, bool exact) {
+    PlannedRun c = p;
+    c.run.experiment = ConvergenceExperiment(p.run.experiment, p.run.origin, s, seed, exact, &c.convergence.emplace());
+    c.run.sweep.clear();
+    c.index = static_cast<int>(plan_.runs.size() + convergence_runs_.size()) + 1;
+    c.selected = true;
+    convergence_runs_.push_back(std::move(c));
+  };
+  for (const PlannedRun& p : plan_.runs) {
+    if (p.run.origin != s.exact || !checked.insert(p.run.origin).second) continue;
+    for (int seed = 0; seed < s.seeds; ++seed) add(p, seed, /*exact=*/true);
+  }
+  for (const PlannedRun& p : plan_.runs) {
+    absl::StatusOr<PluginSet> plugins = host_.Configure(p.run.experiment);
+    if (!p.selected || !plugins.ok() || !plugins->lossy() || !checked.insert(p.run.origin).second) continue;
+    add(p, 0, /*exact=*/false);
+  }
+  if (Speaks()) {
+    std::cout << "\n== the convergence check: " << convergence_runs_.size() << " run(s) of " << s.steps
+              << " steps on the learnable task (" << s.exact << " with " << s.seeds << " seeds)\n";
+  }
+  repetition_ = 1;
+  for (const PlannedRun& p : convergence_runs_) {
+    if (!Run(p, exit)) return false;
+  }
+  return true;
 }
 
 // Runs `p`; false when the suite must stop, with `exit` its code.
@@ -336,6 +373,8 @@ bool SuiteRunner::TrainHere(const PlannedRun& p, const PluginSet& plugins, const
 // and is written again with them.
 void SuiteRunner::Keep(const PlannedRun& p, v1::RunResult result, bool fresh) {
   const v1::Experiment& e = p.run.experiment;
+  result.set_origin(p.run.origin);
+  if (p.convergence) *result.mutable_convergence() = *p.convergence;
   if (fresh) {
     result.clear_repetitions();
     if (auto before = results_.find(p.index); before != results_.end()) {
@@ -381,6 +420,9 @@ int SuiteRunner::Finish() {
       rows.push_back(*done);
       ++earlier;
     }
+  }
+  for (const PlannedRun& p : convergence_runs_) {
+    if (auto it = results_.find(p.index); it != results_.end()) rows.push_back(it->second);
   }
   if (!results_.empty()) {
     const v1::SuiteReport report = MakeReport(rows, MachineOf(in_.device, plan_));

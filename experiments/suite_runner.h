@@ -55,6 +55,7 @@ class SuiteRunner {
 
  private:
   bool Run(const PlannedRun& p, int& exit);
+  bool RunConvergence(int& exit);
   bool SkipCompleted(const PlannedRun& p);
   bool Launch(const PlannedRun& p, const std::string& label);
   bool TrainHere(const PlannedRun& p, const PluginSet& plugins, const std::string& label, int& exit);
@@ -72,6 +73,7 @@ class SuiteRunner {
   double seconds_ = 0;  // spent in the runs timed_ counts (not skipped), for the ETA
   int timed_ = 0;
   std::map<int, v1::RunResult> results_;                          // by run index
+  std::vector<PlannedRun> convergence_runs_;  // the convergence check's, once they are known
   std::set<int> skipped_;  // runs --skip_completed found done: no more repetitions
   int repetition_ = 1;     // of the runs now running, from 1
 };

@@ -41,7 +41,20 @@ for row in rows:
         if row[column] != "":
             float(row[column])
     assert int(row["repetitions"]) == 2
+# The convergence check: a verdict for each lossy row, none for the exact ones, and the
+# recommendation names a lossy configuration only with a verdict of within.
+verdicts = {r["experiment"]: r.get("convergence") for r in report["rows"]}
+assert verdicts["bf16"] and verdicts["powersgd_rank4"], verdicts
+assert not verdicts["naive_ddp"] and not verdicts["single_process"], verdicts
+for name in ("bf16", "powersgd_rank4"):
+    v = verdicts[name]
+    assert v["exact"] == "naive_ddp" and v["exact_final"]["count"] == 3 and v["steps"] == 60, v
+    assert v["first_loss"] > v["exact_final_same_seed"], "the exact loss fell"
+for rec in report["recommendations"]:
+    chosen = next(r for r in report["rows"] if r["experiment"] == rec["recommended"])
+    assert "gradient_error" not in chosen or chosen["convergence"].get("within"), rec
 PY
+  grep -q "^Convergence check: 60 steps on the learnable task" "$out" || fail "no convergence check in the report"
   python3 - "$results/cpu_smoke/naive_ddp.trace.json" <<'PY' || fail "trace"
 import json, sys
 trace = json.load(open(sys.argv[1]))
