@@ -187,10 +187,11 @@ absl::Status Training::StartEngine() {
   return absl::OkStatus();
 }
 
-// Waits for every rank (nothing without an engine). `opening` the measured window: its
-// end is the trace's time 0 (Note [One clock for all ranks], run_trace.h).
+// Waits for every rank (nothing for one process: Note [One process issues no
+// collective], engine.cc). `opening` the measured window: its end is the trace's time 0
+// (Note [One clock for all ranks], run_trace.h).
 absl::Status Training::Barrier(bool opening) {
-  if (!group_) return absl::OkStatus();
+  if (!group_ || world_ == 1) return absl::OkStatus();
   try {
     group_->barrier()->wait();
     const bool one_host = !options_.worker || !SeveralNodes(*options_.worker);
@@ -222,6 +223,7 @@ absl::Status Training::Steps() {
 
 // The measured window starts, or the profiled steps.
 absl::Status Training::BeforeStep(int step) {
+  if (engine_ && step == warmup_ - 1) engine_->RecordReadyTimes();  // for the tuner
   if (step == warmup_) {
     Synchronize(device_);
 #if defined(DDPLAB_CUDA)
@@ -397,7 +399,7 @@ absl::Status Training::FillPhases(v1::RunResult& r) {
     RunTrace trace(rank_, trace_origin_);
     trace.AddSteps(timer_, measured_, warmup_);
     if (engine_) trace.AddBuckets(engine_->stats());
-    if (group_) trace.AddSpan("barrier", closing_enter_, closing_exit_);
+    if (group_ && world_ > 1) trace.AddSpan("barrier", closing_enter_, closing_exit_);
     if (absl::Status written = trace.Write(options_.trace_path); !written.ok()) return written;
   }
   v1::PhaseTimes* phases = r.mutable_phases();
@@ -426,6 +428,15 @@ void Training::FillEngine(v1::RunResult& r) {
   r.set_wire_bytes(stats.wire_bytes);
   r.set_wire_dtype(stats.wire_dtype);
   for (const auto& [name, value] : engine_->hook_stats()) (*r.mutable_hook_stats())[name] = value;
+  const auto named = model_->named_parameters();
+  for (const auto& [index, ms] : stats.gradient_ready_ms) {
+    v1::GradientReady* g = r.add_gradient_ready();
+    g->set_parameter(static_cast<int32_t>(index));
+    g->set_ready_ms(ms);
+    if (index >= named.size()) continue;
+    g->set_name(named[index].key());
+    g->set_bytes(named[index].value().numel() * named[index].value().element_size());
+  }
   // The run is measured and kept whatever this says.
   if (absl::Status s = engine_->ShutDown(); !s.ok()) std::cerr << "ddplab: rank " << rank_ << ": " << s << "\n";
 }
@@ -437,32 +448,6 @@ absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainO
   if (absl::Status s = training.Setup(); !s.ok()) return s;
   if (absl::Status s = training.Steps(); !s.ok()) return s;
   return training.Result();
-}
-
-// "  engine: 14 bucket(s), exposed communication 0.43 ms per step; all-reduce 5.1 ms per
-// step in all, bus bandwidth 341 GB/s (largest bucket)"
-std::string EngineSummary(const v1::RunResult& r) {
-  if (!r.engine()) return "";
-  std::string out = absl::StrFormat("  engine: %d bucket(s), exposed communication %.2f ms per step",
-                                    r.bucket_bytes_size(), r.exposed_comm_ms());
-  if (r.bucket_allreduce_ms_size() > 0) {
-    double total = 0;
-    int largest = 0;
-    for (int b = 0; b < r.bucket_allreduce_ms_size(); ++b) {
-      total += r.bucket_allreduce_ms(b);
-      if (r.bucket_bytes(b) > r.bucket_bytes(largest)) largest = b;
-    }
-    absl::StrAppendFormat(&out, "; all-reduce %.2f ms per step in all, bus bandwidth %.0f GB/s (largest bucket)",
-                          total, r.bucket_busbw_gbps(largest));
-  }
-  if (r.gradient_error_samples() > 0) {
-    absl::StrAppendFormat(&out, "; gradient error %.2e (%d sampled steps)", r.gradient_error(),
-                          r.gradient_error_samples());
-  }
-  if (auto it = r.hook_stats().find("compression_ratio"); it != r.hook_stats().end()) {
-    absl::StrAppendFormat(&out, "; compression %.1fx", it->second);
-  }
-  return out + "\n";
 }
 
 }  // namespace
@@ -477,21 +462,6 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
     return absl::AbortedError(absl::StrCat("rank ", options.worker ? options.worker->rank : 0,
                                            ": training failed: ", compat::WhatWithoutBacktrace(ex)));
   }
-}
-
-std::string FormatRunSummary(const v1::RunResult& r) {
-  const v1::PhaseTimes& p = r.phases();
-  return absl::StrFormat(
-      "%s: %.3f steps/s, %.1f samples/s, %.1f TFLOP/s per GPU, peak %.2f GiB (%s, %d process%s)\n"
-      "  per step %.2f ms: get batch %.2f, forward %.2f, backward %.2f, optimizer %.2f\n"
-      "  waiting for data: %.2f%% of the step on the device, %.3f ms per step on the host\n"
-      "  loss %.4f -> %.4f over %d steps\n%s",
-      r.experiment(), r.steps_per_s(), r.samples_per_s(), r.tflops_per_gpu(), r.peak_memory_gib(),
-      r.device(), r.world_size(), r.world_size() == 1 ? "" : "es", p.step_ms(), p.get_batch_ms(),
-      p.forward_ms(), p.backward_ms(), p.optimizer_ms(), 100 * r.data_wait_fraction(),
-      r.host_data_wait_ms(), r.loss_size() ? r.loss(0) : 0.0f,
-      r.loss_size() ? r.loss(r.loss_size() - 1) : 0.0f, r.loss_size(),
-      EngineSummary(r));
 }
 
 }  // namespace ddplab

@@ -2,11 +2,14 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <torch/torch.h>
 
 #include "core/experiment.h"
+#include "core/vit.h"
+#include "core/vit_config.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -115,6 +118,31 @@ TEST(TrainerTest, TorchProfileTracesTheStepsAfterTheMeasuredOnes) {
   EXPECT_EQ(count("backward"), 2);
   EXPECT_EQ(count("optimizer step"), 2);
   EXPECT_GT(count("aten::addmm"), 0);
+}
+
+// With the engine, the last warm-up step's gradient ready times: every parameter once,
+// named, in the order backward produced them (the head's before the patch embedding's),
+// at nondecreasing times within that step's backward.
+TEST(TrainerTest, RecordsWhenEachGradientIsReady) {
+  v1::Experiment e = Tiny(2);
+  e.mutable_distributed()->set_force_engine(true);
+  absl::StatusOr<v1::RunResult> r = Train(e, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->gradient_ready_size(), Vit(*VitConfigForModel(e.model(), e.data().image_size()))->parameters().size());
+  int64_t bytes = 0;
+  std::set<int> seen;
+  for (int k = 0; k < r->gradient_ready_size(); ++k) {
+    const v1::GradientReady& g = r->gradient_ready(k);
+    EXPECT_FALSE(g.name().empty());
+    EXPECT_TRUE(seen.insert(g.parameter()).second) << g.name();
+    bytes += g.bytes();
+    if (k > 0) {
+      EXPECT_GE(g.ready_ms(), r->gradient_ready(k - 1).ready_ms()) << g.name();
+    }
+  }
+  EXPECT_EQ(bytes, r->parameters() * 4);
+  EXPECT_GT(r->gradient_ready(0).ready_ms(), 0);
+  EXPECT_GT(r->gradient_ready(0).parameter(), r->gradient_ready(r->gradient_ready_size() - 1).parameter());
 }
 
 }  // namespace

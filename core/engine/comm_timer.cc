@@ -38,6 +38,13 @@ class HostTimer : public CommTimer {
 
  protected:
   void MarkStart() override { spans_.clear(); }
+  void MarkPoint() override { points_.push_back(Clock::now()); }
+  std::vector<double> PointsMs() override {
+    std::vector<double> ms;
+    for (const Clock::time_point& t : points_) ms.push_back(std::chrono::duration<double, std::milli>(t - points_[0]).count());
+    points_.clear();
+    return ms;
+  }
   std::vector<BucketSpan> ReadSpans() override {
     std::vector<BucketSpan> out;
     for (const Span& s : spans_) {
@@ -69,6 +76,7 @@ class HostTimer : public CommTimer {
   Clock::time_point begin_;
   double exposed_ = 0;
   std::vector<Span> spans_;
+  std::vector<Clock::time_point> points_;
 };
 
 #if defined(DDPLAB_CUDA)
@@ -94,6 +102,19 @@ class CudaTimer : public CommTimer {
   }
 
  protected:
+  void MarkPoint() override {
+    points_.emplace_back(cudaEventDefault);
+    points_.back().record(c10::cuda::getCurrentCUDAStream(device_));
+  }
+  std::vector<double> PointsMs() override {
+    std::vector<double> ms;
+    for (at::cuda::CUDAEvent& e : points_) {
+      e.synchronize();
+      ms.push_back(points_[0].elapsed_time(e));
+    }
+    points_.clear();
+    return ms;
+  }
   void MarkStart() override {
     origin_.emplace(cudaEventDefault);
     origin_->record(c10::cuda::getCurrentCUDAStream(device_));
@@ -129,6 +150,7 @@ class CudaTimer : public CommTimer {
   std::optional<at::cuda::CUDAEvent> origin_;
   std::optional<c10::cuda::CUDAStream> side_;
   std::vector<Span> spans_;
+  std::vector<at::cuda::CUDAEvent> points_;
 };
 #endif
 
@@ -179,6 +201,25 @@ void CommTimer::Harvest() {
     }
   }
   works_.clear();
+}
+
+void CommTimer::BackwardBegins() {
+  PointsMs();  // any points of an unfinished recording
+  ready_.clear();
+  MarkPoint();
+}
+
+void CommTimer::Ready(size_t parameter) {
+  ready_.push_back(parameter);
+  MarkPoint();
+}
+
+std::vector<std::pair<size_t, double>> CommTimer::ReadyTimes() {
+  const std::vector<double> ms = PointsMs();
+  std::vector<std::pair<size_t, double>> out;
+  for (size_t k = 0; k < ready_.size() && k + 1 < ms.size(); ++k) out.emplace_back(ready_[k], ms[k + 1]);
+  ready_.clear();
+  return out;
 }
 
 CommTimer::Totals CommTimer::Finish() {

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -64,9 +65,21 @@ class CommTimer {
   // Stops timing and returns what was measured since Start.
   Totals Finish();
 
+  // One step's gradient ready times (what the tuner models buckets over): from
+  // BackwardBegins to each Ready, on the device's clock. Independent of Start/Finish.
+  void BackwardBegins();
+  void Ready(size_t parameter);
+  // Each Ready's parameter and milliseconds since BackwardBegins, in the order they came;
+  // waits for the device; forgets them.
+  std::vector<std::pair<size_t, double>> ReadyTimes();
+
  protected:
   // The device's clock starts (the device is idle).
   virtual void MarkStart() = 0;
+  // Marks a point on the device's clock (the ready times'); PointsMs: each point's
+  // milliseconds after the first, waiting for the device; forgets them.
+  virtual void MarkPoint() = 0;
+  virtual std::vector<double> PointsMs() = 0;
   virtual void MarkEnd() = 0;
   // Waits for every marked end; returns the exposed milliseconds since the last call.
   virtual double ReadExposed() = 0;
@@ -85,6 +98,7 @@ class CommTimer {
   std::vector<std::vector<c10::intrusive_ptr<c10d::Work>>> works_;
   std::vector<double> ms_sum_;
   std::vector<int> ms_count_;
+  std::vector<size_t> ready_;  // the parameters of the points after the first
 };
 
 }  // namespace ddplab

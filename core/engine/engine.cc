@@ -72,6 +72,7 @@ struct DataParallelEngine::State {
   std::vector<size_t> ready_order;  // the first synced step's order
   size_t next_to_launch = 0;
   bool sync = false, first_step_done = false, rebuilt = false;
+  bool record_ready = false, recording_ready = false;  // RecordReadyTimes: asked, this step
   bool shut_down = false, updated = false;
   int64_t synced_steps = 0;
   std::string error;  // found in MarkReady, reported by EndBackward
@@ -165,6 +166,7 @@ void DataParallelEngine::State::MarkReady(size_t i) {
   }
   marked[i] = true;
   if (!first_step_done) ready_order.push_back(i);
+  if (recording_ready) timer->Ready(i);
   if (identity()) return;
   if (sampled) KeepExact(i);
   layout->Collect(bucket_of[i], slot_of[i]);
@@ -386,6 +388,8 @@ void DataParallelEngine::BeginStep(bool sync) {
     UpdateBucketStats();
   }
   s.ResetStep();
+  s.recording_ready = sync && std::exchange(s.record_ready, false);
+  if (s.recording_ready) s.timer->BackwardBegins();
 }
 
 absl::Status DataParallelEngine::EndBackward() {
@@ -424,6 +428,10 @@ absl::Status DataParallelEngine::EndBackward() {
     stats_.wire_dtype = s.wire_bytes > 0 ? std::string(c10::toString(s.wire_dtype)) : "";
     stats_.gradient_memory_bytes = s.layout->gradient_bytes();
   }
+  if (s.recording_ready) {
+    stats_.gradient_ready_ms = s.timer->ReadyTimes();
+    s.recording_ready = false;
+  }
   stats_.synced_steps++;
   s.synced_steps++;
   if (timed) stats_.timed_steps++;
@@ -432,6 +440,8 @@ absl::Status DataParallelEngine::EndBackward() {
 }
 
 void DataParallelEngine::PauseErrorSampling(bool paused) { state_->sampling_paused = paused; }
+
+void DataParallelEngine::RecordReadyTimes() { state_->record_ready = true; }
 
 void DataParallelEngine::StartTiming(bool bucket_times) {
   state_->timer->Start(bucket_times);

@@ -88,6 +88,10 @@ struct EngineStats {
   // ||reduced - exact|| / ||exact|| over all buckets, and how many steps were sampled.
   double gradient_error_sum = 0;
   int gradient_error_samples = 0;
+  // The gradient ready times of the step RecordReadyTimes asked for: each parameter and
+  // milliseconds from the start of backward (BeginStep) to its gradient, in the order they
+  // came, on the device's clock (CUDA events on the compute stream on a GPU).
+  std::vector<std::pair<size_t, double>> gradient_ready_ms;
   // What the engine's own reductions sent in the last synced step (not a hook's).
   int64_t wire_bytes = 0;
   std::string wire_dtype;
@@ -130,6 +134,10 @@ class DataParallelEngine {
   // While paused, no step samples the gradient error (steps being profiled, which should
   // look like measured ones). Timed steps are never sampled either way.
   void PauseErrorSampling(bool paused);
+
+  // Records when each gradient of the next synced step is ready (EngineStats::
+  // gradient_ready_ms): one event per parameter, on that step only.
+  void RecordReadyTimes();
 
   // Times the exposed communication of the synced steps between the two calls. On a
   // GPU the events are read (waited for) only in FinishTiming. `bucket_times`: also each

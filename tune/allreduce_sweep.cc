@@ -1,0 +1,73 @@
+#include "tune/allreduce_sweep.h"
+
+#include <chrono>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+#if defined(DDPLAB_CUDA)
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace ddplab::tune {
+namespace {
+
+// `iters` all-reduces of `t` back to back; their mean time in microseconds.
+double TimeAllReduces(compat::CollectiveGroup& group, at::Tensor& t, int iters) {
+  std::vector<at::Tensor> tensors{t};
+#if defined(DDPLAB_CUDA)
+  if (t.is_cuda()) {
+    at::cuda::CUDAEvent start(cudaEventDefault), end(cudaEventDefault);
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(t.device().index());
+    start.record(stream);
+    for (int i = 0; i < iters; ++i) group.allreduce(tensors)->wait();  // the stream waits
+    end.record(stream);
+    end.synchronize();
+    return start.elapsed_time(end) * 1e3 / iters;
+  }
+#endif
+  const auto begin = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) group.allreduce(tensors)->wait();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count() / iters;
+}
+
+}  // namespace
+
+std::vector<int64_t> DefaultSweepBytes() {
+  std::vector<int64_t> bytes;
+  for (int64_t b = int64_t{1} << 10; b <= int64_t{1} << 28; b *= 2) bytes.push_back(b);
+  return bytes;
+}
+
+absl::StatusOr<std::vector<NcclTestsRow>> SweepAllReduce(compat::CollectiveGroup& group, const at::Device& device,
+                                                         const SweepOptions& options) {
+  const std::vector<int64_t> sizes = options.bytes.empty() ? DefaultSweepBytes() : options.bytes;
+  const int ranks = group.getSize();
+  const int element = static_cast<int>(c10::elementSize(options.dtype));
+  const char* type = options.dtype == at::kBFloat16 ? "bfloat16" : options.dtype == at::kHalf ? "half" : "float";
+  std::vector<NcclTestsRow> rows;
+  for (const int64_t bytes : sizes) {
+    const int64_t count = bytes / element;
+    if (count < 1) continue;
+    try {
+      at::Tensor t = at::empty({count}, at::TensorOptions().dtype(options.dtype).device(device));
+      t.fill_(1.0);
+      TimeAllReduces(group, t, options.warmup);
+      const double us = TimeAllReduces(group, t, options.iters);
+      // The check: one all-reduce of rank + 1 everywhere sums to n(n+1)/2 (exact in
+      // bfloat16 too for the few ranks of a node).
+      t.fill_(group.getRank() + 1);
+      std::vector<at::Tensor> tensors{t};
+      group.allreduce(tensors)->wait();
+      const int64_t wrong = t.ne(ranks * (ranks + 1) / 2).sum().item<int64_t>();
+      rows.push_back(MakeAllReduceRow(count * element, element, type, us, ranks, wrong));
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("the all-reduce sweep failed at ", bytes, " bytes: ",
+                                              compat::WhatWithoutBacktrace(e)));
+    }
+  }
+  return rows;
+}
+
+}  // namespace ddplab::tune

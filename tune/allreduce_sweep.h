@@ -1,0 +1,46 @@
+// The all-reduce cost curve of a process group on this machine, measured as nccl-tests'
+// all_reduce_perf measures it, but through c10d (the collectives the engine issues):
+// per size, a few warm-up all-reduces, then the mean time of `iters` back to back
+// (CUDA events around them on a GPU, the host clock on a CPU), every rank's buffer
+// filled with its rank + 1 so that the sum is known and checked (#wrong: elements off).
+// The rows are nccl-tests' own (tune/nccl_tests.h): written in its format, they compare
+// with all_reduce_perf's numbers on the same machine, and make the tuner's cost curve.
+//
+//   ddplab::tune::SweepOptions options;   // 1 KiB to 256 MiB, float32
+//   absl::StatusOr<std::vector<ddplab::tune::NcclTestsRow>> rows =
+//       ddplab::tune::SweepAllReduce(*group, device, options);
+//   std::cout << ddplab::tune::FormatNcclTestsTable(*rows);
+#ifndef DDPLAB_TUNE_ALLREDUCE_SWEEP_H_
+#define DDPLAB_TUNE_ALLREDUCE_SWEEP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/torch_compat.h"
+#include "tune/nccl_tests.h"
+
+namespace ddplab::tune {
+
+struct SweepOptions {
+  // Bytes per all-reduce: powers of two from 1 KiB to 256 MiB unless given.
+  std::vector<int64_t> bytes;
+  at::ScalarType dtype = at::kFloat;  // float32 or bfloat16 (what the levers send)
+  int warmup = 3;
+  int iters = 10;
+};
+
+// The sizes of SweepOptions' default: 2^10 to 2^28 bytes.
+std::vector<int64_t> DefaultSweepBytes();
+
+// Every rank of `group` must call it with the same options (a collective). Tensors on
+// `device`. An error names the size at which c10d failed; a wrong sum is a row's #wrong,
+// not an error (as nccl-tests reports it).
+absl::StatusOr<std::vector<NcclTestsRow>> SweepAllReduce(compat::CollectiveGroup& group, const at::Device& device,
+                                                         const SweepOptions& options);
+
+}  // namespace ddplab::tune
+
+#endif  // DDPLAB_TUNE_ALLREDUCE_SWEEP_H_
