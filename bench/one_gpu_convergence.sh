@@ -9,6 +9,7 @@ set -uo pipefail
 DIR=${1:?usage: one_gpu_convergence.sh DIR}
 mkdir -p "$DIR"
 cat >"$DIR/suite.textproto" <<'PB'
+# proto-message: ddplab.v1.Suite
 name: "convergence_1gpu"
 defaults {
   model { preset: VIT_L_32 }

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "core/experiment.h"
+#include "core/testing/gloo.h"
 #include "core/vit.h"
 #include "core/vit_config.h"
 #include "google/protobuf/struct.pb.h"
@@ -124,6 +125,7 @@ TEST(TrainerTest, TorchProfileTracesTheStepsAfterTheMeasuredOnes) {
 // named, in the order backward produced them (the head's before the patch embedding's),
 // at nondecreasing times within that step's backward.
 TEST(TrainerTest, RecordsWhenEachGradientIsReady) {
+  REQUIRE_GLOO();  // the engine's group of one process
   v1::Experiment e = Tiny(2);
   e.mutable_distributed()->set_force_engine(true);
   absl::StatusOr<v1::RunResult> r = Train(e, {});

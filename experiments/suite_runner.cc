@@ -163,6 +163,10 @@ int SuiteRunner::RunAll() {
 // once (its first run, where a sweep made several). False when the suite must stop.
 bool SuiteRunner::RunConvergence(int& exit) {
   if (!plan_.convergence) return true;
+  if (plan_.selected != static_cast<int>(plan_.runs.size())) {
+    if (Speaks()) std::cout << "\nthe convergence check runs with the whole suite: --only leaves it out\n";
+    return true;
+  }
   const ConvergenceSettings s = ResolveConvergence(*plan_.convergence);
   std::set<std::string> checked;
   auto add = [&](const PlannedRun& p, int seed, bool exact) {
