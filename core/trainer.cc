@@ -18,6 +18,7 @@
 #include "core/build_flags.h"
 #include "core/device_report.h"
 #include "core/engine/engine.h"
+#include "core/fidelity_result.h"
 #include "core/nvtx.h"
 #include "core/progress.h"
 #include "core/pytorch_form.h"
@@ -419,10 +420,7 @@ void Training::FillEngine(v1::RunResult& r) {
   if (stats.timed_steps > 0) r.set_exposed_comm_ms(stats.exposed_comm_ms / stats.timed_steps);
   for (double ms : stats.bucket_allreduce_ms) r.add_bucket_allreduce_ms(ms);
   for (double gbps : stats.bucket_busbw_gbps) r.add_bucket_busbw_gbps(gbps);
-  if (stats.gradient_error_samples > 0) {
-    r.set_gradient_error(stats.gradient_error_sum / stats.gradient_error_samples);
-    r.set_gradient_error_samples(stats.gradient_error_samples);
-  }
+  FillFidelity(stats.fidelity, model_->named_parameters().keys(), r);
   r.set_wire_bytes(stats.wire_bytes);
   r.set_wire_dtype(stats.wire_dtype);
   for (const auto& [name, value] : engine_->hook_stats()) (*r.mutable_hook_stats())[name] = value;
@@ -455,10 +453,7 @@ std::string EngineSummary(const v1::RunResult& r) {
     absl::StrAppendFormat(&out, "; all-reduce %.2f ms per step in all, bus bandwidth %.0f GB/s (largest bucket)",
                           total, r.bucket_busbw_gbps(largest));
   }
-  if (r.gradient_error_samples() > 0) {
-    absl::StrAppendFormat(&out, "; gradient error %.2e (%d sampled steps)", r.gradient_error(),
-                          r.gradient_error_samples());
-  }
+  absl::StrAppend(&out, FidelitySummary(r));
   if (auto it = r.hook_stats().find("compression_ratio"); it != r.hook_stats().end()) {
     absl::StrAppendFormat(&out, "; compression %.1fx", it->second);
   }
