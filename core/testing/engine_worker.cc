@@ -94,13 +94,20 @@ double RelativeError(const std::vector<at::Tensor>& got, const std::vector<at::T
   return std::sqrt(diff / norm);
 }
 
-// What the engine measured, as the trainer records it (core/fidelity_result.h).
-absl::Status WriteResult(Vit& model, const DataParallelEngine& engine, const std::string& dir) {
+// With --result_dir, on rank 0: what the engine measured, as the trainer records it
+// (core/fidelity_result.h). False if it could not be written.
+bool WriteResult(int rank, Vit& model, const DataParallelEngine& engine) {
+  const std::string dir = absl::GetFlag(FLAGS_result_dir);
+  if (dir.empty() || rank != 0) return true;
   v1::RunResult result;
   result.set_experiment("engine_worker");
   FillFidelity(engine.stats().fidelity, model->named_parameters().keys(), result);
   for (const auto& [name, value] : engine.hook_stats()) (*result.mutable_hook_stats())[name] = value;
-  return WriteRunResult(result, dir).status();
+  if (absl::Status s = WriteRunResult(result, dir).status(); !s.ok()) {
+    std::cerr << "rank " << rank << ": " << s << "\n";
+    return false;
+  }
+  return true;
 }
 
 std::vector<at::Tensor> Grads(Vit& model) {
@@ -278,12 +285,7 @@ int Main(int argc, char** argv) {
     std::cerr << "rank " << rank << ": parameters differ from rank 0's\n";
     return 11;
   }
-  if (const std::string dir = absl::GetFlag(FLAGS_result_dir); !dir.empty() && rank == 0) {
-    if (absl::Status s = WriteResult(model, engine, dir); !s.ok()) {
-      std::cerr << "rank " << rank << ": " << s << "\n";
-      return 25;
-    }
-  }
+  if (!WriteResult(rank, model, engine)) return 25;
   // As the trainer ends: the group's communicators, after the last collective.
   if (absl::Status s = engine.ShutDown(); !s.ok()) {
     std::cerr << "rank " << rank << ": " << s << "\n";
