@@ -51,8 +51,8 @@
 
 // Bumped whenever DdplabPluginInfo or an interface a plugin implements or calls changes
 // incompatibly. 5: the engine's extension points replace EngineOptions. 6: a plugin's
-// PyTorch form (PluginRegistrar::DescribeInPyTorch).
-#define DDPLAB_PLUGIN_API_VERSION 6
+// PyTorch form (PluginRegistrar::DescribeInPyTorch). 7: GradBucket::sampled.
+#define DDPLAB_PLUGIN_API_VERSION 7
 
 namespace ddplab {
 
@@ -131,10 +131,11 @@ class PluginRegistrar {
   // both are listed.
   virtual void Refuse(ExtensionPoint point, const std::string& why) = 0;
 
-  // Every this many synced steps (never measured ones), also reduce the buckets exactly
-  // and report the relative error of the (lossy) result against it. The smallest asked
-  // for wins; 0: never. Calling it at all says the plugin's reduction is lossy (the
-  // suite's convergence check then trains with it).
+  // Sample the (lossy) reduction against an exact one: windows of consecutive synced
+  // steps (never measured ones), one starting every this many steps, that also reduce
+  // the buckets exactly (EngineParts::sample_error_every). The smallest asked for wins;
+  // 0: never. Calling it at all says the plugin's reduction is lossy (the suite's
+  // convergence check then trains with it).
   virtual void SampleGradientError(int every) = 0;
   virtual void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) = 0;
   // The plugin's lever as PyTorch has it (see PyTorchForm).

@@ -78,8 +78,12 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
   SayCommunication(best, out);
   const v1::ReportRow* use = &best;
   if (best.has_gradient_error()) {
-    absl::StrAppendFormat(&out, " It is lossy: gradients differ from exact all-reduce by %.1e (relative).",
+    absl::StrAppendFormat(&out, " It is lossy: gradients differ from exact all-reduce by %.1e (relative)",
                           best.gradient_error());
+    if (best.has_effective_error()) {
+      absl::StrAppendFormat(&out, ", summed over %d steps by %.1e", best.effective_error_steps(), best.effective_error());
+    }
+    absl::StrAppend(&out, ".");
     // Note [The convergence check] (core/convergence.h): lossy only with a verdict.
     const bool trusted = best.has_convergence() && best.convergence().within();
     if (trusted) {

@@ -125,6 +125,11 @@ v1::ReportRow RowOf(const v1::RunResult& r, const v1::RunResult* single, const v
   if (largest >= 0) row.set_busbw_gbps(r.bucket_busbw_gbps(largest));
   row.set_peak_memory_gib(r.peak_memory_gib());
   if (r.gradient_error_samples() > 0) row.set_gradient_error(r.gradient_error());
+  if (r.gradient_error_samples() > 0 && r.effective_error_size() > 0) row.set_gradient_cosine(r.gradient_cosine());
+  if (r.effective_error_size() > 1) {  // the longest window, beside one step's
+    row.set_effective_error(r.effective_error(r.effective_error_size() - 1).error());
+    row.set_effective_error_steps(r.effective_error(r.effective_error_size() - 1).steps());
+  }
   row.set_diagnostic(r.diagnostic());
   *row.mutable_parts() = PartsOf(r, single);
   *row.mutable_plugins() = r.plugins();
@@ -164,7 +169,11 @@ std::string MarkdownCell(const v1::ReportRow& r, int column) {
     case 6: return absl::StrFormat("%.2f", r.exposed_comm_ms());
     case 7: return Fixed(r.has_busbw_gbps() ? std::optional<double>(r.busbw_gbps()) : std::nullopt, 1);
     case 8: return absl::StrFormat("%.2f", r.peak_memory_gib());
-    case 9: return Fixed(r.has_gradient_error() ? std::optional<double>(r.gradient_error()) : std::nullopt, 2, true);
+    case 9:
+      return Fixed(r.has_gradient_error() ? std::optional<double>(r.gradient_error()) : std::nullopt, 2, true) +
+             (r.has_effective_error()
+                  ? absl::StrFormat(" (%d-step %.2e)", r.effective_error_steps(), r.effective_error())
+                  : "");
     case 10: return absl::StrFormat("%.1f", r.tflops_per_gpu());
   }
   return "";

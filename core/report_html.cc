@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/report_charts.h"
 #include "core/report_svg.h"
@@ -140,6 +141,18 @@ std::string TransportCell(const v1::ReportRow& row) {
   return Cell(html, "transport");
 }
 
+// One step's relative error, and over the longest window where measured; the cosine as
+// the cell's title.
+std::string GradientErrorCell(const v1::ReportRow& row) {
+  std::string text = Number(row.gradient_error(), 1, true);
+  if (row.has_effective_error()) {
+    absl::StrAppend(&text, " (", row.effective_error_steps(), "-step ", Number(row.effective_error(), 1, true), ")");
+  }
+  if (!row.has_gradient_cosine()) return Cell(text, "num lossy");
+  return absl::StrCat("<td class=\"num lossy\" title=\"cosine ", absl::StrFormat("%.6g", row.gradient_cosine()),
+                      "\">", text, "</td>");
+}
+
 std::string TableRow(const v1::ReportRow& row) {
   const bool several = row.gpus() > 1;
   return absl::StrCat(
@@ -150,7 +163,7 @@ std::string TableRow(const v1::ReportRow& row) {
       Cell(several ? Number(row.exposed_comm_ms(), 1) : kDash),
       Cell(row.has_busbw_gbps() ? Number(row.busbw_gbps(), 1) : kDash),
       Cell(Number(row.peak_memory_gib(), 2)),
-      row.has_gradient_error() ? Cell(Number(row.gradient_error(), 1, true), "num lossy")
+      row.has_gradient_error() ? GradientErrorCell(row)
                                : "<td class=\"num\" title=\"exact: no gradient error\">—</td>",
       Cell(Number(row.tflops_per_gpu(), 1)), "</tr>\n");
 }

@@ -161,6 +161,19 @@ TEST(ReportHtmlTest, LeversAxisFollowsTheDataAndMarksOneGpu) {
   EXPECT_GE(Count(levers, "class=\"grid\""), 4);
 }
 
+// The error over the longest window beside one step's, the cosine as the cell's title.
+TEST(ReportHtmlTest, TheGradientErrorCellShowsTheWindowedError) {
+  SuiteReport report = Sample();
+  ReportRow* bf16 = report.mutable_rows(3);  // bf16 over NVLink
+  bf16->set_effective_error(9e-4);
+  bf16->set_effective_error_steps(8);
+  bf16->set_gradient_cosine(0.9995);
+  const std::string html = FormatHtml(report);
+  EXPECT_NE(html.find("<td class=\"num lossy\" title=\"cosine 0.9995\">2.3e-03 (8-step 9.0e-04)</td>"),
+            std::string::npos);
+  EXPECT_NE(html.find("class=\"num lossy\">2.3e-03</td>"), std::string::npos) << "the other bf16 row, as before";
+}
+
 TEST(ReportHtmlTest, LossyAndDiagnosticRowsAreMarked) {
   const std::string html = FormatHtml(Sample());
   const std::string levers = Chart(html, "levers");

@@ -134,6 +134,33 @@ TEST(ReportTest, RecommendsInPyTorchsWords) {
             std::string::npos);
 }
 
+// A lossy run's effective error over its longest window of steps stands beside its
+// per-step error, in the row, the table and the recommendation; its cosine in the row.
+TEST(ReportTest, LossyRowsShowTheErrorOverTheLongestWindow) {
+  std::vector<v1::RunResult> runs = Runs();
+  runs[2].set_gradient_cosine(0.99);
+  for (const auto& [steps, error] : {std::pair<int, double>{1, 3e-3}, {2, 2e-3}, {8, 1e-3}}) {
+    v1::EffectiveError* e = runs[2].add_effective_error();
+    e->set_steps(steps);
+    e->set_error(error);
+  }
+  const v1::SuiteReport report = MakeReport(runs);
+  const v1::ReportRow& bf16 = report.rows(2);
+  EXPECT_DOUBLE_EQ(bf16.gradient_cosine(), 0.99);
+  EXPECT_DOUBLE_EQ(bf16.effective_error(), 1e-3);
+  EXPECT_EQ(bf16.effective_error_steps(), 8u);
+  EXPECT_FALSE(report.rows(1).has_effective_error());
+  EXPECT_FALSE(report.rows(1).has_gradient_cosine());
+  EXPECT_NE(FormatMarkdown(report).find("| 3.00e-03 (8-step 1.00e-03) |"), std::string::npos) << FormatMarkdown(report);
+  EXPECT_NE(report.recommendations(0).text().find(
+                "differ from exact all-reduce by 3.0e-03 (relative), summed over 8 steps by 1.0e-03."),
+            std::string::npos)
+      << report.recommendations(0).text();
+  // A result from before windows (no effective_error) has no cosine either.
+  runs[2].clear_effective_error();
+  EXPECT_FALSE(MakeReport(runs).rows(2).has_gradient_cosine());
+}
+
 // report.json is protobuf's JSON: valid JSON with a NaN in a row; the table's figures
 // are the JSON's.
 TEST(ReportTest, JsonIsValidWithANanAndAgreesWithTheTable) {

@@ -1,7 +1,9 @@
 // The few lines a run prints about itself (FormatRunSummary, trainer.h).
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/fidelity_result.h"
 #include "core/trainer.h"
 
 namespace ddplab {
@@ -23,10 +25,7 @@ std::string EngineSummary(const v1::RunResult& r) {
     absl::StrAppendFormat(&out, "; all-reduce %.2f ms per step in all, bus bandwidth %.0f GB/s (largest bucket)",
                           total, r.bucket_busbw_gbps(largest));
   }
-  if (r.gradient_error_samples() > 0) {
-    absl::StrAppendFormat(&out, "; gradient error %.2e (%d sampled steps)", r.gradient_error(),
-                          r.gradient_error_samples());
-  }
+  absl::StrAppend(&out, FidelitySummary(r));
   if (auto it = r.hook_stats().find("compression_ratio"); it != r.hook_stats().end()) {
     absl::StrAppendFormat(&out, "; compression %.1fx", it->second);
   }

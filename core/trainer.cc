@@ -18,6 +18,7 @@
 #include "core/build_flags.h"
 #include "core/device_report.h"
 #include "core/engine/engine.h"
+#include "core/fidelity_result.h"
 #include "core/nvtx.h"
 #include "core/progress.h"
 #include "core/pytorch_form.h"
@@ -421,10 +422,7 @@ void Training::FillEngine(v1::RunResult& r) {
   if (stats.timed_steps > 0) r.set_exposed_comm_ms(stats.exposed_comm_ms / stats.timed_steps);
   for (double ms : stats.bucket_allreduce_ms) r.add_bucket_allreduce_ms(ms);
   for (double gbps : stats.bucket_busbw_gbps) r.add_bucket_busbw_gbps(gbps);
-  if (stats.gradient_error_samples > 0) {
-    r.set_gradient_error(stats.gradient_error_sum / stats.gradient_error_samples);
-    r.set_gradient_error_samples(stats.gradient_error_samples);
-  }
+  FillFidelity(stats.fidelity, model_->named_parameters().keys(), r);
   r.set_wire_bytes(stats.wire_bytes);
   r.set_wire_dtype(stats.wire_dtype);
   for (const auto& [name, value] : engine_->hook_stats()) (*r.mutable_hook_stats())[name] = value;

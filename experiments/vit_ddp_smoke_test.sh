@@ -55,6 +55,19 @@ for rec in report["recommendations"]:
     assert "gradient_error" not in chosen or chosen["convergence"].get("within"), rec
 PY
   grep -q "^Convergence check: 60 steps on the learnable task" "$out" || fail "no convergence check in the report"
+  # PowerSGD's sampled warm-up steps: the cosine, the error over 1 and 2 steps (the
+  # window ends where the measured steps begin), each parameter's figures, the residual.
+  python3 - "$results/cpu_smoke" <<'PY' || fail "fidelity figures"
+import json, sys
+r = json.load(open(sys.argv[1] + "/powersgd_rank4.json"))
+assert r["gradient_error_samples"] == 2 and 0 < r["gradient_cosine"] <= 1, r
+assert [e["steps"] for e in r["effective_error"]] == [1, 2], r["effective_error"]
+names = [p["name"] for p in r["parameter_fidelity"]]
+assert names[0] == "class_token" and len(names) == len(set(names)), names
+assert "residual_ratio" in r["hook_stats"], r["hook_stats"]
+row = [x for x in json.load(open(sys.argv[1] + "/report.json"))["rows"] if x["experiment"] == "powersgd_rank4"][0]
+assert row["effective_error_steps"] == 2 and "gradient_cosine" in row, row
+PY
   python3 - "$results/cpu_smoke/naive_ddp.trace.json" <<'PY' || fail "trace"
 import json, sys
 trace = json.load(open(sys.argv[1]))

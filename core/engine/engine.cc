@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "core/engine/comm_timer.h"
 #include "core/engine/copy_layout.h"
+#include "core/engine/fidelity.h"
 
 // Note [One process issues no collective]: NCCL's first collective makes a communicator,
 // and once one has been made in a process every later step of it is 1.2-1.5% slower
@@ -62,7 +63,7 @@ struct DataParallelEngine::State {
   std::unique_ptr<ParameterUpdates> updates;
   ParameterStep step_fn;
   std::unique_ptr<CommTimer> timer;
-  int sample_every = 0;
+  std::unique_ptr<FidelityMeter> fidelity;  // with sampled steps
 
   std::mutex mu;  // MarkReady runs on autograd's threads
   std::vector<Bucket> buckets;
@@ -139,7 +140,7 @@ void DataParallelEngine::State::Plan(const std::vector<size_t>& order) {
 void DataParallelEngine::State::ResetStep() {
   marked.assign(params.size(), false);
   wire_bytes = 0;
-  sampled = sample_every > 0 && !timer->timing() && !sampling_paused && synced_steps % sample_every == 0;
+  sampled = fidelity && fidelity->Samples(synced_steps, /*eligible=*/!timer->timing() && !sampling_paused);
   exact.assign(sampled ? buckets.size() : 0, at::Tensor());
   next_to_launch = 0;
   for (Bucket& b : buckets) {
@@ -188,6 +189,7 @@ void DataParallelEngine::State::Launch(size_t index) {
   for (size_t i : b.def.params) out.sizes.push_back(params[i].sizes().vec());
   out.is_last = index + 1 == buckets.size();
   out.step = synced_steps;
+  out.sampled = sampled;
   layout->HandOver(index, out);
   if (hook) {
     b.future = hook->Run(out);
@@ -253,28 +255,22 @@ void DataParallelEngine::State::KeepExact(size_t i) {
 // Sampled steps: the exact means of the gradients as they came in, started only now
 // that every bucket's own reduction is done (a hook may issue its collectives from a
 // thread of its own; starting these while it does could order them differently on each
-// rank), against what the step delivered.
+// rank), against what the step delivered, parameter by parameter.
 void DataParallelEngine::State::SampleError(EngineStats& stats) {
-  double error_sq = 0, exact_sq = 0;
+  std::vector<at::Tensor> reduced(params.size()), want(params.size());
   for (size_t k = 0; k < buckets.size(); ++k) {
     const Bucket& b = buckets[k];
     // Every rank issues the same means: a bucket of parameters all unused here too.
     if (!exact[k].defined()) exact[k] = at::zeros({b.def.numel}, params[b.def.params[0]].options().dtype(at::kFloat));
-    std::vector<at::Tensor> got;
-    for (size_t i : b.def.params) {
-      got.push_back(params[i].grad().defined()
-                        ? params[i].grad().reshape(-1).to(at::kFloat)
-                        : at::zeros({params[i].numel()}, params[i].options().dtype(at::kFloat)));
+    StartMean(*group, exact[k], cuda).wait();
+    for (size_t slot = 0; slot < b.def.params.size(); ++slot) {
+      const size_t i = b.def.params[slot];
+      want[i] = exact[k].narrow(0, b.def.offsets[slot], params[i].numel());
+      if (params[i].grad().defined()) reduced[i] = params[i].grad().reshape(-1).to(at::kFloat);
     }
-    at::Tensor& want = exact[k];
-    StartMean(*group, want, cuda).wait();
-    error_sq += (at::cat(got) - want).pow(2).sum().item<double>();
-    exact_sq += want.pow(2).sum().item<double>();
   }
-  if (exact_sq > 0) {
-    stats.gradient_error_sum += std::sqrt(error_sq / exact_sq);
-    stats.gradient_error_samples++;
-  }
+  fidelity->Add(reduced, want);
+  stats.fidelity = fidelity->stats();
 }
 
 DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGroupPtr group,
@@ -296,7 +292,11 @@ DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGr
     s.hook = parts.comm_hook(context);
   }
   if (parts.parameter_updates) s.updates = parts.parameter_updates();
-  s.sample_every = parts.sample_error_every;
+  if (parts.sample_error_every > 0) {
+    std::vector<int64_t> numel;
+    for (const at::Tensor& p : s.params) numel.push_back(p.numel());
+    s.fidelity = std::make_unique<FidelityMeter>(numel, parts.sample_error_every, parts.error_window);
+  }
   s.expected.assign(s.params.size(), true);
   std::vector<size_t> order;  // before the first step: reverse parameter order
   for (size_t i = s.params.size(); i-- > 0;) order.push_back(i);

@@ -44,6 +44,7 @@
 #include "core/distributed.h"
 #include "core/engine/comm_timer.h"
 #include "core/engine/extension_points.h"
+#include "core/engine/fidelity.h"
 
 namespace ddplab {
 
@@ -56,7 +57,12 @@ struct EngineParts {
   std::vector<CollectivesWrapper> codecs;  // applied in order, innermost first
   CommHookFactory comm_hook;
   std::function<std::unique_ptr<ParameterUpdates>()> parameter_updates;
-  int sample_error_every = 0;  // 0: never
+  // Sampled steps (never timed ones) also reduce the gradients exactly and measure the
+  // reduction against that (fidelity.h): windows of `error_window` consecutive synced
+  // steps, one starting at each multiple of `sample_error_every` not inside one (back to
+  // back where it is at most the window). 0: never.
+  int sample_error_every = 0;
+  int error_window = 8;
 };
 
 // What an engine with `parts` does, for people and result records, e.g. "buckets of 25 MiB,
@@ -84,10 +90,9 @@ struct EngineStats {
   // launch to its end: milliseconds from `timing_start`, the host's time at StartTiming.
   std::vector<CommTimer::BucketSpan> bucket_spans;
   std::chrono::steady_clock::time_point timing_start;
-  // Sampled steps (EngineParts::sample_error_every): the sum of the relative errors
-  // ||reduced - exact|| / ||exact|| over all buckets, and how many steps were sampled.
-  double gradient_error_sum = 0;
-  int gradient_error_samples = 0;
+  // Sampled steps (EngineParts::sample_error_every): the reduced gradients against the
+  // exact mean, per step, per parameter and over windows of steps (fidelity.h).
+  FidelityStats fidelity;
   // The gradient ready times of the step RecordReadyTimes asked for: each parameter and
   // milliseconds from the start of backward (BeginStep) to its gradient, in the order they
   // came, on the device's clock (CUDA events on the compute stream on a GPU).

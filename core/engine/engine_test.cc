@@ -172,7 +172,7 @@ TEST(DataParallelEngineTest, OneProcessIssuesNoCollective) {
     }
     EXPECT_EQ(engine.stats().rebuilt, mode != kPlain);
     EXPECT_EQ(calls.size(), mode == kHook ? 4u : 0u);
-    EXPECT_EQ(engine.stats().gradient_error_samples, mode == kBfloat16 ? 2 : 0);
+    EXPECT_EQ(engine.stats().fidelity.samples, mode == kBfloat16 ? 2 : 0);
   }
 }
 
@@ -283,7 +283,8 @@ TEST(DataParallelEngineTest, AHookThatReadsGradientsWhereTheyLieIsHandedAutograd
     at::Tensor unused = torch::ones({4}).requires_grad_();
     EngineParts parts;  // one bucket
     parts.missing_gradients = std::make_shared<UnusedFromTheStart>();
-    parts.sample_error_every = 2;  // steps 0 and 2 are sampled
+    parts.sample_error_every = 2;  // steps 0 and 2 are sampled (windows of one step)
+    parts.error_window = 1;
     std::vector<ReadingHook::Call> calls;
     parts.comm_hook = [&](const CommContext&) { return std::make_unique<ReadingHook>(&calls); };
     DataParallelEngine engine({p0, p1, unused}, *group, parts);
@@ -310,7 +311,7 @@ TEST(DataParallelEngineTest, AHookThatReadsGradientsWhereTheyLieIsHandedAutograd
       EXPECT_TRUE(at::allclose(p0.grad(), torch::full({2, 3}, scale))) << step;
       EXPECT_TRUE(at::allclose(p1.grad(), torch::full({3}, 2 * scale))) << step;
     }
-    EXPECT_EQ(engine.stats().gradient_error_samples, 2);
+    EXPECT_EQ(engine.stats().fidelity.samples, 2);
   }
 }
 
@@ -352,6 +353,69 @@ TEST(DataParallelEngineTest, APolicyAllowsAParameterUnusedFromTheStart) {
   EXPECT_EQ(engine.EndBackward().message(),
             "parameter 1 received a gradient, but not in the first step: a parameter left "
             "unused in the first step must stay unused");
+}
+
+// A hook that halves each bucket's sum (one process: its mean) and notes which steps it
+// was told are sampled.
+class HalvingHook : public CommHook {
+ public:
+  explicit HalvingHook(std::vector<std::pair<int64_t, bool>>* calls) : calls_(calls) {}
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
+    calls_->emplace_back(bucket.step, bucket.sampled);
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+    future->markCompleted(c10::IValue(bucket.buffer * 0.5));
+    return future;
+  }
+
+ private:
+  std::vector<std::pair<int64_t, bool>>* calls_;
+};
+
+// Windows of 2 steps every 3: steps 0, 1, 3, 4 sampled, 6 not (timed). Each parameter's
+// reduced gradient is half the exact one: relative error 0.5 and cosine 1, per step, per
+// parameter and over every window. The hook is told which steps are sampled.
+TEST(DataParallelEngineTest, SampledWindowsMeasureEachParameter) {
+  REQUIRE_GLOO();
+  absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();
+  ASSERT_TRUE(group.ok()) << group.status();
+  at::Tensor p0 = torch::ones({2, 3}).requires_grad_();
+  at::Tensor p1 = torch::ones({3}).requires_grad_();
+  EngineParts parts = OneParameterPerBucket();
+  parts.sample_error_every = 3;
+  parts.error_window = 2;
+  std::vector<std::pair<int64_t, bool>> calls;
+  parts.comm_hook = [&](const CommContext&) { return std::make_unique<HalvingHook>(&calls); };
+  DataParallelEngine engine({p0, p1}, *group, parts);
+  for (int step = 0; step < 7; ++step) {
+    if (step == 6) engine.StartTiming();
+    engine.ZeroGrad();
+    engine.BeginStep(true);
+    ((p0 * (step + 1)).sum() + (p1 * torch::arange(3.0)).sum()).backward();
+    ASSERT_TRUE(engine.EndBackward().ok()) << step;
+  }
+  engine.FinishTiming();
+  std::vector<int64_t> sampled;
+  for (const auto& [step, was_sampled] : calls) {
+    if (was_sampled && (sampled.empty() || sampled.back() != step)) sampled.push_back(step);
+  }
+  EXPECT_EQ(sampled, (std::vector<int64_t>{0, 1, 3, 4}));
+  const FidelityStats& f = engine.stats().fidelity;
+  EXPECT_EQ(f.samples, 4);
+  EXPECT_NEAR(f.relative_error_sum / f.samples, 0.5, 1e-6);
+  EXPECT_NEAR(f.cosine_sum / f.samples, 1.0, 1e-6);
+  ASSERT_EQ(f.parameters.size(), 2u);
+  for (const FidelityStats::Parameter& p : f.parameters) {
+    EXPECT_EQ(p.samples, 4);
+    EXPECT_NEAR(p.relative_error_sum / p.samples, 0.5, 1e-6);
+    EXPECT_NEAR(p.cosine_sum / p.samples, 1.0, 1e-6);
+    EXPECT_EQ(p.windows, 2);
+    EXPECT_NEAR(p.effective_error_sum / p.windows, 0.5, 1e-6);
+  }
+  ASSERT_EQ(f.windows.size(), 2u);  // W = 1, 2
+  for (const FidelityStats::Window& w : f.windows) {
+    EXPECT_EQ(w.count, 2) << w.steps;
+    EXPECT_NEAR(w.error_sum / w.count, 0.5, 1e-6) << w.steps;
+  }
 }
 
 }  // namespace

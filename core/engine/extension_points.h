@@ -144,6 +144,9 @@ struct GradBucket {
   std::vector<std::vector<int64_t>> sizes;
   bool is_last = false;  // the last bucket of the step
   int64_t step = 0;      // synced steps before this one (0 on the first)
+  // The step is sampled (EngineParts::sample_error_every; never a timed step): a hook may
+  // measure itself in it at a cost, e.g. the size of what error feedback carries.
+  bool sampled = false;
   // Each gradient's parameter: its index in the model's parameters (stable when the
   // engine regroups buckets, so per-parameter state can be keyed by it).
   std::vector<size_t> parameters;

@@ -13,7 +13,8 @@
 // 12 engine error, 13 setup error, 14 loss differs, 15 wrong dtype on the wire, 16 a
 // gradient is not a bucket view, 17 buckets hold memory, 18 the last step's gradient is
 // still held, 19 the engine did (not) update the parameters against --expect_updated,
-// 24 the unused parameter (--unused_parameter) was given a gradient other than zero.
+// 24 the unused parameter (--unused_parameter) was given a gradient other than zero,
+// 25 the result (--result_dir) could not be written.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -28,6 +29,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/engine/engine.h"
 #include "core/experiment.h"
+#include "core/fidelity_result.h"
+#include "core/run_files.h"
 #include "core/plugin_host.h"
 #include "tools/cpp/runfiles/runfiles.h"
 #include "core/distributed.h"
@@ -54,6 +57,9 @@ ABSL_FLAG(bool, cuda, false, "on the GPU of LOCAL_RANK over NCCL instead of the 
 ABSL_FLAG(bool, expect_views, false, "every gradient is a view into a bucket after a synced step");
 ABSL_FLAG(bool, expect_no_bucket_memory, false, "the buckets hold no memory");
 ABSL_FLAG(bool, expect_updated, false, "the engine updates the parameters itself, per bucket");
+ABSL_FLAG(std::string, result_dir, "",
+          "rank 0 writes what the engine measured there, as a run's result records it, to "
+          "<result_dir>/engine_worker.json: the gradient error and fidelity, the hook's figures");
 
 namespace ddplab {
 namespace {
@@ -86,6 +92,22 @@ double RelativeError(const std::vector<at::Tensor>& got, const std::vector<at::T
     norm += want[i].to(at::kDouble).pow(2).sum().item<double>();
   }
   return std::sqrt(diff / norm);
+}
+
+// With --result_dir, on rank 0: what the engine measured, as the trainer records it
+// (core/fidelity_result.h). False if it could not be written.
+bool WriteResult(int rank, Vit& model, const DataParallelEngine& engine) {
+  const std::string dir = absl::GetFlag(FLAGS_result_dir);
+  if (dir.empty() || rank != 0) return true;
+  v1::RunResult result;
+  result.set_experiment("engine_worker");
+  FillFidelity(engine.stats().fidelity, model->named_parameters().keys(), result);
+  for (const auto& [name, value] : engine.hook_stats()) (*result.mutable_hook_stats())[name] = value;
+  if (absl::Status s = WriteRunResult(result, dir).status(); !s.ok()) {
+    std::cerr << "rank " << rank << ": " << s << "\n";
+    return false;
+  }
+  return true;
 }
 
 std::vector<at::Tensor> Grads(Vit& model) {
@@ -263,6 +285,7 @@ int Main(int argc, char** argv) {
     std::cerr << "rank " << rank << ": parameters differ from rank 0's\n";
     return 11;
   }
+  if (!WriteResult(rank, model, engine)) return 25;
   // As the trainer ends: the group's communicators, after the last collective.
   if (absl::Status s = engine.ShutDown(); !s.ok()) {
     std::cerr << "rank " << rank << ": " << s << "\n";

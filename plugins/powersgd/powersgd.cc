@@ -54,6 +54,7 @@
 #include "core/plugin_api.h"
 #include "plugins/powersgd/groups.h"
 #include "plugins/powersgd/powersgd.pb.h"
+#include "plugins/powersgd/residual.h"
 #include "plugins/powersgd/settings.h"
 #include "plugins/powersgd/thin_products.h"
 
@@ -139,6 +140,7 @@ class PowerSgdHook : public ddplab::CommHook {
     }
     stats["first_compressed_step"] = first_compressed_step_;
     stats["rank"] = static_cast<double>(rank_);
+    if (residuals_.steps() > 0) stats["residual_ratio"] = residuals_.mean();
     return stats;
   }
 
@@ -294,6 +296,7 @@ class PowerSgdHook : public ddplab::CommHook {
     }
     if (!split.by_shape.empty()) sent_elements += Compress(split, bucket);
     if (plain_mean) plain_mean->wait();
+    if (bucket.sampled && bucket.is_last) residuals_.EndStep();
     std::lock_guard<std::mutex> lock(stats_mu_);
     if (first_compressed_step_ < 0) first_compressed_step_ = static_cast<double>(bucket.step);
     gradient_elements_ += split.gradient_elements;
@@ -319,6 +322,8 @@ class PowerSgdHook : public ddplab::CommHook {
     at::Tensor p_flat = at::empty({p_elements}, bucket.buffer.options());
     at::Tensor q_flat = at::empty({q_elements}, bucket.buffer.options());
     ProjectP(groups, p_flat, q_flat, bucket);
+    const bool measure = bucket.sampled && error_feedback_;  // the residual's size
+    if (measure) residuals_.AddGradients(groups);
     // Every gradient is read (or queued to be) now: autograd's memory may go before the
     // bucket is done (on a GPU, once our stream is past the reads, as recorded above).
     for (Group& g : groups) {
@@ -339,6 +344,7 @@ class PowerSgdHook : public ddplab::CommHook {
     // Mean of all Q in one all-reduce.
     Mean(q_flat);
     for (Group& g : groups) WriteResult(g);
+    if (measure) residuals_.AddResiduals(groups, error_);
     return p_flat.numel() + q_flat.numel();
   }
 
@@ -456,6 +462,7 @@ class PowerSgdHook : public ddplab::CommHook {
   std::map<std::vector<size_t>, at::Tensor> group_q_, refill_;
   int64_t gradient_elements_ = 0, sent_elements_ = 0;
   double first_compressed_step_ = -1;
+  ddplab::powersgd::ResidualMeter residuals_;  // on sampled steps, with error feedback
 #if defined(DDPLAB_CUDA)
   std::optional<c10::cuda::CUDAStream> stream_;  // the worker's
   std::map<size_t, std::unique_ptr<at::cuda::CUDAEvent>> ready_;  // per bucket index; Run's

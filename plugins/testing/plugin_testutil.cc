@@ -3,7 +3,10 @@
 #include "absl/strings/str_join.h"
 #include "core/pytorch_form.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include <torch/cuda.h>
 
@@ -12,6 +15,7 @@
 #include "core/engine/collectives.h"
 #include "core/experiment.h"
 #include "core/launcher.h"
+#include "google/protobuf/util/json_util.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 namespace ddplab::testing {
@@ -135,6 +139,26 @@ std::string TrainAndCompare(int ranks, const std::string& plugins_text, const st
   LaunchResult r = Launch(argv, options);
   if (r.exit_code == 0) return "";
   return absl::StrCat("exit ", r.exit_code, ": ", r.message);
+}
+
+absl::StatusOr<v1::RunResult> TrainAndMeasure(int ranks, const std::string& plugins_text,
+                                              const std::vector<std::string>& flags) {
+  static int calls = 0;
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : ".", "/train_and_measure_", ++calls);
+  std::vector<std::string> with_result = flags;
+  with_result.push_back("--result_dir=" + dir);
+  if (std::string failed = TrainAndCompare(ranks, plugins_text, with_result); !failed.empty()) {
+    return absl::InternalError(failed);
+  }
+  std::ifstream in(dir + "/engine_worker.json");
+  std::stringstream json;
+  json << in.rdbuf();
+  v1::RunResult result;
+  if (auto s = google::protobuf::util::JsonStringToMessage(json.str(), &result); !s.ok()) {
+    return absl::InternalError(absl::StrCat("cannot read ", dir, "/engine_worker.json: ", s.ToString()));
+  }
+  return result;
 }
 
 std::string TrainAndCompareOnGpus(const std::string& plugins_text, const std::vector<std::string>& flags) {

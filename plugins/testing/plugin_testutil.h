@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "core/distributed.h"
 #include "core/plugin_host.h"
+#include "ddplab/v1/result.pb.h"
 
 namespace ddplab::testing {
 
@@ -51,6 +52,12 @@ GradBucket OneGradientBucket(const at::Tensor& values, int64_t step);
 // (//core/testing:engine_worker, whose flags `flags` adds to) against one process over
 // the concatenated batch: "" if every check held, else the worker's exit and output.
 std::string TrainAndCompare(int ranks, const std::string& plugins_text, const std::vector<std::string>& flags = {});
+
+// As TrainAndCompare, and what the engine measured on rank 0, as a run's result records
+// it: gradient_error, gradient_cosine, effective_error, parameter_fidelity, hook_stats.
+// An error where a check failed.
+absl::StatusOr<v1::RunResult> TrainAndMeasure(int ranks, const std::string& plugins_text,
+                                              const std::vector<std::string>& flags = {});
 
 // As TrainAndCompare on two GPUs over NCCL (the worker's --cuda; tolerances allow for
 // cuDNN choosing other algorithms for the reference's larger batch). Callers skip where
