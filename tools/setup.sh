@@ -13,6 +13,7 @@ PACKAGES=(
   protobuf-compiler      # protoc
   libgtest-dev           # GoogleTest
   python3
+  python3-torch          # PyTorch for Python: its own hooks, for //parity:hooks_parity_test
   clang                  # the fuzz config (libFuzzer)
   libclang-rt-dev        # libFuzzer and the sanitizer runtimes for clang
   chromium               # headless, to open report.html in a browser (//core:report_html_browser_test)
