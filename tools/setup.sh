@@ -13,7 +13,7 @@ PACKAGES=(
   protobuf-compiler      # protoc
   libgtest-dev           # GoogleTest
   python3
-  python3-torch          # PyTorch's own DDP and comm hooks, the reference of the Python tests
+  python3-torch          # PyTorch's own DDP and hooks: the reference of the Python tests
   clang                  # the fuzz config (libFuzzer)
   libclang-rt-dev        # libFuzzer and the sanitizer runtimes for clang
   chromium               # headless, to open report.html in a browser (//core:report_html_browser_test)

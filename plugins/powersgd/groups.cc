@@ -1,5 +1,6 @@
 #include "plugins/powersgd/groups.h"
 
+#include <algorithm>
 #include <tuple>
 
 #if defined(DDPLAB_CUDA)
@@ -72,6 +73,32 @@ void Orthogonalize(at::Tensor& p) {
   p.copy_(q.mul_(at::where(diagonal.abs() > threshold, diagonal.sign(), 0.0)));
 }
 
+
+Split SplitBucket(const GradBucket& bucket, int64_t rank, double min_compression_rate) {
+  Split split;
+  for (size_t k = 0; k < bucket.parameters.size(); ++k) {
+    const std::vector<int64_t>& size = bucket.sizes[k];
+    int64_t numel = 1;
+    for (int64_t d : size) numel *= d;
+    at::Tensor flat = bucket.buffer.narrow(0, bucket.offsets[k], numel);
+    split.gradient_elements += numel;
+    if (size.size() >= 2) {
+      const int64_t rows = size[0], cols = numel / size[0];
+      const int64_t r = std::min({rank, rows, cols});
+      if (static_cast<double>(rows + cols) * r * min_compression_rate < static_cast<double>(rows * cols)) {
+        at::Tensor view = flat.view({rows, cols});
+        at::Tensor source = bucket.gradients.empty() ? view : bucket.gradients[k].reshape({rows, cols});
+        std::vector<Matrix>& same = split.by_shape[{rows, cols}];
+        if (same.empty()) split.shape_order.push_back({rows, cols});
+        same.push_back({bucket.parameters[k], view, source});
+        continue;
+      }
+    }
+    split.plain.push_back(flat);
+    split.plain_slots.push_back(k);
+  }
+  return split;
+}
 
 // Whether a group's passes run in fused.h's kernels: on a GPU, float32 gradients, a
 // rank they were built for.

@@ -13,6 +13,8 @@
 
 #include <ATen/ATen.h>
 
+#include "core/engine/extension_points.h"
+
 namespace ddplab::powersgd {
 
 // See Orthogonalize: the fraction of its length below which a column is dependent.
@@ -34,6 +36,20 @@ struct Group {
   bool fused = false;  // the passes in fused.h's kernels instead, each M in `ms`
   std::vector<at::Tensor> ms;
 };
+
+// A bucket's matrices that compress enough, grouped by shape, and the rest (uncompressed).
+struct Split {
+  std::map<std::vector<int64_t>, std::vector<Matrix>> by_shape;
+  std::vector<std::vector<int64_t>> shape_order;  // by_shape's keys as they first appear
+  std::vector<at::Tensor> plain;
+  std::vector<size_t> plain_slots;  // their positions in the bucket
+  int64_t gradient_elements = 0;
+};
+
+// `bucket`'s gradients split as PyTorch's powerSGD_hook splits them: a gradient of two or
+// more dimensions, viewed as rows x the rest, is compressed at rank r = min(rank, rows,
+// cols) where (rows + cols) r min_compression_rate < rows cols; the others are not.
+Split SplitBucket(const GradBucket& bucket, int64_t rank, double min_compression_rate);
 
 // What the passes need of the hook's configuration.
 struct PassOptions {

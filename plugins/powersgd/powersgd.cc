@@ -7,7 +7,8 @@
 //   P = M Q;     mean of P over ranks, then orthogonalize P's columns
 //   Q = M^T P;   mean of Q over ranks
 //   M' = P Q^T  (the mean of M projected on P's span);   error = M - M'
-// with Q warm-started from the last step, and the same random initial Q on every rank.
+// with Q warm-started from the last step. The random initial Q (every step's, without warm
+// start) is PyTorch's for the same random_seed (initial_q.h), the same on every rank.
 // All P of a bucket travel in one all-reduce, all Q in another; vectors and matrices that
 // would not shrink by min_compression_rate travel uncompressed in a third. Matrices of
 // one shape are multiplied and orthogonalized as a batch. Per-parameter state (Q, error)
@@ -24,6 +25,15 @@
 //
 // With bf16_state, M and the error are kept in bfloat16 (in ATen's passes P = M Q,
 // Q = M^T P and M - P Q^T are then computed in bfloat16, P and Q cast; they are small).
+//
+// Against PyTorch's powerSGD_hook (same settings, one bucket), the result is the same to
+// float32's rounding step after step (parity/hooks_parity_test.py measures it): which
+// gradients are compressed, the initial Q and the order of the random draws are
+// PyTorch's. Where ddplab differs, the same in exact arithmetic: Q is not orthogonalized
+// before P = M Q (P is, and P's span is M's image of Q's span either way); P's columns
+// keep the signs Gram-Schmidt gives them (PyTorch's QR, at rank 3 and up, flips some; P Q^T
+// is the same); uncompressed gradients carry no error (PyTorch's is the rank's part of the
+// average it sent, whose mean over ranks is zero); all means divide before summing.
 //
 // Gradients are read where autograd left them (GradBucket::gradients): the engine does
 // not copy them into the bucket first, since the bucket is written over with the result
@@ -45,6 +55,7 @@
 #include <thread>
 #include <memory>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -53,6 +64,7 @@
 #include "core/engine/collectives.h"
 #include "core/plugin_api.h"
 #include "plugins/powersgd/groups.h"
+#include "plugins/powersgd/initial_q.h"
 #include "plugins/powersgd/powersgd.pb.h"
 #include "plugins/powersgd/residual.h"
 #include "plugins/powersgd/settings.h"
@@ -73,6 +85,8 @@ using ddplab::powersgd::Matrix;
 using ddplab::powersgd::PyTorchFormOf;
 using ddplab::powersgd::Settings;
 using ddplab::powersgd::SettingsOf;
+using ddplab::powersgd::Split;
+using ddplab::powersgd::SplitBucket;
 
 class PowerSgdHook : public ddplab::CommHook {
  public:
@@ -86,7 +100,8 @@ class PowerSgdHook : public ddplab::CommHook {
         bf16_state_(settings.bf16_state),
         fused_kernels_(settings.fused_kernels),
         passes_{settings.error_feedback, settings.bf16_state},
-        context_(context) {
+        context_(context),
+        q_seeds_(static_cast<uint32_t>(settings.seed)) {
     worker_ = std::thread([this] { Work(); });
   }
 
@@ -215,59 +230,38 @@ class PowerSgdHook : public ddplab::CommHook {
     if (!parts.empty()) ddplab::compat::CopyEach(parts, gradients);
   }
 
-  // The group's Q, [batch, cols, r]: last step's (warm start) or a seeded random one per
-  // parameter, the same on every rank (a new one each step without warm start). A group
-  // that was the same last step gets last step's batch as it is, without a copy.
-  at::Tensor QsFor(const std::vector<size_t>& parameters, int64_t cols, int64_t r, int64_t step,
-                   const at::TensorOptions& options) {
+  // Before a compressed step's products: random Qs, as PyTorch's powerSGD_hook draws them
+  // (initial_q.h), for the bucket's matrices that need one (every one without warm start;
+  // with it, those with none yet), in PyTorch's order: by shape in the order the shapes
+  // first appear in the bucket, then in the bucket's order. One draw of the seeds a bucket
+  // that needs any, and, as PyTorch, at the first compressed step of every bucket index.
+  void DrawQs(const Split& split, const GradBucket& bucket) {
+    const bool new_bucket = compressed_buckets_.insert(bucket.index).second;
+    std::vector<std::pair<int64_t, int64_t>> shapes;
+    std::vector<size_t> parameters;
+    for (const std::vector<int64_t>& shape : split.shape_order) {
+      const int64_t r = std::min({rank_, shape[0], shape[1]});
+      for (const Matrix& matrix : split.by_shape.at(shape)) {
+        if (warm_start_ && q_.count(matrix.parameter)) continue;
+        shapes.emplace_back(shape[1], r);
+        parameters.push_back(matrix.parameter);
+      }
+    }
+    if (parameters.empty() && warm_start_ && !new_bucket) return;
+    const std::vector<at::Tensor> qs = ddplab::powersgd::RandomQs(q_seeds_.Next(), shapes);
+    for (size_t i = 0; i < qs.size(); ++i) q_[parameters[i]] = qs[i].to(bucket.buffer.options());
+  }
+
+  // The group's Q, [batch, cols, r]: last step's (warm start) or DrawQs's. A group that
+  // was the same last step gets last step's batch as it is, without a copy.
+  at::Tensor QsFor(const std::vector<size_t>& parameters) {
     if (warm_start_) {
       auto kept = group_q_.find(parameters);
       if (kept != group_q_.end()) return kept->second;
     }
     std::vector<at::Tensor> qs;
-    for (size_t parameter : parameters) {
-      at::Tensor& q = q_[parameter];
-      if (!q.defined() || !warm_start_) {
-        uint64_t draw = warm_start_ ? 0 : static_cast<uint64_t>(step);
-        at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(
-            (seed_ * 1000003 + parameter) * 7919 + draw);
-        q = at::empty({cols, r}).normal_(0.0, 1.0, gen).to(options);
-      }
-      qs.push_back(q);
-    }
+    for (size_t parameter : parameters) qs.push_back(q_.at(parameter));
     return qs.size() == 1 ? qs[0].unsqueeze(0) : at::stack(qs);
-  }
-
-  // A bucket's matrices that compress enough, grouped by shape, and the rest (uncompressed).
-  struct Split {
-    std::map<std::vector<int64_t>, std::vector<Matrix>> by_shape;
-    std::vector<at::Tensor> plain;
-    std::vector<size_t> plain_slots;
-    int64_t gradient_elements = 0;
-  };
-
-  Split SplitBucket(const GradBucket& bucket) const {
-    Split split;
-    for (size_t k = 0; k < bucket.parameters.size(); ++k) {
-      const std::vector<int64_t>& size = bucket.sizes[k];
-      int64_t numel = 1;
-      for (int64_t d : size) numel *= d;
-      at::Tensor flat = bucket.buffer.narrow(0, bucket.offsets[k], numel);
-      split.gradient_elements += numel;
-      if (size.size() >= 2) {
-        const int64_t rows = size[0], cols = numel / size[0];
-        const int64_t r = std::min({rank_, rows, cols});
-        if (static_cast<double>(rows + cols) * r * min_compression_rate_ <= static_cast<double>(rows * cols)) {
-          at::Tensor view = flat.view({rows, cols});
-          at::Tensor source = bucket.gradients.empty() ? view : bucket.gradients[k].reshape({rows, cols});
-          split.by_shape[{rows, cols}].push_back({bucket.parameters[k], view, source});
-          continue;
-        }
-      }
-      split.plain.push_back(flat);
-      split.plain_slots.push_back(k);
-    }
-    return split;
   }
 
   // Before the start step: every gradient averaged exactly, in the bucket.
@@ -284,7 +278,7 @@ class PowerSgdHook : public ddplab::CommHook {
       ReduceExactly(bucket);
       return;
     }
-    Split split = SplitBucket(bucket);
+    Split split = SplitBucket(bucket, rank_, min_compression_rate_);
     IntoBucket(bucket, split.plain_slots);
     bucket.gradients.clear();  // the compressed ones are held by their Matrix::source
     // Uncompressed gradients: one grouped mean of them where they lie, started first.
@@ -294,6 +288,7 @@ class PowerSgdHook : public ddplab::CommHook {
       for (const at::Tensor& t : split.plain) sent_elements += t.numel();
       plain_mean = ddplab::StartMeanCoalesced(*context_.process_group, split.plain, context_.nccl);
     }
+    DrawQs(split, bucket);
     if (!split.by_shape.empty()) sent_elements += Compress(split, bucket);
     if (plain_mean) plain_mean->wait();
     if (bucket.sampled && bucket.is_last) residuals_.EndStep();
@@ -360,7 +355,7 @@ class PowerSgdHook : public ddplab::CommHook {
       g.q = q_flat.narrow(0, q_offset, batch * cols * g.r).view({batch, cols, g.r});
       p_offset += g.p.numel();
       q_offset += g.q.numel();
-      at::Tensor q = QsFor(g.parameters, cols, g.r, bucket.step, buffer.options());
+      at::Tensor q = QsFor(g.parameters);
       if (g.fused) {
         ddplab::powersgd::AddAndProject(g, q, passes_, error_);
         continue;
@@ -457,6 +452,8 @@ class PowerSgdHook : public ddplab::CommHook {
   const ddplab::powersgd::PassOptions passes_;
   const CommContext context_;
   std::map<size_t, at::Tensor> q_, error_;  // per parameter
+  ddplab::powersgd::QSeeds q_seeds_;        // PyTorch's seeds of random Qs (DrawQs)
+  std::set<size_t> compressed_buckets_;     // bucket indices compressed before
   // Per group of same-shape matrices in a bucket (its parameters): the kept Q as one
   // batch, and the replacement for its zero columns.
   std::map<std::vector<size_t>, at::Tensor> group_q_, refill_;
@@ -478,6 +475,10 @@ class PowerSgdHook : public ddplab::CommHook {
 void Register(ddplab::PluginRegistrar& registrar) {
   const auto& config = static_cast<const ddplab::plugins::powersgd::v1::Config&>(registrar.config());
   const Settings settings = SettingsOf(config);
+  if (settings.seed > 0xffffffffu) {  // numpy's RandomState, whose draws initial_q.h follows
+    registrar.RejectField("random_seed", "must be below 2^32, as PyTorch's (numpy's RandomState takes no larger seed)");
+    return;
+  }
   registrar.SampleGradientError(static_cast<int>(config.sample_error_every()));
   registrar.DescribeInPyTorch(PyTorchFormOf(settings));
   registrar.SetCommHook([settings](const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {

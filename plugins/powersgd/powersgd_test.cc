@@ -34,6 +34,14 @@ TEST(PowerSgdPluginTest, BadValuesAreReportedWhereTheyAre) {
                 "plugin { powersgd {\n  min_compression_rate: -2 } }")
                             .message()),
             "test.textproto:4:3: plugin[0].powersgd.min_compression_rate: must be > 0, got -2");
+  // PyTorch's initial Q comes from numpy's RandomState(random_seed): seeds below 2^32.
+  EXPECT_EQ(std::string(testing::LoadWithPlugins(
+                "name: \"x\" model { preset: VIT_TINY_TEST } data { batch_size: 2 } steps { measured: 1 }\n"
+                "optimizer { sgd { learning_rate: 0.1 } } distributed { device: CPU gpus_per_node: 2 }\n"
+                "plugin { powersgd { random_seed: 4294967296 } }")
+                            .message()),
+            "test.textproto:3:21: plugin[0].powersgd.random_seed: plugin \"powersgd\" rejected its configuration: "
+            "must be below 2^32, as PyTorch's (numpy's RandomState takes no larger seed)");
 }
 
 // The report's PyTorch form: PowerSGDState with the same fields, under bf16's wrapper when
@@ -108,10 +116,12 @@ TEST(PowerSgdHookTest, FullRankReproducesTheGradient) {
 // With M and the error in bfloat16, a gradient of rank 1 compressed at rank 1 comes back
 // to bfloat16's rounding (8 significant bits: 2^-8 per element, a few times that through
 // the products), in float32. (At full rank of a general matrix the rounding of P is
-// amplified by the conditioning of M Q; one column has none.)
+// amplified by the conditioning of M Q; one column has none. The first step's is amplified
+// by 1 / cos of the angle between the initial Q and the gradient's rows: random_seed 3
+// draws a Q at cos 0.34 from them; the default seed's, at cos 0.04, amplifies it 23-fold.)
 TEST(PowerSgdHookTest, Bf16StateReproducesARankOneGradientToItsRounding) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(
-      "plugin { powersgd { matrix_approximation_rank: 1 min_compression_rate: 0.001 bf16_state: true } }");
+      "plugin { powersgd { matrix_approximation_rank: 1 min_compression_rate: 0.001 bf16_state: true random_seed: 3 } }");
   ASSERT_TRUE(set.ok()) << set.status();
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
   torch::manual_seed(3);
@@ -309,6 +319,17 @@ TEST(PowerSgdHookTest, DefaultsCompressAtRankOneFromTheFirstStep) {
   EXPECT_EQ(hook->Stats().at("rank"), 1);
   EXPECT_EQ(hook->Stats().at("first_compressed_step"), 0);
   EXPECT_NEAR(hook->Stats().at("compression_ratio"), 84.0 / 19, 1e-9);
+}
+
+// As PyTorch's: compressed only where the matrix shrinks by more than min_compression_rate;
+// 4x4 at rank 1 would shrink by 2 exactly, and goes uncompressed.
+TEST(PowerSgdHookTest, AtTheBoundaryOfMinCompressionRateNotCompressed) {
+  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { powersgd {} }");
+  ASSERT_TRUE(set.ok()) << set.status();
+  std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
+  const at::Tensor m = torch::randn({4, 4});
+  EXPECT_TRUE(at::equal(Reduce(*hook, m, 0), m));
+  EXPECT_EQ(hook->Stats().at("compression_ratio"), 1.0);
 }
 #endif
 

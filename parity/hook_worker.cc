@@ -1,0 +1,241 @@
+// One rank of ddplab's side of the hook parity test (hooks_parity_test.py), started as
+// one of N ranks over Gloo (RANK, WORLD_SIZE, ... and DDPLAB_RENDEZVOUS_FILE, as ddplab's
+// launcher sets them).
+//
+// It reads the case pytorch_reference.py wrote (--dir: the manifest of tensors, and this
+// rank's gradient of every step), loads the plugins of --plugins through the plugin host
+// as vit_ddp does, and reduces the gradients step after step in one bucket whose tensors
+// are in the order of PyTorch's DDP bucket at that step (--order, written by the
+// reference run): through the plugin's communication hook where it registers one (as the
+// engine hands a bucket over: the gradients where they lie if the hook reads them there,
+// else in the bucket), or else through the experiment's collectives with the plugin's
+// codecs (what the engine's own all-reduce averages a bucket through). It writes the
+// reduced gradients as --dir/<--out>_r<rank>_s<step>.f32, in the manifest's order.
+//
+// Exit codes: 0 done, 13 setup error, 22 the reduction failed, 23 a file could not be
+// read or written.
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "core/distributed.h"
+#include "core/engine/collectives.h"
+#include "core/experiment.h"
+#include "core/plugin_host.h"
+#include "tools/cpp/runfiles/runfiles.h"
+
+ABSL_FLAG(std::string, dir, "", "the case's directory (manifest, gradients); the results go there");
+ABSL_FLAG(std::string, plugins, "", "plugin entries in text format, e.g. \"plugin { bf16 {} }\"");
+ABSL_FLAG(std::string, order, "", "the bucket's order per step, as the PyTorch run wrote it");
+ABSL_FLAG(std::string, out, "", "name of the result files");
+
+namespace ddplab {
+namespace {
+
+struct Case {
+  std::vector<std::vector<int64_t>> shapes;  // the manifest's tensors
+  int64_t steps = 0;
+  std::vector<std::vector<size_t>> orders;  // per step, the tensors in bucket order
+};
+
+int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+absl::StatusOr<Case> ReadCase(const std::string& dir, const std::string& order_path) {
+  Case c;
+  std::ifstream manifest(dir + "/manifest");
+  std::string line;
+  while (std::getline(manifest, line)) {
+    std::istringstream words(line);
+    std::string key;
+    words >> key;
+    if (key == "steps") words >> c.steps;
+    if (key != "tensor") continue;
+    std::string name;
+    size_t dims = 0;
+    words >> name >> dims;
+    std::vector<int64_t> shape(dims);
+    for (int64_t& d : shape) words >> d;
+    c.shapes.push_back(shape);
+  }
+  std::ifstream orders(order_path);
+  while (std::getline(orders, line)) {
+    std::istringstream words(line);
+    int64_t step = 0;
+    words >> step;
+    std::vector<size_t> order;
+    for (size_t i; words >> i;) order.push_back(i);
+    if (step != static_cast<int64_t>(c.orders.size()) || order.size() != c.shapes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(order_path, ": bad line \"", line, "\""));
+    }
+    c.orders.push_back(order);
+  }
+  if (c.shapes.empty() || c.steps <= 0 || static_cast<int64_t>(c.orders.size()) != c.steps) {
+    return absl::InvalidArgumentError(absl::StrCat("no case in ", dir, " with ", order_path));
+  }
+  return c;
+}
+
+// The tensors of `shapes` one after another in raw float32 at `path`.
+absl::StatusOr<std::vector<at::Tensor>> ReadTensors(const std::string& path,
+                                                    const std::vector<std::vector<int64_t>>& shapes) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<at::Tensor> tensors;
+  for (const std::vector<int64_t>& shape : shapes) {
+    at::Tensor t = at::empty(shape, at::kFloat);
+    in.read(reinterpret_cast<char*>(t.data_ptr<float>()), static_cast<std::streamsize>(t.numel() * sizeof(float)));
+    tensors.push_back(t);
+  }
+  if (!in || in.peek() != std::char_traits<char>::eof()) return absl::DataLossError(absl::StrCat("cannot read ", path));
+  return tensors;
+}
+
+bool WriteTensors(const std::string& path, const std::vector<at::Tensor>& tensors) {
+  std::ofstream out(path, std::ios::binary);
+  for (const at::Tensor& t : tensors) {
+    const at::Tensor c = t.contiguous();
+    out.write(reinterpret_cast<const char*>(c.data_ptr<float>()), static_cast<std::streamsize>(c.numel() * sizeof(float)));
+  }
+  return static_cast<bool>(out.flush());
+}
+
+// c10d's all-reduce over the group, averaging: the engine's default collectives.
+class GroupMean : public Collectives {
+ public:
+  explicit GroupMean(compat::CollectiveGroup& group) : group_(group) {}
+  PendingMean StartMean(std::vector<at::Tensor> tensors) override {
+    return StartMeanCoalesced(group_, std::move(tensors), /*nccl=*/false);
+  }
+
+ private:
+  compat::CollectiveGroup& group_;
+};
+
+// A bucket of `gradients` (the manifest's order) laid out in `order`, at `step`. With
+// `hand_over`, the gradients are handed over where they lie and the bucket holds NaN
+// until the hook writes it whole.
+GradBucket MakeBucket(const std::vector<at::Tensor>& gradients, const std::vector<size_t>& order, int64_t step,
+                      bool hand_over) {
+  GradBucket bucket;
+  bucket.index = 0;
+  bucket.is_last = true;
+  bucket.step = step;
+  std::vector<at::Tensor> flat;
+  int64_t offset = 0;
+  for (size_t i : order) {
+    bucket.parameters.push_back(i);
+    bucket.offsets.push_back(offset);
+    bucket.sizes.push_back(gradients[i].sizes().vec());
+    offset += gradients[i].numel();
+    flat.push_back(gradients[i].reshape(-1));
+    if (hand_over) bucket.gradients.push_back(gradients[i].clone());
+  }
+  bucket.buffer = hand_over ? at::full({offset}, std::nan(""), at::kFloat) : at::cat(flat);
+  return bucket;
+}
+
+// The bucket's result split back into the manifest's tensors.
+std::vector<at::Tensor> Unpack(const at::Tensor& reduced, const GradBucket& bucket, size_t count) {
+  std::vector<at::Tensor> out(count);
+  for (size_t k = 0; k < bucket.parameters.size(); ++k) {
+    out[bucket.parameters[k]] =
+        reduced.narrow(0, bucket.offsets[k], Numel(bucket.sizes[k])).view(bucket.sizes[k]).clone();
+  }
+  return out;
+}
+
+absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugins) {
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(
+      absl::StrCat("name: \"parity\" model { preset: VIT_TINY_TEST } data { batch_size: 4 } steps { measured: 1 } "
+                   "optimizer { sgd { learning_rate: 0.1 } } distributed { device: CPU gpus_per_node: 2 } ",
+                   plugins),
+      "plugins");
+  if (!suite.ok()) return suite.status();
+  return host.Configure(suite->experiment(0));
+}
+
+// Every step of the case through the hook, or the collectives where there is none; the
+// results written. Returns the exit code.
+int ReduceSteps(const Case& c, const PluginSet& set, compat::CollectiveGroup& group, int rank, int world) {
+  std::unique_ptr<Collectives> collectives = std::make_unique<GroupMean>(group);
+  for (const CollectivesWrapper& wrap : set.engine_parts().codecs) collectives = wrap(std::move(collectives));
+  std::unique_ptr<CommHook> hook;
+  if (set.engine_parts().comm_hook) {
+    hook = set.engine_parts().comm_hook(CommContext{&group, rank, world, /*nccl=*/false, collectives.get()});
+  }
+  const std::string dir = absl::GetFlag(FLAGS_dir);
+  for (int64_t step = 0; step < c.steps; ++step) {
+    const std::string suffix = absl::StrCat("_r", rank, "_s", step, ".f32");
+    absl::StatusOr<std::vector<at::Tensor>> gradients = ReadTensors(absl::StrCat(dir, "/grad", suffix), c.shapes);
+    if (!gradients.ok()) {
+      std::cerr << gradients.status() << "\n";
+      return 23;
+    }
+    const bool hand_over = hook && hook->ReadsGradientsWhereTheyLie();
+    GradBucket bucket = MakeBucket(*gradients, c.orders[static_cast<size_t>(step)], step, hand_over);
+    at::Tensor reduced;
+    if (hook) {
+      c10::intrusive_ptr<c10::ivalue::Future> future = hook->Run(bucket);
+      future->wait();
+      if (future->hasError()) {
+        std::cerr << "rank " << rank << " step " << step << ": " << future->tryRetrieveErrorMessage() << "\n";
+        return 22;
+      }
+      reduced = future->value().toTensor();
+    } else {
+      reduced = bucket.buffer;
+      collectives->StartMean({reduced}).wait();
+    }
+    if (!WriteTensors(absl::StrCat(dir, "/", absl::GetFlag(FLAGS_out), suffix), Unpack(reduced, bucket, c.shapes.size()))) {
+      return 23;
+    }
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  at::set_num_threads(1);
+  absl::StatusOr<std::optional<WorkerEnv>> env = WorkerEnvFromEnvironment();
+  if (!env.ok() || !env->has_value()) {
+    std::cerr << "not started as a rank of a job: " << env.status() << "\n";
+    return 13;
+  }
+  const int rank = (*env)->rank, world = (*env)->world_size;
+  absl::StatusOr<Case> c = ReadCase(absl::GetFlag(FLAGS_dir), absl::GetFlag(FLAGS_order));
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::Create(argv[0], &error));
+  PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
+  absl::StatusOr<PluginSet> set = Configure(host, absl::GetFlag(FLAGS_plugins));
+  if (!c.ok() || !set.ok()) {
+    std::cerr << "rank " << rank << ": " << c.status() << " " << set.status() << "\n";
+    return 13;
+  }
+  absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(**env, /*nccl=*/false, std::chrono::seconds(120));
+  if (!group.ok()) {
+    std::cerr << "rank " << rank << ": " << group.status() << "\n";
+    return 13;
+  }
+  return ReduceSteps(*c, *set, **group, rank, world);
+}
+
+}  // namespace
+}  // namespace ddplab
+
+int main(int argc, char** argv) { return ddplab::Main(argc, argv); }
