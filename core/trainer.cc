@@ -227,6 +227,8 @@ absl::Status Training::BeforeStep(int step) {
   if (engine_ && step == warmup_ - 1) engine_->RecordReadyTimes();  // for the tuner
   if (step == warmup_) {
     Synchronize(device_);
+    // First: it frees what sampling the warm-up held, before the peak is reset.
+    if (engine_) engine_->StartTiming(/*bucket_times=*/e_.profiling().bucket_timing());
 #if defined(DDPLAB_CUDA)
     if (cuda_) {
       c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
@@ -236,7 +238,6 @@ absl::Status Training::BeforeStep(int step) {
     host_wait_before_ = data_->host_wait_seconds();
     trace_origin_ = std::chrono::steady_clock::now();
     if (absl::Status s = Barrier(/*opening=*/true); !s.ok()) return s;
-    if (engine_) engine_->StartTiming(/*bucket_times=*/e_.profiling().bucket_timing());
     window_start_ = std::chrono::steady_clock::now();
   }
   if (profiled_ > 0 && step == warmup_ + measured_) {

@@ -439,11 +439,18 @@ absl::Status DataParallelEngine::EndBackward() {
   return absl::OkStatus();
 }
 
-void DataParallelEngine::PauseErrorSampling(bool paused) { state_->sampling_paused = paused; }
+void DataParallelEngine::PauseErrorSampling(bool paused) {
+  state_->sampling_paused = paused;
+  if (paused && state_->fidelity) state_->fidelity->DropWindow();
+}
 
 void DataParallelEngine::RecordReadyTimes() { state_->record_ready = true; }
 
 void DataParallelEngine::StartTiming(bool bucket_times) {
+  // The timed steps are never sampled: the open window's sums go now, not at the first
+  // timed step's backward, so that the timed steps' peak memory is theirs alone.
+  if (state_->fidelity) state_->fidelity->DropWindow();
+  state_->exact.clear();
   state_->timer->Start(bucket_times);
   stats_.exposed_comm_ms = 0;
   stats_.timed_steps = 0;

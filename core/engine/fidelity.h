@@ -77,11 +77,14 @@ class FidelityMeter {
 
   const FidelityStats& stats() const { return stats_; }
 
+  // Ends the open window, if any, as a step that is not eligible would, and frees its
+  // sums: before timed steps, so that their peak memory is the step's own.
+  void DropWindow();
+
  private:
   double AddStep(const std::vector<at::Tensor>& reduced, const std::vector<at::Tensor>& exact);
   void Accumulate(const std::vector<at::Tensor>& reduced, const std::vector<at::Tensor>& exact);
   void EndWindowLevel(size_t level);
-  void DropWindow();
 
   int every_;
   int window_;
