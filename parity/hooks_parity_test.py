@@ -94,6 +94,9 @@ class Case:
 
     def _check(self, argv, what, env=None):
         print("running " + what, flush=True)
+        # The comparison is on the CPU: CUDA hidden, since PyTorch's PowerSGD hook
+        # synchronizes CUDA wherever it sees a GPU, and then fails on CPU tensors.
+        env = dict(os.environ if env is None else env, CUDA_VISIBLE_DEVICES="")
         try:
             done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=RUN_TIMEOUT)
         except subprocess.TimeoutExpired as e:
