@@ -114,18 +114,6 @@ bool WriteTensors(const std::string& path, const std::vector<at::Tensor>& tensor
   return static_cast<bool>(out.flush());
 }
 
-// c10d's all-reduce over the group, averaging: the engine's default collectives.
-class GroupMean : public Collectives {
- public:
-  explicit GroupMean(compat::CollectiveGroup& group) : group_(group) {}
-  PendingMean StartMean(std::vector<at::Tensor> tensors) override {
-    return StartMeanCoalesced(group_, std::move(tensors), /*nccl=*/false);
-  }
-
- private:
-  compat::CollectiveGroup& group_;
-};
-
 // A bucket of `gradients` (the manifest's order) laid out in `order`, at `step`. With
 // `hand_over`, the gradients are handed over where they lie and the bucket holds NaN
 // until the hook writes it whole.
@@ -172,7 +160,7 @@ absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugins
 // Every step of the case through the hook, or the collectives where there is none; the
 // results written. Returns the exit code.
 int ReduceSteps(const Case& c, const PluginSet& set, compat::CollectiveGroup& group, int rank, int world) {
-  std::unique_ptr<Collectives> collectives = std::make_unique<GroupMean>(group);
+  std::unique_ptr<Collectives> collectives = std::make_unique<GroupCollectives>(group, /*nccl=*/false);
   for (const CollectivesWrapper& wrap : set.engine_parts().codecs) collectives = wrap(std::move(collectives));
   std::unique_ptr<CommHook> hook;
   if (set.engine_parts().comm_hook) {

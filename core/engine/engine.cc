@@ -26,19 +26,6 @@
 namespace ddplab {
 namespace {
 
-// c10d's all-reduce over the experiment's group: the default collectives.
-class GroupCollectives : public Collectives {
- public:
-  GroupCollectives(compat::CollectiveGroup& group, bool nccl) : group_(group), nccl_(nccl) {}
-  PendingMean StartMean(std::vector<at::Tensor> tensors) override {
-    return StartMeanCoalesced(group_, std::move(tensors), nccl_);
-  }
-
- private:
-  compat::CollectiveGroup& group_;
-  bool nccl_;
-};
-
 struct Bucket {
   LayoutBucket def;
   int64_t bytes = 0;

@@ -211,6 +211,19 @@ class Collectives {
   virtual PendingMean StartMean(std::vector<at::Tensor> tensors) = 0;
 };
 
+// The default collectives: c10d's all-reduce over `group`, averaging (collectives.h).
+class GroupCollectives : public Collectives {
+ public:
+  GroupCollectives(compat::CollectiveGroup& group, bool nccl) : group_(group), nccl_(nccl) {}
+  PendingMean StartMean(std::vector<at::Tensor> tensors) override {
+    return StartMeanCoalesced(group_, std::move(tensors), nccl_);
+  }
+
+ private:
+  compat::CollectiveGroup& group_;
+  bool nccl_;
+};
+
 // What a communication hook works with.
 struct CommContext {
   // c10d's process group (NCCL on GPUs, Gloo on CPUs): allreduce, broadcast, ...

@@ -125,18 +125,6 @@ int Check(const at::Tensor& got, const std::vector<at::Tensor>& gradients, int r
   return 0;
 }
 
-// Averages in place through c10d's all-reduce: what the bf16 codec wraps.
-class GroupMean : public Collectives {
- public:
-  explicit GroupMean(compat::CollectiveGroup& group) : group_(group) {}
-  PendingMean StartMean(std::vector<at::Tensor> tensors) override {
-    return StartMeanCoalesced(group_, std::move(tensors), /*nccl=*/false);
-  }
-
- private:
-  compat::CollectiveGroup& group_;
-};
-
 absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugins) {
   absl::StatusOr<v1::Suite> suite = ParseExperimentText(
       absl::StrCat("name: \"w\" model { preset: VIT_TINY_TEST } data { batch_size: 4 } steps { measured: 1 } "
@@ -186,7 +174,7 @@ int Main(int argc, char** argv) {
     std::cerr << "rank " << rank << ": " << ours.status() << " " << bf16.status() << " " << group.status() << "\n";
     return 13;
   }
-  std::unique_ptr<Collectives> collectives = std::make_unique<GroupMean>(**group);
+  std::unique_ptr<Collectives> collectives = std::make_unique<GroupCollectives>(**group, /*nccl=*/false);
   at::Tensor hook_result;
   {
     std::unique_ptr<CommHook> hook = ours->engine_parts().comm_hook(

@@ -38,17 +38,6 @@ PluginHost& Host() {
   return *host;
 }
 
-class GroupMean : public Collectives {
- public:
-  explicit GroupMean(compat::CollectiveGroup& group) : group_(group) {}
-  PendingMean StartMean(std::vector<at::Tensor> tensors) override {
-    return StartMeanCoalesced(group_, std::move(tensors), /*nccl=*/false);
-  }
-
- private:
-  compat::CollectiveGroup& group_;
-};
-
 }  // namespace
 
 absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text, const std::string& distributed) {
@@ -112,7 +101,7 @@ std::unique_ptr<CommHook> MakeHook(const PluginSet& set) {
     return new ProcessGroupPtr(CreateProcessGroup(env, false, std::chrono::seconds(30)).value());
   }();
   static Collectives* collectives = [] {
-    std::unique_ptr<Collectives> c = std::make_unique<GroupMean>(**group);
+    std::unique_ptr<Collectives> c = std::make_unique<GroupCollectives>(**group, /*nccl=*/false);
     return c.release();
   }();
   CommContext context{group->get(), 0, 1, false, collectives};
