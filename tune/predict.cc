@@ -1,0 +1,59 @@
+#include "tune/predict.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ddplab::tune {
+
+absl::StatusOr<StepInputs> InputsFromResult(const v1::RunResult& r) {
+  if (r.gradient_ready_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the result of \"", r.experiment(), "\" has no gradient ready times: they are recorded by runs with the "
+        "engine (several processes, or distributed.force_engine)"));
+  }
+  StepInputs in;
+  in.forward_ms = r.phases().forward_ms();
+  in.optimizer_ms = r.phases().optimizer_ms();
+  in.backward_ms = r.phases().backward_ms();
+  for (const v1::GradientReady& g : r.gradient_ready()) {
+    in.gradients.push_back({std::max(0.0, g.ready_ms()), g.bytes()});
+    in.backward_ms = std::max(in.backward_ms, g.ready_ms());
+  }
+  return in;
+}
+
+absl::StatusOr<Prediction> Predict(const v1::RunResult& r, const CostCurve& curve, const PredictOptions& options) {
+  absl::StatusOr<StepInputs> in = InputsFromResult(r);
+  if (!in.ok()) return in.status();
+  Prediction p;
+  absl::StatusOr<std::vector<CapPrediction>> caps = SweepBucketCaps(*in, curve, options.levers, options.caps_mib);
+  if (!caps.ok()) return caps.status();
+  if (caps->empty()) return absl::InvalidArgumentError("no bucket_cap_mb to predict");
+  p.caps = *std::move(caps);
+  p.fastest = FastestCap(p.caps);
+  absl::StatusOr<Verdict> verdict = Judge(*in, curve, options.levers);
+  if (!verdict.ok()) return verdict.status();
+  p.verdict = *std::move(verdict);
+  const double cap = p.caps[p.fastest].cap_mib;
+  p.experiment_lines = absl::StrCat("plugin { bucket_sizing { bucket_cap_mb: ", cap, " } }");
+  p.pytorch = absl::StrCat("model = DDP(model, device_ids=[local_rank], bucket_cap_mb=", cap, ")");
+  return p;
+}
+
+std::string FormatPrediction(const Prediction& p) {
+  std::string out = "| bucket_cap_mb | buckets | predicted step ms | exposed ms | communication ms |\n"
+                    "| ---: | ---: | ---: | ---: | ---: |\n";
+  for (size_t i = 0; i < p.caps.size(); ++i) {
+    const CapPrediction& c = p.caps[i];
+    absl::StrAppendFormat(&out, "| %g%s | %d | %.2f | %.2f | %.2f |\n", c.cap_mib, i == p.fastest ? " (fastest)" : "",
+                          c.partition.buckets(), c.prediction.step_ms, c.prediction.exposed_ms,
+                          c.prediction.communication_ms);
+  }
+  absl::StrAppend(&out, "\n", p.verdict.sentence, "\n\nIn an experiment:\n  ",
+                  p.experiment_lines, "\nIn PyTorch:\n  ", p.pytorch, "\n");
+  return out;
+}
+
+}  // namespace ddplab::tune
