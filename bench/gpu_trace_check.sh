@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On a GPU machine: the CUDA build's tests, then one run on one GPU with the engine on and
-# bf16 (whose all-reduces run even alone) and LibTorch's profile of two more steps; checks
-# its traces (bench/trace_check.py: bucket spans on the GPU, Kineto's file with
-# distributedInfo), then trains PyTorch's DDP as the run's "pytorch" code says, pasted into
-# bench/pytorch_vit.py (--ddp_code). Writes DIR/{environment.txt,build.log,test.log,run/,
+# bf16, and LibTorch's profile of two more steps; checks its traces (bench/trace_check.py:
+# Kineto's file with distributedInfo; bucket spans need two GPUs, since one process
+# issues no collective), then trains PyTorch's DDP as the run's "pytorch" code says,
+# pasted into bench/pytorch_vit.py (--ddp_code). Writes DIR/{environment.txt,build.log,test.log,run/,
 # code.py,pytorch_code_run.json}.
 #
 #   bench/gpu_trace_check.sh DIR
