@@ -1,9 +1,12 @@
 #include "tune/predict.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/text_format.h"
 
 namespace ddplab::tune {
 
@@ -24,6 +27,38 @@ absl::StatusOr<StepInputs> InputsFromResult(const v1::RunResult& r) {
   return in;
 }
 
+namespace {
+
+// The name of the plugin an entry configures (the one field set besides `path`).
+std::string PluginName(const v1::Plugin& entry) {
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  entry.GetReflection()->ListFields(entry, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    if (f->name() != "path") return f->name();
+  }
+  return "";
+}
+
+// `ran` with bucket_cap_mb `cap` in place of its bucket sizing, and communicating.
+std::string TunedExperiment(const v1::Experiment& ran, double cap) {
+  v1::Experiment e = ran;
+  e.set_name(absl::StrCat(ran.name(), "_tuned"));
+  e.set_description(absl::StrCat(ran.name(), " with the bucket_cap_mb //tune:predict chose"));
+  e.clear_output();  // where results go is the command line's
+  e.clear_plugin();
+  google::protobuf::TextFormat::ParseFromString(absl::StrCat("bucket_sizing { bucket_cap_mb: ", cap, " }"),
+                                                e.add_plugin());
+  for (const v1::Plugin& entry : ran.plugin()) {
+    const std::string name = PluginName(entry);
+    if (name != "bucket_sizing" && name != "no_communication") *e.add_plugin() = entry;
+  }
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(e, &text);
+  return absl::StrCat("# proto-message: ddplab.v1.Experiment\n", text);
+}
+
+}  // namespace
+
 absl::StatusOr<Prediction> Predict(const v1::RunResult& r, const CostCurve& curve, const PredictOptions& options) {
   absl::StatusOr<StepInputs> in = InputsFromResult(r);
   if (!in.ok()) return in.status();
@@ -39,6 +74,7 @@ absl::StatusOr<Prediction> Predict(const v1::RunResult& r, const CostCurve& curv
   const double cap = p.caps[p.fastest].cap_mib;
   p.experiment_lines = absl::StrCat("plugin { bucket_sizing { bucket_cap_mb: ", cap, " } }");
   p.pytorch = absl::StrCat("model = DDP(model, device_ids=[local_rank], bucket_cap_mb=", cap, ")");
+  p.experiment_textproto = TunedExperiment(r.resolved(), cap);
   return p;
 }
 

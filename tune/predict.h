@@ -38,13 +38,16 @@ struct Prediction {
   size_t fastest = 0;  // index into caps
   Verdict verdict;
   std::string experiment_lines;  // "plugin { bucket_sizing { bucket_cap_mb: 25 } }"
+  // The run's experiment as it ran (RunResult.resolved), named "<name>_tuned", with that
+  // cap and without no_communication (the probe's): a file vit_ddp runs as it is.
+  std::string experiment_textproto;
   std::string pytorch;           // "model = DDP(model, device_ids=[local_rank], bucket_cap_mb=25)"
 };
 
 absl::StatusOr<Prediction> Predict(const v1::RunResult& r, const CostCurve& curve, const PredictOptions& options);
 
 // A table of the caps' predicted steps (step, exposed, buckets), the verdict, and the
-// answer in both forms.
+// answer in both forms (the whole experiment file is experiment_textproto).
 std::string FormatPrediction(const Prediction& p);
 
 }  // namespace ddplab::tune

@@ -24,6 +24,7 @@ ABSL_FLAG(std::string, result, "", "a run's result JSON (<output_dir>/<suite>/<e
 ABSL_FLAG(std::string, sweep, "", "nccl-tests' all-reduce table for the run's ranks");
 ABSL_FLAG(std::string, caps_mb, "1,5,10,25,50,100,200,2000", "bucket_cap_mb values to predict");
 ABSL_FLAG(double, wire_factor, 1.0, "bytes on the wire per gradient byte (0.5: bf16)");
+ABSL_FLAG(std::string, write_experiment, "", "where to write the tuned experiment file (vit_ddp --experiment)");
 
 namespace {
 
@@ -69,5 +70,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<ddplab::tune::Prediction> p = ddplab::tune::Predict(result, *curve, predict);
   if (!p.ok()) return Fail(result_path + ": " + std::string(p.status().message()));
   std::cout << ddplab::tune::FormatPrediction(*p);
+  if (const std::string out = absl::GetFlag(FLAGS_write_experiment); !out.empty()) {
+    std::ofstream file(out);
+    file << p->experiment_textproto;
+    if (!file.flush()) return Fail(out + ": cannot write the experiment (--write_experiment)");
+    std::cout << "\nThe experiment: " << out << " (vit_ddp --experiment=" << out << ")\n";
+  }
   return 0;
 }

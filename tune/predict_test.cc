@@ -1,6 +1,7 @@
 #include "tune/predict.h"
 
 #include "absl/strings/match.h"
+#include "core/experiment.h"
 #include "gtest/gtest.h"
 #include "tune/nccl_tests.h"
 
@@ -11,6 +12,20 @@ namespace {
 v1::RunResult ProbeRun() {
   v1::RunResult r;
   r.set_experiment("probe");
+  absl::StatusOr<v1::Suite> ran = ParseExperimentText(R"pb(
+    name: "probe"
+    model { preset: VIT_TINY_TEST }
+    data { batch_size: 4 }
+    steps { measured: 2 }
+    optimizer { sgd { learning_rate: 0.1 } }
+    distributed { device: CPU gpus_per_node: 2 }
+    output { directory: "results/from/the/probe" }
+    plugin { bucket_sizing { bucket_cap_mb: 2000 } }
+    plugin { static_graph {} }
+    plugin { no_communication {} }
+  )pb", "probe.textproto");
+  EXPECT_TRUE(ran.ok()) << ran.status();
+  *r.mutable_resolved() = ran->experiment(0);
   r.mutable_phases()->set_forward_ms(20);
   r.mutable_phases()->set_backward_ms(40);
   r.mutable_phases()->set_optimizer_ms(2);
@@ -54,6 +69,23 @@ TEST(PredictTest, TheFastestCapAndItsTwoForms) {
   const std::string text = FormatPrediction(*p);
   EXPECT_TRUE(absl::StrContains(text, "| 8 (fastest) | 8 |")) << text;
   EXPECT_TRUE(absl::StrContains(text, "Bandwidth-bound")) << text;
+}
+
+// The answer as a file: the probe's experiment, renamed, with the cap chosen, its other
+// levers, without the probe's no_communication; it loads as it is.
+TEST(PredictTest, TheTunedExperimentLoadsAsWritten) {
+  PredictOptions options;
+  options.caps_mib = {8, 2000};
+  absl::StatusOr<Prediction> p = Predict(ProbeRun(), Curve(), options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<v1::Suite> tuned = ParseExperimentText(p->experiment_textproto, "tuned.textproto");
+  ASSERT_TRUE(tuned.ok()) << tuned.status() << "\n" << p->experiment_textproto;
+  const v1::Experiment& e = tuned->experiment(0);
+  EXPECT_EQ(e.name(), "probe_tuned");
+  ASSERT_EQ(e.plugin_size(), 2);
+  EXPECT_EQ(e.plugin(0).bucket_sizing().bucket_cap_mb(), 8);
+  EXPECT_TRUE(e.plugin(1).has_static_graph());
+  EXPECT_NE(e.output().directory(), "results/from/the/probe");
 }
 
 TEST(PredictTest, ARunWithoutReadyTimesSaysWhy) {
