@@ -23,8 +23,10 @@ namespace {
 // steps.repetitions, at least 1.
 int Repetitions(const PlannedRun& p) { return std::max<int>(1, p.run.experiment.steps().repetitions()); }
 
-std::string Label(const PlannedRun& p, size_t runs, int repetition) {
-  std::string label = absl::StrCat("[", p.index, "/", runs, "] ", p.run.experiment.name());
+std::string Label(const PlannedRun& p, size_t runs, size_t checks, int repetition) {
+  // The convergence check's runs come after the plan's own: "[check 2/5] ...".
+  std::string label = p.convergence ? absl::StrCat("[check ", p.index - runs, "/", checks, "] ", p.run.experiment.name())
+                                    : absl::StrCat("[", p.index, "/", runs, "] ", p.run.experiment.name());
   if (Repetitions(p) > 1) absl::StrAppend(&label, " (", repetition, "/", Repetitions(p), ")");
   return label;
 }
@@ -223,7 +225,7 @@ bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
     return false;
   }
   const auto start = std::chrono::steady_clock::now();
-  const std::string label = Label(p, plan_.runs.size(), repetition_);
+  const std::string label = Label(p, plan_.runs.size(), convergence_runs_.size(), repetition_);
   bool go_on = true;
   if (p.launch) {
     go_on = Launch(p, label);
@@ -257,6 +259,7 @@ void SuiteRunner::Announce(const PlannedRun& p, const PluginSet& plugins) {
   }
   int launches = 0;  // the suite's, repetitions included
   for (const PlannedRun& q : plan_.runs) launches += q.selected ? Repetitions(q) : 0;
+  launches += static_cast<int>(convergence_runs_.size());
   const int done = ran_ + failed_;
   if (timed_ > 0) {
     const int left = launches - done;
