@@ -24,16 +24,16 @@
 // (Gloo) wait() blocks the host, so the buckets are reduced on a thread of the hook's
 // own, one after another in the order the engine hands them over (the same on every
 // rank, so the collectives match), while backward goes on.
-#include <condition_variable>
-#include <deque>
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "core/engine/hook_worker.h"
 #include "core/plugin_api.h"
 #include "plugins/bf16_fp32_sum/bf16_fp32_sum.pb.h"
 
@@ -111,32 +111,18 @@ c10::intrusive_ptr<c10::ivalue::Future> MakeFuture(const at::Tensor& buffer) {
 class Bf16Fp32SumHook : public ddplab::CommHook {
  public:
   explicit Bf16Fp32SumHook(const CommContext& context) : context_(context) {
-    if (Threaded()) worker_ = std::thread([this] { Work(); });
-  }
-
-  ~Bf16Fp32SumHook() override {
-    if (!worker_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    worker_.join();  // finishes what was handed over: the engine waits for it anyway
+    if (Threaded()) worker_.emplace([this](Task& task) { Finish(task); });
   }
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
     Count(bucket);
     Task task{bucket, MakeFuture(bucket.buffer)};  // the engine's bucket is gone when Run returns
     c10::intrusive_ptr<c10::ivalue::Future> future = task.future;
-    if (!Threaded()) {
+    if (!worker_) {
       Finish(task);
       return future;
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(task));
-    }
-    wake_.notify_one();
+    worker_->Push(std::move(task));
     return future;
   }
 
@@ -182,28 +168,10 @@ class Bf16Fp32SumHook : public ddplab::CommHook {
     }
   }
 
-  void Work() {
-    for (;;) {
-      Task task;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;  // stopping, nothing left
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      Finish(task);
-    }
-  }
-
   const CommContext context_;
   mutable std::mutex stats_mu_;  // the counters below: Run writes, Stats reads
   int64_t gradient_bytes_ = 0, wire_bytes_ = 0;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<Task> tasks_;
-  bool stopping_ = false;
-  std::thread worker_;  // last: started once everything it uses exists
+  std::optional<ddplab::HookWorker<Task>> worker_;  // last: started once everything it uses exists
 };
 
 void Register(ddplab::PluginRegistrar& registrar) {

@@ -47,8 +47,6 @@
 // launches. The engine waits for the result only after backward.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -62,6 +60,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "core/engine/collectives.h"
+#include "core/engine/hook_worker.h"
 #include "core/plugin_api.h"
 #include "plugins/powersgd/groups.h"
 #include "plugins/powersgd/initial_q.h"
@@ -102,16 +101,7 @@ class PowerSgdHook : public ddplab::CommHook {
         passes_{settings.error_feedback, settings.bf16_state},
         context_(context),
         q_seeds_(static_cast<uint32_t>(settings.seed)) {
-    worker_ = std::thread([this] { Work(); });
-  }
-
-  ~PowerSgdHook() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    worker_.join();  // finishes what was handed over: the engine waits for it anyway
+    worker_.emplace([this](Task& task) { Work(task); });
   }
 
   // Hands the bucket to the worker and returns at once; the future completes when the
@@ -137,11 +127,7 @@ class PowerSgdHook : public ddplab::CommHook {
       task.future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
     }
     c10::intrusive_ptr<c10::ivalue::Future> future = task.future;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(task));
-    }
-    wake_.notify_one();
+    worker_->Push(std::move(task));
     return future;
   }
 
@@ -168,51 +154,42 @@ class PowerSgdHook : public ddplab::CommHook {
 #endif
   };
 
-  void Work() {
-    for (;;) {
-      Task task;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;  // stopping, nothing left
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      try {
+  // Reduces one bucket on the worker (HookWorker), completing its future.
+  void Work(Task& task) {
+    try {
 #if defined(DDPLAB_CUDA)
-        if (task.ready) {
-          const c10::DeviceIndex device = task.bucket.buffer.device().index();
-          c10::cuda::CUDAGuard device_guard(device);
-          if (!stream_) stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
-          // The step's first bucket is queued only once backward has made it, waited for
-          // here on the host. The host runs far ahead of the GPU, so it would otherwise
-          // queue the bucket (and the ones after it) during the forward, behind a wait on
-          // the compute stream; with that waiting work queued, the forward's kernels ran
-          // with a few microseconds between them instead of about one (LibTorch's profiler
-          // on 4 H200: 0.26 ms of a 28 ms forward; bench/NOTES.md). Later buckets are
-          // queued at once: waiting for the last would leave its work exposed. Polled, so
-          // that the wait (some tens of milliseconds a step) does not spin a core.
-          if (task.bucket.index == 0) {
-            while (!task.ready->query()) std::this_thread::sleep_for(std::chrono::microseconds(20));
-          }
-          task.ready->block(*stream_);
-          // Autograd's gradients are read here, on our stream, and dropped (in Reduce) once
-          // the reads are queued: the caching allocator must not hand their memory out
-          // again before our stream is past them.
-          for (const at::Tensor& gradient : task.bucket.gradients) {
-            if (!gradient.is_alias_of(task.bucket.buffer)) gradient.record_stream(*stream_);
-          }
-          c10::cuda::CUDAStreamGuard guard(*stream_);
-          Reduce(task.bucket);
-          task.future->markCompleted(c10::IValue(task.bucket.buffer));  // an event on our stream
-          continue;
+      if (task.ready) {
+        const c10::DeviceIndex device = task.bucket.buffer.device().index();
+        c10::cuda::CUDAGuard device_guard(device);
+        if (!stream_) stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+        // The step's first bucket is queued only once backward has made it, waited for
+        // here on the host. The host runs far ahead of the GPU, so it would otherwise
+        // queue the bucket (and the ones after it) during the forward, behind a wait on
+        // the compute stream; with that waiting work queued, the forward's kernels ran
+        // with a few microseconds between them instead of about one (LibTorch's profiler
+        // on 4 H200: 0.26 ms of a 28 ms forward; bench/NOTES.md). Later buckets are
+        // queued at once: waiting for the last would leave its work exposed. Polled, so
+        // that the wait (some tens of milliseconds a step) does not spin a core.
+        if (task.bucket.index == 0) {
+          while (!task.ready->query()) std::this_thread::sleep_for(std::chrono::microseconds(20));
         }
-#endif
+        task.ready->block(*stream_);
+        // Autograd's gradients are read here, on our stream, and dropped (in Reduce) once
+        // the reads are queued: the caching allocator must not hand their memory out
+        // again before our stream is past them.
+        for (const at::Tensor& gradient : task.bucket.gradients) {
+          if (!gradient.is_alias_of(task.bucket.buffer)) gradient.record_stream(*stream_);
+        }
+        c10::cuda::CUDAStreamGuard guard(*stream_);
         Reduce(task.bucket);
-        task.future->markCompleted(c10::IValue(task.bucket.buffer));
-      } catch (...) {
-        task.future->setError(std::current_exception());
+        task.future->markCompleted(c10::IValue(task.bucket.buffer));  // an event on our stream
+        return;
       }
+#endif
+      Reduce(task.bucket);
+      task.future->markCompleted(c10::IValue(task.bucket.buffer));
+    } catch (...) {
+      task.future->setError(std::current_exception());
     }
   }
 
@@ -465,11 +442,7 @@ class PowerSgdHook : public ddplab::CommHook {
   std::map<size_t, std::unique_ptr<at::cuda::CUDAEvent>> ready_;  // per bucket index; Run's
 #endif
   mutable std::mutex stats_mu_;  // the counters above: the worker writes, Stats reads
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<Task> tasks_;
-  bool stopping_ = false;
-  std::thread worker_;  // last: started once everything it uses exists
+  std::optional<ddplab::HookWorker<Task>> worker_;  // last: started once everything it uses exists
 };
 
 void Register(ddplab::PluginRegistrar& registrar) {
