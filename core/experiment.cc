@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/convergence.h"
+#include "core/tune_settings.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -428,7 +429,8 @@ absl::Status ResolveSuite(v1::Suite& suite, const TextFormat::ParseInfoTree& tre
     }
     *suite.mutable_experiment(i) = std::move(resolved);
   }
-  return ValidateConvergence(suite, suite_at);
+  if (absl::Status s = ValidateConvergence(suite, suite_at); !s.ok()) return s;
+  return ValidateTune(suite, suite_at);
 }
 
 }  // namespace

@@ -376,6 +376,13 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   r.set_host_data_wait_ms((host_wait_after_ - host_wait_before_) * 1e3 / measured_);
   for (const at::Tensor& loss : losses_) r.add_loss(loss.item<float>());
   if (engine_) FillEngine(r);
+  if (options_.after_steps && group_ && world_ > 1) {
+    if (absl::Status s = options_.after_steps(*group_, device_, r); !s.ok()) return s;
+  }
+  // The run is measured and kept whatever this says.
+  if (absl::Status s = engine_ ? engine_->ShutDown() : absl::OkStatus(); !s.ok()) {
+    std::cerr << "ddplab: rank " << rank_ << ": " << s << "\n";
+  }
   r.set_transport(v1::Distributed::Transport_Name(e_.distributed().transport()));
   if (options_.plugins) {
     for (const LoadedPlugin* p : options_.plugins->plugins()) r.add_plugins(p->name);
@@ -436,8 +443,6 @@ void Training::FillEngine(v1::RunResult& r) {
     g->set_name(named[index].key());
     g->set_bytes(named[index].value().numel() * named[index].value().element_size());
   }
-  // The run is measured and kept whatever this says.
-  if (absl::Status s = engine_->ShutDown(); !s.ok()) std::cerr << "ddplab: rank " << rank_ << ": " << s << "\n";
 }
 
 absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainOptions& options) {

@@ -14,6 +14,7 @@
 #ifndef DDPLAB_CORE_TRAINER_H_
 #define DDPLAB_CORE_TRAINER_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,11 @@ struct TrainOptions {
   // sampling the gradient error); empty: none.
   std::string torch_profile_path;
   int torch_profile_steps = 3;
+  // Called on every rank of a run of several, after its steps, with the run's
+  // communicator (a collective: every rank calls it); what it adds to the result is
+  // kept. E.g. the tuner's all-reduce sweep (profiling.allreduce_sweep). Empty: none.
+  std::function<absl::Status(compat::CollectiveGroup& group, const at::Device& device, v1::RunResult& result)>
+      after_steps;
 };
 
 // Trains `experiment` (resolved and validated) in this process and measures it. Fails

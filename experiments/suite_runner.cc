@@ -16,6 +16,7 @@
 #include "core/trainer.h"
 #include "experiments/run_paths.h"
 #include "google/protobuf/text_format.h"
+#include "tune/allreduce_sweep.h"
 
 namespace ddplab {
 namespace {
@@ -76,6 +77,7 @@ absl::StatusOr<v1::RunResult> TrainAndWrite(const Invocation& in, const PluginSe
   train.store = std::move(store);
   if (speaks) train.progress_label = label;
   train.trace_path = TracePart(run_dir, e.name(), rank);
+  if (e.profiling().allreduce_sweep()) train.after_steps = tune::SweepIntoResult;
   if (in.torch_profile) {
     train.torch_profile_path = absl::StrCat(run_dir, "/", e.name(), ".torch_trace.rank", rank, ".json");
     train.torch_profile_steps = in.profile_steps;

@@ -1,5 +1,6 @@
 #include "tune/allreduce_sweep.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 
@@ -68,6 +69,32 @@ absl::StatusOr<std::vector<NcclTestsRow>> SweepAllReduce(compat::CollectiveGroup
     }
   }
   return rows;
+}
+
+absl::Status SweepIntoResult(compat::CollectiveGroup& group, const at::Device& device, v1::RunResult& result) {
+  SweepOptions options;
+  const int64_t gradient_bytes = std::max<int64_t>(result.parameters() * 4, int64_t{64} << 10);
+  for (int64_t b = int64_t{1} << 10;; b *= 2) {
+    options.bytes.push_back(b);
+    if (b >= gradient_bytes) break;
+  }
+  absl::StatusOr<std::vector<NcclTestsRow>> rows = SweepAllReduce(group, device, options);
+  if (!rows.ok()) return rows.status();
+  for (const NcclTestsRow& row : *rows) {
+    if (row.wrong.value_or(0) > 0) {
+      return absl::DataLossError(absl::StrCat("the all-reduce sweep summed ", *row.wrong, " element(s) wrong at ",
+                                              row.bytes, " bytes: the transport is broken"));
+    }
+    v1::AllReduceRow* out = result.add_allreduce_sweep();
+    out->set_bytes(row.bytes);
+    out->set_count(row.count);
+    out->set_type(row.type);
+    out->set_time_us(row.time_us);
+    out->set_algbw_gbps(row.algbw_gbps);
+    out->set_busbw_gbps(row.busbw_gbps);
+    out->set_wrong(row.wrong.value_or(0));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ddplab::tune

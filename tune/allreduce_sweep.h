@@ -18,8 +18,10 @@
 
 #include <ATen/ATen.h>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/torch_compat.h"
+#include "ddplab/v1/result.pb.h"
 #include "tune/nccl_tests.h"
 
 namespace ddplab::tune {
@@ -40,6 +42,12 @@ std::vector<int64_t> DefaultSweepBytes();
 // not an error (as nccl-tests reports it).
 absl::StatusOr<std::vector<NcclTestsRow>> SweepAllReduce(compat::CollectiveGroup& group, const at::Device& device,
                                                          const SweepOptions& options);
+
+// The sweep a run asks for with profiling.allreduce_sweep, into result.allreduce_sweep:
+// float32, powers of two from 1 KiB to the first at or above the model's gradient bytes
+// (result.parameters() * 4, at least 64 KiB). A collective, as SweepAllReduce; a wrong sum
+// is an error here (the curve would be of a broken transport).
+absl::Status SweepIntoResult(compat::CollectiveGroup& group, const at::Device& device, v1::RunResult& result);
 
 }  // namespace ddplab::tune
 

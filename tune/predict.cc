@@ -39,25 +39,42 @@ std::string PluginName(const v1::Plugin& entry) {
   return "";
 }
 
-// `ran` with bucket_cap_mb `cap` in place of its bucket sizing, and communicating.
-std::string TunedExperiment(const v1::Experiment& ran, double cap) {
-  v1::Experiment e = ran;
-  e.set_name(absl::StrCat(ran.name(), "_tuned"));
-  e.set_description(absl::StrCat(ran.name(), " with the bucket_cap_mb //tune:predict chose"));
-  e.clear_output();  // where results go is the command line's
-  e.clear_plugin();
-  google::protobuf::TextFormat::ParseFromString(absl::StrCat("bucket_sizing { bucket_cap_mb: ", cap, " }"),
-                                                e.add_plugin());
-  for (const v1::Plugin& entry : ran.plugin()) {
-    const std::string name = PluginName(entry);
-    if (name != "bucket_sizing" && name != "no_communication") *e.add_plugin() = entry;
+}  // namespace
+
+v1::Experiment WithCap(const v1::Experiment& e, double cap, const std::string& name) {
+  v1::Experiment out = e;
+  out.set_name(name);
+  out.clear_plugin();
+  out.add_plugin()->mutable_bucket_sizing()->set_bucket_cap_mb(cap);
+  for (const v1::Plugin& entry : e.plugin()) {
+    const std::string plugin = PluginName(entry);
+    if (plugin != "bucket_sizing" && plugin != "no_communication") *out.add_plugin() = entry;
   }
+  return out;
+}
+
+std::string TunedExperimentText(const v1::Experiment& ran, double cap, const std::string& why) {
+  v1::Experiment e = WithCap(ran, cap, absl::StrCat(ran.name(), "_tuned"));
+  e.set_description(why);
+  e.clear_output();  // where results go is the command line's
+  e.mutable_steps()->clear_repetitions();
   std::string text;
   google::protobuf::TextFormat::PrintToString(e, &text);
   return absl::StrCat("# proto-message: ddplab.v1.Experiment\n", text);
 }
 
-}  // namespace
+absl::StatusOr<CostCurve> CurveFromResult(const v1::RunResult& r) {
+  std::vector<CostPoint> points;
+  for (const v1::AllReduceRow& row : r.allreduce_sweep()) {
+    points.push_back({static_cast<double>(row.bytes()), row.time_us()});
+  }
+  absl::StatusOr<CostCurve> curve = CostCurve::FromPoints(std::move(points));
+  if (!curve.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the all-reduce sweep of \"", r.experiment(), "\": ",
+                                                   curve.status().message()));
+  }
+  return curve;
+}
 
 absl::StatusOr<Prediction> Predict(const v1::RunResult& r, const CostCurve& curve, const PredictOptions& options) {
   absl::StatusOr<StepInputs> in = InputsFromResult(r);
@@ -74,7 +91,8 @@ absl::StatusOr<Prediction> Predict(const v1::RunResult& r, const CostCurve& curv
   const double cap = p.caps[p.fastest].cap_mib;
   p.experiment_lines = absl::StrCat("plugin { bucket_sizing { bucket_cap_mb: ", cap, " } }");
   p.pytorch = absl::StrCat("model = DDP(model, device_ids=[local_rank], bucket_cap_mb=", cap, ")");
-  p.experiment_textproto = TunedExperiment(r.resolved(), cap);
+  p.experiment_textproto =
+      TunedExperimentText(r.resolved(), cap, absl::StrCat(r.experiment(), " with the bucket_cap_mb //tune:predict chose"));
   return p;
 }
 

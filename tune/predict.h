@@ -46,6 +46,18 @@ struct Prediction {
 
 absl::StatusOr<Prediction> Predict(const v1::RunResult& r, const CostCurve& curve, const PredictOptions& options);
 
+// `e` named `name`, with bucket_sizing { bucket_cap_mb: cap } first in place of its own
+// bucket sizing, and without no_communication (a probe's).
+v1::Experiment WithCap(const v1::Experiment& e, double cap, const std::string& name);
+
+// `ran` (a run's experiment, RunResult.resolved) as a file vit_ddp runs as it is: named
+// "<name>_tuned", with bucket_cap_mb `cap` (WithCap), without its output directory
+// (the command line's), `why` its description.
+std::string TunedExperimentText(const v1::Experiment& ran, double cap, const std::string& why);
+
+// The cost curve of a run's all-reduce sweep (RunResult.allreduce_sweep).
+absl::StatusOr<CostCurve> CurveFromResult(const v1::RunResult& r);
+
 // A table of the caps' predicted steps (step, exposed, buckets), the verdict, and the
 // answer in both forms (the whole experiment file is experiment_textproto).
 std::string FormatPrediction(const Prediction& p);

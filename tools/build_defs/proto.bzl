@@ -12,7 +12,7 @@ def _proto_path(src):
         return package + "/" + name
     return src
 
-def ddplab_cc_proto(name, srcs, visibility = None):
+def ddplab_cc_proto(name, srcs, imports = [], deps = [], visibility = None):
     """Generates <name> (the messages, for binaries) and <name>_headers (headers only).
 
     srcs are .proto files of this package (imported relative to it, so
@@ -20,6 +20,8 @@ def ddplab_cc_proto(name, srcs, visibility = None):
     files this package generates, or other packages' .proto labels (imported relative to
     the workspace: //plugins/N:N.proto is "plugins/N/N.proto", header
     "plugins/N/N.pb.h"). Plugins use <name>_headers: the host binary holds the code.
+    imports are .proto files that srcs import and another ddplab_cc_proto generates: `deps`
+    names those (their <name>).
     """
     outs = []
     for s in srcs:
@@ -28,7 +30,7 @@ def ddplab_cc_proto(name, srcs, visibility = None):
     pkg = native.package_name()
     native.genrule(
         name = name + "_generate",
-        srcs = srcs,
+        srcs = srcs + imports,
         outs = outs,
         tools = ["@protobuf//:protoc"],
         cmd = "$(location @protobuf//:protoc) --proto_path=" + pkg +
@@ -41,7 +43,7 @@ def ddplab_cc_proto(name, srcs, visibility = None):
         srcs = [o for o in outs if o.endswith(".cc")],
         hdrs = hdrs,
         includes = ["."],
-        deps = ["@protobuf"],
+        deps = ["@protobuf"] + deps,
         alwayslink = True,
         visibility = visibility,
     )
@@ -49,6 +51,6 @@ def ddplab_cc_proto(name, srcs, visibility = None):
         name = name + "_headers",
         hdrs = hdrs,
         includes = ["."],
-        deps = ["@protobuf"],
+        deps = ["@protobuf"] + [d + "_headers" for d in deps],
         visibility = visibility,
     )

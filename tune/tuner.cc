@@ -1,0 +1,395 @@
+#include "tune/tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "google/protobuf/text_format.h"
+#include "core/run_files.h"
+#include "tune/partition.h"
+#include "tune/predict.h"
+#include "tune/step_model.h"
+#include "tune/tune_cache.h"
+#include "tune/verdict.h"
+
+namespace ddplab::tune {
+namespace {
+
+constexpr double kMissed = 0.05;  // a prediction off by more than this missed
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// Step times in ms over a result's repetitions (its own figure where it records none).
+v1::Spread StepSpread(const v1::RunResult& r) {
+  std::vector<double> ms;
+  for (const v1::Repetition& rep : r.repetitions()) {
+    if (rep.steps_per_s() > 0) ms.push_back(1e3 / rep.steps_per_s());
+  }
+  if (ms.empty() && r.steps_per_s() > 0) ms.push_back(1e3 / r.steps_per_s());
+  v1::Spread s;
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  s.set_median(n % 2 == 1 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2);
+  s.set_min(ms.front());
+  s.set_max(ms.back());
+  s.set_count(static_cast<uint32_t>(n));
+  return s;
+}
+
+// The probe: `base` with no_communication and the all-reduce sweep, and of its plugins
+// those that configure beside no_communication (a communication hook of its own does not).
+v1::Experiment MakeProbe(const v1::Experiment& base, Runner& runner, std::vector<std::string>& left_out) {
+  v1::Experiment probe = base;
+  probe.set_name(absl::StrCat(base.name(), "_probe"));
+  probe.set_description(absl::StrCat("the tuner's probe of ", base.name(), ": backward alone, then an all-reduce sweep"));
+  probe.clear_plugin();
+  probe.add_plugin()->mutable_no_communication();
+  probe.mutable_profiling()->set_allreduce_sweep(true);
+  probe.mutable_steps()->set_repetitions(1);
+  for (const v1::Plugin& entry : base.plugin()) {
+    if (entry.has_bucket_sizing() || entry.has_no_communication()) continue;
+    *probe.add_plugin() = entry;
+    if (!runner.Check(probe).ok()) {
+      probe.mutable_plugin()->RemoveLast();
+      std::string text;
+      google::protobuf::TextFormat::Printer printer;
+      printer.SetSingleLineMode(true);
+      printer.PrintToString(entry, &text);
+      left_out.push_back(text);
+    }
+  }
+  return probe;
+}
+
+// The bucket caps `e` runs with: bucket_sizing's, or the engine's defaults (25, first 1).
+std::pair<double, double> CapsOf(const v1::Experiment& e) {
+  for (const v1::Plugin& entry : e.plugin()) {
+    if (!entry.has_bucket_sizing()) continue;
+    const double cap = entry.bucket_sizing().bucket_cap_mb() > 0 ? entry.bucket_sizing().bucket_cap_mb() : 25;
+    const double first = entry.bucket_sizing().first_bucket_cap_mb() > 0 ? entry.bucket_sizing().first_bucket_cap_mb()
+                                                                          : std::min(1.0, cap);
+    return {cap, first};
+  }
+  return {25, 1};
+}
+
+// Bytes on the wire per gradient byte as `measured` sent them: the engine's own
+// reductions (wire_bytes), or a hook's compression_ratio, else 1.
+double WireFactor(const v1::RunResult& measured, const StepInputs& in) {
+  double gradient_bytes = 0;
+  for (const Gradient& g : in.gradients) gradient_bytes += static_cast<double>(g.bytes);
+  if (measured.wire_bytes() > 0 && gradient_bytes > 0) return measured.wire_bytes() / gradient_bytes;
+  if (auto it = measured.hook_stats().find("compression_ratio"); it != measured.hook_stats().end() && it->second > 1) {
+    return 1 / it->second;
+  }
+  return 1;
+}
+
+struct Model {
+  StepInputs in;
+  CostCurve curve;
+  Levers levers;
+  double other_ms = 0;  // the probe's step outside forward, backward and optimizer
+
+  absl::StatusOr<StepPrediction> Step(double cap, double first) const {
+    const int64_t mib = int64_t{1} << 20;
+    return PredictStep(in, curve, levers,
+                       BucketsByCap(in.gradients, static_cast<int64_t>(first * mib), static_cast<int64_t>(cap * mib)));
+  }
+};
+
+// s such that the model's step of the experiment as given is the one measured (within
+// [0, 4]): bisection, the predicted step rising with s.
+absl::Status Calibrate(Model& m, const v1::Experiment& base, double measured_ms) {
+  const auto [cap, first] = CapsOf(base);
+  auto predicted = [&](double s) -> absl::StatusOr<double> {
+    m.levers.overlap_slowdown = s;
+    absl::StatusOr<StepPrediction> p = m.Step(cap, first);
+    if (!p.ok()) return p.status();
+    return p->step_ms + m.other_ms;
+  };
+  double lo = 0, hi = 4;
+  absl::StatusOr<double> at_lo = predicted(lo), at_hi = predicted(hi);
+  if (!at_lo.ok()) return at_lo.status();
+  if (!at_hi.ok()) return at_hi.status();
+  if (*at_lo >= measured_ms) hi = 0;
+  if (*at_hi <= measured_ms) lo = hi;
+  for (int i = 0; i < 40 && hi - lo > 1e-6; ++i) {
+    const double mid = (lo + hi) / 2;
+    absl::StatusOr<double> at = predicted(mid);
+    if (!at.ok()) return at.status();
+    (*at < measured_ms ? lo : hi) = mid;
+  }
+  m.levers.overlap_slowdown = (lo + hi) / 2;
+  return absl::OkStatus();
+}
+
+struct Measurements {
+  v1::RunResult probe, base;
+  bool cached = false;
+  std::string note;
+};
+
+absl::StatusOr<Measurements> Measure(const TuneRequest& req, Runner& runner, const v1::Experiment& probe) {
+  Measurements m;
+  if (!req.cache_path.empty() && !req.settings.remeasure) {
+    CacheLookup found = LookUp(req.cache_path, req.machine, probe);
+    m.note = found.note;
+    if (found.cache) {
+      req.say(absl::StrCat("tune: reusing this machine's measurements of ", found.cache->date(), " (",
+                           req.cache_path, ")"));
+      m.probe = found.cache->probe_result();
+      m.base = found.cache->base_result();
+      m.cached = true;
+      return m;
+    }
+    if (!m.note.empty()) req.say(absl::StrCat("tune: ", m.note));
+  }
+  v1::Experiment base = req.base;
+  base.mutable_steps()->set_repetitions(1);
+  req.say("tune: measuring the probe (backward alone, ready times, all-reduce sweep) and the experiment as given");
+  absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> ran = runner.Run({probe, base}, 1);
+  if (!ran.ok()) return ran.status();
+  for (const absl::StatusOr<v1::RunResult>& r : *ran) {
+    if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("the tuner's measurement failed: ", r.status().message()));
+  }
+  m.probe = *(*ran)[0];
+  m.base = *(*ran)[1];
+  if (!req.cache_path.empty()) {
+    v1::TuneCache cache;
+    *cache.mutable_machine() = req.machine;
+    *cache.mutable_probe() = probe;
+    *cache.mutable_probe_result() = m.probe;
+    *cache.mutable_base_result() = m.base;
+    cache.set_date(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
+    if (absl::Status s = Store(req.cache_path, cache); !s.ok()) req.say(absl::StrCat("tune: not cached: ", s.message()));
+  }
+  return m;
+}
+
+// The model from the measurements, s calibrated on the experiment as given.
+absl::StatusOr<Model> MakeModel(const Measurements& m, const v1::Experiment& base) {
+  absl::StatusOr<StepInputs> in = InputsFromResult(m.probe);
+  if (!in.ok()) return in.status();
+  absl::StatusOr<CostCurve> curve = CurveFromResult(m.probe);
+  if (!curve.ok()) return curve.status();
+  Model model{*in, *curve, {}, 0};
+  const v1::PhaseTimes& ph = m.probe.phases();
+  model.other_ms = std::max(0.0, ph.step_ms() - ph.forward_ms() - ph.backward_ms() - ph.optimizer_ms());
+  model.levers.wire_factor = WireFactor(m.base, model.in);
+  if (absl::Status s = Calibrate(model, base, StepSpread(m.base).median()); !s.ok()) return s;
+  return model;
+}
+
+// Every cap's predicted step, in the order given.
+absl::Status PredictCaps(const Model& m, const TuneSettings& s, v1::Tuning& t) {
+  for (double cap : s.caps_mib) {
+    absl::StatusOr<StepPrediction> p = m.Step(cap, std::min(1.0, cap));
+    if (!p.ok()) return p.status();
+    v1::TuneCandidate* c = t.add_candidates();
+    c->set_bucket_cap_mb(cap);
+    c->set_buckets(static_cast<int32_t>(p->buckets.size()));
+    c->set_predicted_step_ms(p->step_ms + m.other_ms);
+  }
+  return absl::OkStatus();
+}
+
+// Runs every candidate `pick` names `repetitions` times; each one's result by index.
+absl::StatusOr<std::map<int, v1::RunResult>> RunCandidates(const TuneRequest& req, Runner& runner,
+                                                           const std::vector<int>& pick, const std::string& infix,
+                                                           v1::Tuning& t) {
+  std::vector<v1::Experiment> runs;
+  for (int i : pick) {
+    const double cap = t.candidates(i).bucket_cap_mb();
+    runs.push_back(WithCap(req.base, cap, CapRunName(req.base.name(), cap, infix)));
+    runs.back().mutable_steps()->set_repetitions(static_cast<uint32_t>(req.settings.repetitions));
+  }
+  absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> ran = runner.Run(runs, req.settings.repetitions);
+  if (!ran.ok()) return ran.status();
+  std::map<int, v1::RunResult> results;
+  for (size_t k = 0; k < pick.size(); ++k) {
+    if ((*ran)[k].ok()) {
+      results[pick[k]] = *(*ran)[k];
+    } else {
+      req.say(absl::StrCat("tune: ", runs[k].name(), " failed: ", (*ran)[k].status().message()));
+    }
+  }
+  return results;
+}
+
+// Runs the `verify` fastest predicted; their measurements beside their predictions.
+absl::StatusOr<std::map<int, v1::RunResult>> Verify(const TuneRequest& req, Runner& runner, v1::Tuning& t) {
+  std::vector<int> order(t.candidates_size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&t](int a, int b) {
+    return t.candidates(a).predicted_step_ms() < t.candidates(b).predicted_step_ms();
+  });
+  order.resize(std::min<size_t>(order.size(), static_cast<size_t>(req.settings.verify)));
+  req.say(absl::StrCat("tune: verifying the ", order.size(), " fastest predicted, ", req.settings.repetitions,
+                       " run(s) each"));
+  absl::StatusOr<std::map<int, v1::RunResult>> results = RunCandidates(req, runner, order, "", t);
+  if (!results.ok()) return results.status();
+  for (int i : order) t.mutable_candidates(i)->set_verified(true);
+  for (const auto& [i, r] : *results) {
+    v1::TuneCandidate* c = t.mutable_candidates(i);
+    c->set_experiment(r.experiment());
+    *c->mutable_measured_step_ms() = StepSpread(r);
+    c->set_error(c->measured_step_ms().median() / c->predicted_step_ms() - 1);
+    c->set_missed(std::abs(c->error()) > kMissed);
+  }
+  if (results->empty()) return absl::InternalError("no candidate of the tuner ran to the end: nothing is verified");
+  return results;
+}
+
+double HalfWidth(const v1::Spread& s) { return s.median() > 0 ? (s.max() - s.min()) / 2 / s.median() : 0; }
+
+// The chosen candidate (fastest measured), its forms, and its gain over the experiment as given.
+absl::Status Answer(const TuneRequest& req, const Measurements& m, const std::map<int, v1::RunResult>& results,
+                    v1::Tuning& t) {
+  int chosen = results.begin()->first;
+  for (const auto& [i, r] : results) {
+    if (t.candidates(i).measured_step_ms().median() < t.candidates(chosen).measured_step_ms().median()) chosen = i;
+  }
+  const v1::TuneCandidate& c = t.candidates(chosen);
+  t.set_chosen_cap_mb(c.bucket_cap_mb());
+  t.set_chosen_experiment(c.experiment());
+  t.set_pytorch(results.at(chosen).pytorch());
+  t.set_textproto(TunedExperimentText(
+      req.base, c.bucket_cap_mb(),
+      absl::StrCat(req.base.name(), " with the bucket_cap_mb vit_ddp --tune chose on ", req.machine.device())));
+  if (!req.answer_path.empty()) {
+    if (absl::Status s = WriteFileAtomically(req.answer_path, t.textproto()); !s.ok()) return s;
+    t.set_textproto_path(req.answer_path);
+  }
+  // The experiment as given: its verified runs where its caps are a candidate's, else its one run.
+  *t.mutable_base_step_ms() = StepSpread(m.base);
+  const auto [cap, first] = CapsOf(req.base);
+  for (const auto& [i, r] : results) {
+    if (t.candidates(i).bucket_cap_mb() == cap && first == std::min(1.0, cap)) {
+      *t.mutable_base_step_ms() = t.candidates(i).measured_step_ms();
+    }
+  }
+  t.set_gain(t.base_step_ms().median() / c.measured_step_ms().median() - 1);
+  t.set_gain_noise(HalfWidth(t.base_step_ms()) + HalfWidth(c.measured_step_ms()));
+  return absl::OkStatus();
+}
+
+// Every cap run as often as the verified ones: the sweep the tuner spares, to check it.
+absl::Status Exhaustive(const TuneRequest& req, Runner& runner, v1::Tuning& t) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> all(t.candidates_size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  req.say(absl::StrCat("tune: the exhaustive sweep, to check the answer: ", all.size(), " caps, ",
+                       req.settings.repetitions, " run(s) each"));
+  absl::StatusOr<std::map<int, v1::RunResult>> results = RunCandidates(req, runner, all, "_sweep", t);
+  if (!results.ok()) return results.status();
+  t.set_exhaustive_seconds(Seconds(start));
+  double best_ms = 0, chosen_ms = 0;
+  for (const auto& [i, r] : *results) {
+    const double ms = StepSpread(r).median();
+    if (best_ms == 0 || ms < best_ms) {
+      best_ms = ms;
+      t.set_exhaustive_best_cap_mb(t.candidates(i).bucket_cap_mb());
+    }
+    if (t.candidates(i).bucket_cap_mb() == t.chosen_cap_mb()) chosen_ms = ms;
+  }
+  if (chosen_ms > 0) t.set_vs_exhaustive_best(best_ms / chosen_ms);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
+  const auto start = std::chrono::steady_clock::now();
+  v1::Tuning t;
+  t.set_experiment(req.base.name());
+  std::vector<std::string> left_out;
+  const v1::Experiment probe = MakeProbe(req.base, runner, left_out);
+  if (absl::Status s = runner.Check(probe); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("the tuner's probe of ", req.base.name(), " cannot run: ", s.message()));
+  }
+  for (const std::string& plugin : left_out) req.say(absl::StrCat("tune: the probe runs without ", plugin));
+  absl::StatusOr<Measurements> m = Measure(req, runner, probe);
+  if (!m.ok()) return m.status();
+  t.set_cached(m->cached);
+  t.set_cache_path(req.cache_path);
+  t.set_cache_note(m->note);
+  absl::StatusOr<Model> model = MakeModel(*m, req.base);
+  if (!model.ok()) return model.status();
+  t.set_slowdown(model->levers.overlap_slowdown);
+  if (absl::Status s = PredictCaps(*model, req.settings, t); !s.ok()) return s;
+  absl::StatusOr<Verdict> verdict = Judge(model->in, model->curve, model->levers);
+  if (!verdict.ok()) return verdict.status();
+  t.set_bound(std::string(BoundednessName(verdict->bound)));
+  t.set_compression_can_pay(verdict->compression_can_pay);
+  t.set_verdict(verdict->sentence);
+  absl::StatusOr<std::map<int, v1::RunResult>> verified = Verify(req, runner, t);
+  if (!verified.ok()) return verified.status();
+  if (absl::Status s = Answer(req, *m, *verified, t); !s.ok()) return s;
+  t.set_tuning_seconds(Seconds(start));
+  if (req.settings.exhaustive) {
+    if (absl::Status s = Exhaustive(req, runner, t); !s.ok()) return s;
+  }
+  t.set_text(TuningText(t));
+  return t;
+}
+
+std::string CapRunName(const std::string& base, double cap, const std::string& infix) {
+  return absl::StrCat(base, infix, "_", absl::StrReplaceAll(absl::StrCat(cap), {{".", "p"}}), "mb");
+}
+
+std::string TuningText(const v1::Tuning& t) {
+  const v1::TuneCandidate* chosen = nullptr;
+  for (const v1::TuneCandidate& c : t.candidates()) {
+    if (c.experiment() == t.chosen_experiment() && !c.experiment().empty()) chosen = &c;
+  }
+  if (chosen == nullptr) return "The tuner verified no candidate.\n";
+  const v1::Spread& ms = chosen->measured_step_ms();
+  std::string out = absl::StrFormat(
+      "Tuned %s: bucket_cap_mb %g, %.2f ms per step [%.2f-%.2f] over %d run(s), predicted %.2f ms (off by %+.1f%%).\n",
+      t.experiment(), t.chosen_cap_mb(), ms.median(), ms.min(), ms.max(), ms.count(), chosen->predicted_step_ms(),
+      chosen->error() * 100);
+  if (t.gain() > t.gain_noise()) {
+    absl::StrAppendFormat(&out, "Against the experiment as given (%.2f ms): %.1f%% faster (noise %.1f%%).\n",
+                          t.base_step_ms().median(), t.gain() * 100, t.gain_noise() * 100);
+  } else {
+    absl::StrAppendFormat(&out,
+                          "Against the experiment as given (%.2f ms): no faster beyond the noise (%+.1f%%, noise "
+                          "%.1f%%): keep it as it is.\n",
+                          t.base_step_ms().median(), t.gain() * 100, t.gain_noise() * 100);
+  }
+  std::vector<std::string> missed;
+  for (const v1::TuneCandidate& c : t.candidates()) {
+    if (c.missed()) {
+      missed.push_back(absl::StrFormat("cap %g predicted %.2f ms, measured %.2f (%+.1f%%)", c.bucket_cap_mb(),
+                                       c.predicted_step_ms(), c.measured_step_ms().median(), c.error() * 100));
+    }
+  }
+  absl::StrAppend(&out, missed.empty() ? "The model was within 5% of every verified candidate.\n"
+                                       : absl::StrCat("The model missed: ", absl::StrJoin(missed, "; "), ".\n"));
+  absl::StrAppend(&out, t.verdict(), "\n");
+  absl::StrAppendFormat(&out, "Tuning took %.0f s%s.\n", t.tuning_seconds(),
+                        t.cached() ? " (the probe and sweep from this machine's cache)" : "");
+  if (t.exhaustive_seconds() > 0) {
+    absl::StrAppendFormat(&out,
+                          "The exhaustive sweep of the same caps took %.0f s and found bucket_cap_mb %g fastest; "
+                          "the tuned cap runs at %.1f%% of its steps/s there.\n",
+                          t.exhaustive_seconds(), t.exhaustive_best_cap_mb(), t.vs_exhaustive_best() * 100);
+  }
+  if (!t.textproto_path().empty()) absl::StrAppend(&out, "Run it: vit_ddp --experiment=", t.textproto_path(), "\n");
+  if (!t.pytorch().empty()) absl::StrAppend(&out, "In PyTorch:\n", t.pytorch(), "\n");
+  return out;
+}
+
+}  // namespace ddplab::tune

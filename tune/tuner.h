@@ -1,0 +1,85 @@
+// The tuner behind `vit_ddp --tune`: the fastest bucket_cap_mb for one experiment on this
+// machine, predicted from measurements, then verified by running the few it ranks first.
+//
+// Note [The tuner]
+// A fixed list of configurations, run once each, names the fastest of that list; an
+// exhaustive sweep with repetitions is slow. The tuner measures what decides the step
+// instead, and runs only what the measurements cannot settle:
+//   1. measure (once per machine: tune/tune_cache.h keeps it):
+//      - the probe, the experiment with plugin { no_communication {} }: backward alone,
+//        each gradient's ready time (RunResult.gradient_ready), and after its steps an
+//        all-reduce sweep over the same processes and transport
+//        (profiling.allreduce_sweep): the cost curve;
+//      - the experiment as given, once: the step with its collectives.
+//   2. model (tune/step_model.h, tune/partition.h): each cap's buckets as DDP and ddplab
+//      make them (a first bucket of at most 1 MiB), over the ready times, its collectives
+//      from the cost curve, with the wire's bytes per gradient byte the experiment as
+//      given sent (bf16: 0.5; a compressing hook: its compression_ratio), plus the part of
+//      the probe's step outside forward, backward and optimizer. Backward's slowdown
+//      beside collectives, s, is calibrated: the s at which the model gives the measured
+//      step of the experiment as given.
+//   3. verify: the `verify` fastest predicted run `repetitions` times each; each is
+//      reported predicted against measured (median, min and max), and a miss above 5%
+//      is said.
+//   4. answer: the fastest measured among them as an experiment file (the experiment as
+//      given with that cap) and as PyTorch code (the run's own, from its plugins' forms),
+//      its gain over the experiment as given with both spreads, and the verdict
+//      (tune/verdict.h): compute-, latency- or bandwidth-bound, and whether compressing
+//      can pay here at all.
+// With `exhaustive`, every cap then runs as often, so that the answer and the time it
+// took can be checked against the sweep it spares.
+//
+//   MyRunner runner;   // runs experiments as the suite's runs (experiments/suite_tune.cc)
+//   ddplab::tune::TuneRequest request{base, ddplab::ResolveTune(suite.tune()), machine,
+//                                     "ddplab_results/tune_cache/vit.json", "ddplab_results/s/vit_tuned.textproto"};
+//   absl::StatusOr<ddplab::v1::Tuning> t = ddplab::tune::Tune(request, runner);
+//   if (t.ok()) std::cout << t->text();
+#ifndef DDPLAB_TUNE_TUNER_H_
+#define DDPLAB_TUNE_TUNER_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/tune_settings.h"
+#include "ddplab/v1/experiment.pb.h"
+#include "ddplab/v1/report.pb.h"
+#include "ddplab/v1/result.pb.h"
+
+namespace ddplab::tune {
+
+// What the tuner asks of whoever runs experiments.
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  // OK when `e`'s plugins configure together (nothing runs).
+  virtual absl::Status Check(const v1::Experiment& e) = 0;
+  // Runs each experiment `repetitions` times, interleaved; per experiment its result with
+  // every repetition (RunResult.repetitions), or why it has none. An error when nothing
+  // more may run (the job was stopped).
+  virtual absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> Run(const std::vector<v1::Experiment>& experiments,
+                                                                         int repetitions) = 0;
+};
+
+struct TuneRequest {
+  v1::Experiment base;       // the experiment to tune, resolved, of several processes
+  TuneSettings settings;
+  v1::Machine machine;       // what the cache is keyed by
+  std::string cache_path;    // "": no cache
+  std::string answer_path;   // where the chosen experiment file is written; "": nowhere
+  std::function<void(const std::string&)> say = [](const std::string&) {};  // progress
+};
+
+absl::StatusOr<v1::Tuning> Tune(const TuneRequest& request, Runner& runner);
+
+// The run name of `base` with bucket_cap_mb `cap`: "<base>_<cap>mb" ("vit_2p5mb").
+std::string CapRunName(const std::string& base, double cap, const std::string& infix = "");
+
+// The answer's text from `t`'s fields, as report.md prints it.
+std::string TuningText(const v1::Tuning& t);
+
+}  // namespace ddplab::tune
+
+#endif  // DDPLAB_TUNE_TUNER_H_
