@@ -278,7 +278,9 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
     absl::StrAppend(&out, "\n", heading, ":\n");
     for (const std::string& line : internal_report::ConvergenceLines(report)) absl::StrAppend(&out, "- ", line, "\n");
   }
-  return absl::StrCat(out, "\n", FormatRecommendations(report));
+  absl::StrAppend(&out, "\n", FormatRecommendations(report));
+  if (report.has_tuning()) absl::StrAppend(&out, "\n", FormatTuning(report.tuning()));
+  return out;
 }
 
 std::string FormatCsv(const v1::SuiteReport& report) {

@@ -229,6 +229,23 @@ std::string Convergence(const v1::SuiteReport& report) {
   return html + "</ul>\n</section>\n";
 }
 
+// vit_ddp --tune's answer (Note [The tuner], tune/tuner.h).
+std::string Tuning(const v1::SuiteReport& report) {
+  if (!report.has_tuning()) return "";
+  const v1::Tuning& t = report.tuning();
+  std::string html = absl::StrCat("<section class=\"tuning\">\n<h2>Tuning ", Escape(t.experiment()),
+                                  "</h2>\n<div class=\"scroll\"><table>\n<thead><tr>");
+  const std::vector<std::vector<std::string>> rows = internal_report::TuningRows(t);
+  for (const std::string& h : rows[0]) absl::StrAppend(&html, "<th>", Escape(h), "</th>");
+  absl::StrAppend(&html, "</tr></thead>\n<tbody>\n");
+  for (size_t r = 1; r < rows.size(); ++r) {
+    absl::StrAppend(&html, "<tr>");
+    for (const std::string& cell : rows[r]) absl::StrAppend(&html, "<td>", Escape(cell), "</td>");
+    absl::StrAppend(&html, "</tr>\n");
+  }
+  return absl::StrCat(html, "</tbody>\n</table></div>\n<pre>", Escape(t.text()), "</pre>\n</section>\n");
+}
+
 std::string Recommendations(const v1::SuiteReport& report) {
   if (report.recommendations_size() == 0) return "";
   std::string html = "<section class=\"recommendations\">\n<h2>Recommendations</h2>\n";
@@ -249,7 +266,7 @@ std::string FormatHtml(const v1::SuiteReport& report) {
       Escape(title), " · ddplab report</title>\n<style>", kStyle,
       "</style>\n</head>\n<body>\n<main>\n", Header(report), report_html::LeversChart(report),
       report_html::StepChart(report), report_html::ScalingChart(report), Table(report),
-      Convergence(report), Recommendations(report),
+      Convergence(report), Recommendations(report), Tuning(report),
       "<footer>Drawn by ddplab from the suite's "
       "report.json.</footer>\n</main>\n</body>\n</html>\n");
 }

@@ -19,11 +19,17 @@ namespace ddplab {
 
 std::string FormatHtml(const v1::SuiteReport& report);
 
+// vit_ddp --tune's answer in markdown: each cap predicted and measured, then the answer's
+// text. report.md ends with it where the report has one.
+std::string FormatTuning(const v1::Tuning& t);
+
 namespace internal_report {
 // The convergence check's verdicts as "<experiment>: <verdict>" lines, and the sentence
 // that heads them ("" if none), for report.md and report.html.
 std::vector<std::string> ConvergenceLines(const v1::SuiteReport& report);
 std::string ConvergenceHeading(const v1::SuiteReport& report);
+// The tuning table: a header row, then one per cap (report_tuning.cc).
+std::vector<std::vector<std::string>> TuningRows(const v1::Tuning& t);
 }  // namespace internal_report
 
 }  // namespace ddplab

@@ -41,6 +41,11 @@ ABSL_FLAG(std::string, profile, "none",
           "torch: LibTorch's own profiler (Kineto, CUPTI on GPUs) over --profile_steps steps run "
           "after the measured ones, one Chrome trace per rank (<experiment>.torch_trace.rank<R>.json "
           "beside the results).");
+ABSL_FLAG(bool, tune, false,
+          "Instead of the suite's runs, find the fastest bucket_cap_mb for one experiment on this "
+          "machine (--only's, the suite's tune.experiment, or its first of several processes): "
+          "measure, model, verify the few fastest predicted, and write the answer as an experiment "
+          "file and PyTorch code. Measurements are cached per machine under <output>/tune_cache.");
 ABSL_FLAG(int, profile_steps, 3, "With --profile=torch: how many steps to profile (1 to 100).");
 
 namespace ddplab {
@@ -117,7 +122,8 @@ std::string HelpText() {
   std::string out =
       "vit_ddp: runs ddplab experiments: data-parallel ViT training, measured.\n\n"
       "  bazel run //experiments:vit_ddp                      # the default suite\n"
-      "  bazel run //experiments:vit_ddp -- --experiment=FILE [--only=NAME] [--output_dir=DIR]\n\n"
+      "  bazel run //experiments:vit_ddp -- --experiment=FILE [--only=NAME] [--output_dir=DIR]\n"
+      "  bazel run //experiments:vit_ddp -- --experiment=FILE --tune [--only=NAME]\n\n"
       "Flags (torchrun's dashed spellings work too: --nproc-per-node=2):\n";
   for (const absl::CommandLineFlag* flag : flags) {
     const std::string def = flag->DefaultValue();

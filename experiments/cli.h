@@ -30,6 +30,7 @@ ABSL_DECLARE_FLAG(std::string, only);
 ABSL_DECLARE_FLAG(bool, skip_completed);
 ABSL_DECLARE_FLAG(std::string, profile);
 ABSL_DECLARE_FLAG(int, profile_steps);
+ABSL_DECLARE_FLAG(bool, tune);
 
 namespace ddplab {
 

@@ -98,6 +98,42 @@ absl::Status PlanRun(PlannedRun& p, const Machine& machine, const std::optional<
   return CheckMemory(e, machine, p.per_node);
 }
 
+// --tune: the run to tune (--only's, the tune field's, or the first of several
+// processes), checked; the suite's own runs left out.
+absl::Status PlanTune(const v1::Suite& suite, const std::optional<JobPlace>& worker, const PlanOptions& options,
+                      const std::vector<absl::Status>& planned, Plan& plan) {
+  if (worker) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--tune starts its own workers, one run after another: run vit_ddp --tune plainly, not under ",
+        worker->launcher));
+  }
+  if (options.nnodes > 1) return absl::FailedPreconditionError("--tune tunes on one node: leave out --nnodes");
+  plan.tune = ResolveTune(suite.tune());
+  std::string name = !options.only.empty() ? options.only : plan.tune->experiment;
+  for (size_t i = 0; i < plan.runs.size() && name.empty(); ++i) {
+    if (plan.runs[i].processes > 1) name = plan.runs[i].run.experiment.name();
+  }
+  if (name.empty()) {
+    return absl::FailedPreconditionError("--tune: every experiment of the suite runs one process: there is no "
+                                         "collective to tune");
+  }
+  for (size_t i = 0; i < plan.runs.size(); ++i) {
+    PlannedRun& p = plan.runs[i];
+    p.selected = false;
+    if (p.run.experiment.name() != name && p.run.origin != name) continue;
+    if (!planned[i].ok()) return planned[i];
+    if (p.processes < 2) {
+      return Refuse(p.run.experiment, "runs one process: --tune needs several (there is no collective to tune)");
+    }
+    plan.tune_base = i;
+    plan.selected = 0;
+    plan.tune_suite = absl::StrCat(suite.name(), "_tune");
+    plan.tune_dir = absl::StrCat(p.run.experiment.output().directory(), "/", plan.tune_suite);
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--tune: the suite has no experiment \"", name, "\""));
+}
+
 }  // namespace
 
 absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, const std::optional<JobPlace>& worker,
@@ -106,22 +142,33 @@ absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, co
   plan.suite = suite.name();
   if (suite.has_convergence()) plan.convergence = suite.convergence();
   int index = 0;
+  std::vector<absl::Status> planned;
   for (SuiteRun& run : ExpandSweeps(suite)) {
     PlannedRun p;
     p.index = ++index;
     p.run = std::move(run);
     p.selected = options.only.empty() || p.run.experiment.name() == options.only;
-    if (absl::Status s = PlanRun(p, machine, worker, options); !s.ok()) {
-      if (p.selected) return s;
-    }
+    planned.push_back(PlanRun(p, machine, worker, options));
+    if (!planned.back().ok() && p.selected && !options.tune) return planned.back();
     p.run_dir = absl::StrCat(p.run.experiment.output().directory(), "/", suite.name());
     plan.selected += p.selected ? 1 : 0;
     plan.runs.push_back(std::move(p));
+  }
+  if (options.tune) {
+    if (absl::Status s = PlanTune(suite, worker, options, planned, plan); !s.ok()) return s;
   }
   return plan;
 }
 
 std::string FormatPlan(const Plan& plan) {
+  if (plan.tune) {
+    const PlannedRun& p = plan.runs[plan.tune_base];
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(p.run.experiment, &text);
+    return absl::StrCat("Suite \"", plan.suite, "\": --tune would tune ", p.run.experiment.name(), " (", p.processes,
+                        " processes) over ", plan.tune->caps_mib.size(), " bucket caps, verifying ", plan.tune->verify,
+                        " with ", plan.tune->repetitions, " run(s) each (nothing runs: --print_experiments)\n\n", text);
+  }
   std::string out = absl::StrCat("Suite \"", plan.suite, "\": ", plan.selected, " run(s) would run (nothing runs: "
                                  "--print_experiments)\n");
   for (const PlannedRun& p : plan.runs) {

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/sweeps.h"
+#include "core/tune_settings.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/result.pb.h"
 
@@ -54,6 +55,7 @@ struct PlanOptions {
   int node_rank = 0;
   std::string output_dir;     // overrides each experiment's output.directory
   bool profiling_with_nsys = false;
+  bool tune = false;          // --tune: the suite's runs give way to the tuner's
 };
 
 struct PlannedRun {
@@ -67,6 +69,8 @@ struct PlannedRun {
   std::string run_dir;     // <output.directory>/<suite>
   // A run of the convergence check (core/convergence.h), added after the plan's own.
   std::optional<v1::ConvergenceRun> convergence;
+  bool tuning = false;     // a run the tuner asked for (tune/tuner.h)
+  std::string suite;       // the suite its result is filed under; "": the plan's
 };
 
 struct Plan {
@@ -74,6 +78,12 @@ struct Plan {
   std::vector<PlannedRun> runs;  // every run of the suite, in order
   int selected = 0;              // runs that --only leaves in
   std::optional<v1::Convergence> convergence;  // the suite's, if it asks for the check
+  // --tune: the tuner's settings and the run it tunes (an index into runs); no run of the
+  // suite's is selected then.
+  std::optional<TuneSettings> tune;
+  size_t tune_base = 0;
+  std::string tune_suite;  // "<suite>_tune": where the tuner's runs, report and answer go
+  std::string tune_dir;    // <output.directory>/<tune_suite>
 };
 
 // Plans `suite` on `machine`; `worker` is this process's place in a job that another

@@ -26,6 +26,10 @@ int Repetitions(const PlannedRun& p) { return std::max<int>(1, p.run.experiment.
 
 std::string Label(const PlannedRun& p, size_t runs, size_t checks, int repetition) {
   // The convergence check's runs come after the plan's own: "[check 2/5] ...".
+  if (p.tuning) {
+    return absl::StrCat("[tune] ", p.run.experiment.name(),
+                        Repetitions(p) > 1 ? absl::StrCat(" (", repetition, "/", Repetitions(p), ")") : "");
+  }
   std::string label = p.convergence ? absl::StrCat("[check ", p.index - runs, "/", checks, "] ", p.run.experiment.name())
                                     : absl::StrCat("[", p.index, "/", runs, "] ", p.run.experiment.name());
   if (Repetitions(p) > 1) absl::StrAppend(&label, " (", repetition, "/", Repetitions(p), ")");
@@ -92,8 +96,9 @@ absl::StatusOr<v1::RunResult> TrainAndWrite(const Invocation& in, const PluginSe
   return result;
 }
 
-// The machine the report describes: this node's, and the most nodes a run used.
-v1::Machine MachineOf(const DeviceReport& d, const Plan& plan) {
+}  // namespace
+
+v1::Machine ReportMachine(const DeviceReport& d, const Plan& plan) {
   v1::Machine m;
   m.set_device(d.gpus.empty() ? "cpu" : d.gpus[0].name);
   m.set_device_count(static_cast<int>(d.gpus.size()));
@@ -114,8 +119,6 @@ v1::Machine MachineOf(const DeviceReport& d, const Plan& plan) {
   m.set_nodes(nodes);
   return m;
 }
-
-}  // namespace
 
 int RunWorkerTask(const Invocation& in, PluginHost& host, const v1::WorkerTask& task) {
   const v1::Experiment& e = task.experiment();
@@ -150,13 +153,14 @@ int SuiteRunner::RunAll() {
     if (p.selected) most = std::max(most, Repetitions(p));
   }
   bool go_on = true;
-  for (repetition_ = 1; repetition_ <= most && go_on; ++repetition_) {
+  for (repetition_ = 1; repetition_ <= most && go_on && !plan_.tune; ++repetition_) {
     for (const PlannedRun& p : plan_.runs) {
       if (!p.selected || repetition_ > Repetitions(p) || skipped_.count(p.index) > 0) continue;
       if (!(go_on = Run(p, exit))) break;
     }
   }
-  if (go_on) RunConvergence(exit);
+  if (plan_.tune) RunTune(exit);
+  if (go_on && !plan_.tune) RunConvergence(exit);
   const int finished = Finish();
   if (stopped_by_ != 0) return 128 + stopped_by_;
   return exit != 0 ? exit : finished;
@@ -211,7 +215,7 @@ bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
     return false;
   }
   if (Speaks()) Announce(p, *plugins);
-  bool skip = Speaks() && repetition_ == 1 && SkipCompleted(p);
+  bool skip = Speaks() && repetition_ == 1 && !p.tuning && SkipCompleted(p);
   if (InJob()) {  // every rank goes the way rank 0 decided
     const std::string key = absl::StrCat("ddplab_run_", p.index, "/skip");
     if (Speaks()) job_store_->set(key, std::vector<uint8_t>{static_cast<uint8_t>(skip)});
@@ -263,7 +267,7 @@ void SuiteRunner::Announce(const PlannedRun& p, const PluginSet& plugins) {
   for (const PlannedRun& q : plan_.runs) launches += q.selected ? Repetitions(q) : 0;
   launches += static_cast<int>(convergence_runs_.size());
   const int done = ran_ + failed_;
-  if (timed_ > 0) {
+  if (timed_ > 0 && !p.tuning) {
     const int left = launches - done;
     std::cout << "  suite:   " << done << " of " << launches << " run(s) done, about "
               << static_cast<int>(seconds_ / timed_ * left / 60 + 0.5) << " min left\n";
@@ -310,7 +314,7 @@ bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
     args.push_back(absl::StrCat("--profile_steps=", in_.profile_steps));
   }
   v1::WorkerTask task;
-  task.set_suite(plan_.suite);
+  task.set_suite(SuiteOf(p));
   *task.mutable_experiment() = e;
   task.set_progress_label(label);
   google::protobuf::TextFormat::Printer printer;
@@ -343,7 +347,7 @@ bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
     ++failed_;
     return true;
   }
-  absl::StatusOr<v1::RunResult> r = ReadResult(e.output().directory(), plan_.suite, e.name());
+  absl::StatusOr<v1::RunResult> r = ReadResult(e.output().directory(), SuiteOf(p), e.name());
   if (!r.ok()) {
     if (launch.node_rank == 0) {
       std::cerr << "vit_ddp: " << e.name() << ": " << r.status().message() << "\n";
@@ -364,7 +368,7 @@ bool SuiteRunner::TrainHere(const PlannedRun& p, const PluginSet& plugins, const
   c10::intrusive_ptr<c10d::Store> store;
   if (together) store = PrefixedStore(absl::StrCat("ddplab_run_", p.index, "_", repetition_, "/"), job_store_);
   absl::StatusOr<v1::RunResult> result =
-      TrainAndWrite(in_, plugins, e, plan_.suite, label, together ? in_.worker : std::nullopt, store);
+      TrainAndWrite(in_, plugins, e, SuiteOf(p), label, together ? in_.worker : std::nullopt, store);
   if (!result.ok()) {
     std::cerr << "vit_ddp: " << e.name() << ": " << result.status().message() << "\n";
     ++failed_;
@@ -415,8 +419,9 @@ int SuiteRunner::Finish() {
   // earlier ones of runs --only left out (where they record the same experiment).
   std::vector<v1::RunResult> rows;
   int earlier = 0;
-  std::string report_dir;
+  std::string report_dir = plan_.tune ? plan_.tune_dir : "";
   for (const PlannedRun& p : plan_.runs) {
+    if (plan_.tune) break;  // the tuner's report has its runs only
     if (p.selected && report_dir.empty()) report_dir = p.run_dir;
     if (auto it = results_.find(p.index); it != results_.end()) {
       rows.push_back(it->second);
@@ -430,11 +435,18 @@ int SuiteRunner::Finish() {
       ++earlier;
     }
   }
-  for (const PlannedRun& p : convergence_runs_) {
-    if (auto it = results_.find(p.index); it != results_.end()) rows.push_back(it->second);
+  for (const std::vector<PlannedRun>* more : {&convergence_runs_, &tune_runs_}) {
+    for (const PlannedRun& p : *more) {
+      if (auto it = results_.find(p.index); it != results_.end()) rows.push_back(it->second);
+    }
   }
   if (!results_.empty()) {
-    const v1::SuiteReport report = MakeReport(rows, MachineOf(in_.device, plan_));
+    v1::SuiteReport report = MakeReport(rows, ReportMachine(in_.device, plan_));
+    if (tuning_) {
+      *report.mutable_tuning() = *tuning_;
+      report.clear_recommendations();  // the tuner's answer is the recommendation
+      report.set_suite(plan_.tune_suite);
+    }
     std::cout << "\n" << FormatMarkdown(report);
     if (absl::Status s = WriteReport(report, report_dir); !s.ok()) {
       std::cerr << "vit_ddp: report not written (the one before, if any, is as it was): " << s.message() << "\n";
@@ -447,7 +459,8 @@ int SuiteRunner::Finish() {
   }
   int completed = 0;
   for (const PlannedRun& p : plan_.runs) completed += p.selected && results_.count(p.index) > 0;
-  std::cout << "\n" << completed << " of " << plan_.selected << " run(s) completed";
+  for (const PlannedRun& p : tune_runs_) completed += results_.count(p.index) > 0;
+  std::cout << "\n" << completed << " of " << (plan_.tune ? tune_runs_.size() : plan_.selected) << " run(s) completed";
   if (failed_ > 0) std::cout << ", " << failed_ << " failed";
   if (stopped_by_ != 0) std::cout << "; stopped by signal " << stopped_by_;
   std::cout << "\n";

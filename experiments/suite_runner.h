@@ -19,11 +19,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/device_report.h"
 #include "core/distributed.h"
 #include "core/launcher.h"
 #include "core/plugin_host.h"
 #include "ddplab/v1/experiment.pb.h"
+#include "ddplab/v1/report.pb.h"
 #include "ddplab/v1/result.pb.h"
 #include "experiments/plan.h"
 
@@ -56,6 +58,12 @@ class SuiteRunner {
  private:
   bool Run(const PlannedRun& p, int& exit);
   bool RunConvergence(int& exit);
+  void RunTune(int& exit);  // suite_tune.cc
+  // The tuner's runs (tune::Runner::Run): each experiment `repetitions` times, as
+  // the base run of the plan is run.
+  absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> RunForTuner(const std::vector<v1::Experiment>& experiments,
+                                                                         int repetitions, int& exit);
+  const std::string& SuiteOf(const PlannedRun& p) const { return p.suite.empty() ? plan_.suite : p.suite; }
   bool SkipCompleted(const PlannedRun& p);
   bool Launch(const PlannedRun& p, const std::string& label);
   bool TrainHere(const PlannedRun& p, const PluginSet& plugins, const std::string& label, int& exit);
@@ -74,9 +82,14 @@ class SuiteRunner {
   int timed_ = 0;
   std::map<int, v1::RunResult> results_;                          // by run index
   std::vector<PlannedRun> convergence_runs_;  // the convergence check's, once they are known
+  std::vector<PlannedRun> tune_runs_;         // the tuner's, as it asks for them
+  std::optional<v1::Tuning> tuning_;          // the tuner's answer
   std::set<int> skipped_;  // runs --skip_completed found done: no more repetitions
   int repetition_ = 1;     // of the runs now running, from 1
 };
+
+// The machine a report describes: this node's, and the most nodes a run of `plan` used.
+v1::Machine ReportMachine(const DeviceReport& d, const Plan& plan);
 
 // Trains the run handed over in `task` as one worker of ddplab's launcher (rank 0 writes
 // the result); the process's exit code.

@@ -152,6 +152,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   options.node_rank = in.launch.node_rank;
   options.output_dir = absl::GetFlag(FLAGS_output_dir);
   options.profiling_with_nsys = !in.nsys.empty();
+  options.tune = absl::GetFlag(FLAGS_tune);
   std::optional<JobPlace> place;
   if (in.worker) {
     place = JobPlace{in.worker->launcher, in.worker->rank, in.worker->world_size, in.worker->local_world_size};
@@ -162,7 +163,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
     return 2;
   }
   plan = *std::move(planned);
-  if (plan.selected == 0) {
+  if (plan.selected == 0 && !plan.tune) {
     std::vector<std::string> names;
     for (const PlannedRun& p : plan.runs) names.push_back(p.run.experiment.name());
     std::cerr << "vit_ddp: --only=" << options.only << ": " << path << " has no run of that name; its runs: "
@@ -175,8 +176,12 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   }
   if (speaks) {
     if (file.empty() && in.device.gpus.empty()) std::cout << "No GPU here: running the CPU suite (a tiny ViT on 2 Gloo processes).\n";
-    std::cout << "Suite \"" << plan.suite << "\" from " << (file.empty() ? DefaultExperiment(in.device) : file) << ": "
-              << plan.selected << " run(s)\n";
+    std::cout << "Suite \"" << plan.suite << "\" from " << (file.empty() ? DefaultExperiment(in.device) : file) << ": ";
+    if (plan.tune) {
+      std::cout << "tuning " << plan.runs[plan.tune_base].run.experiment.name() << "\n";
+    } else {
+      std::cout << plan.selected << " run(s)\n";
+    }
   }
   return std::nullopt;
 }
@@ -210,9 +215,12 @@ int Main(int argc, char** argv) {
   std::vector<std::unique_ptr<DirectoryLock>> locks;
   if (!in.worker || in.worker->rank == 0) {
     std::set<std::string> dirs;
-    for (const PlannedRun& p : plan.runs) {
-      if (!p.selected || !dirs.insert(p.run_dir).second) continue;
-      absl::StatusOr<std::unique_ptr<DirectoryLock>> lock = DirectoryLock::Take(p.run_dir);
+    for (size_t i = 0; i < plan.runs.size(); ++i) {
+      const PlannedRun& p = plan.runs[i];
+      const bool tuned = plan.tune && i == plan.tune_base;
+      const std::string dir = tuned ? plan.tune_dir : p.run_dir;
+      if ((!p.selected && !tuned) || !dirs.insert(dir).second) continue;
+      absl::StatusOr<std::unique_ptr<DirectoryLock>> lock = DirectoryLock::Take(dir);
       if (!lock.ok()) {
         std::cerr << "vit_ddp: " << lock.status().message() << "\n";
         return 2;

@@ -15,9 +15,11 @@
 //      make them (a first bucket of at most 1 MiB), over the ready times, its collectives
 //      from the cost curve, with the wire's bytes per gradient byte the experiment as
 //      given sent (bf16: 0.5; a compressing hook: its compression_ratio), plus the part of
-//      the probe's step outside forward, backward and optimizer. Backward's slowdown
-//      beside collectives, s, is calibrated: the s at which the model gives the measured
-//      step of the experiment as given.
+//      the probe's step outside forward, backward and optimizer. Two figures are
+//      calibrated on the experiment as given, so that the model gives its measured step:
+//      backward's slowdown beside collectives, s (at most 1), and for what s cannot
+//      explain, a cost per collective beyond the bare all-reduce's (the engine's copies,
+//      hook and wait).
 //   3. verify: the `verify` fastest predicted run `repetitions` times each; each is
 //      reported predicted against measured (median, min and max), and a miss above 5%
 //      is said.

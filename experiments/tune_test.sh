@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# vit_ddp --tune end to end on CPUs: the answer, its file run as written, the cache, and
+# what it refuses.
+set -u
+bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
+suite="$TEST_SRCDIR/ddplab/experiments/testdata/tune_suite.textproto"
+results="$TEST_TMPDIR/results"
+out="$TEST_TMPDIR/out.txt"
+err="$TEST_TMPDIR/err.txt"
+fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; cat "$err"; exit 1; }
+
+"$bin" --version >"$out" 2>"$err"
+if ! "$bin" --experiment="$suite" --print_experiments >"$out" 2>"$err" || ! grep -q "Gloo yes" "$out"; then
+  "$bin" --experiment="$suite" --tune --print_experiments >"$out" 2>"$err" || fail "--print_experiments failed"
+  echo "no Gloo in this LibTorch: only the plan is checked"
+  exit 0
+fi
+
+# --print_experiments with --tune says what it would tune and runs nothing.
+"$bin" --experiment="$suite" --tune --print_experiments --output_dir="$results" >"$out" 2>"$err" ||
+  fail "--tune --print_experiments exited $?"
+grep -q -- "--tune would tune ddp (2 processes) over 4 bucket caps, verifying 2 with 2 run(s) each" "$out" ||
+  fail "no tuning plan"
+[ -e "$results" ] && fail "--print_experiments wrote $results"
+
+# The first tuning measures; the suite's own runs do not run.
+"$bin" --experiment="$suite" --tune --output_dir="$results" >"$out" 2>"$err" || fail "--tune exited $?"
+grep -q "tune: measuring the probe" "$out" || fail "no probe"
+grep -q "^== one " "$out" && fail "the suite's own run ran"
+grep -q "^## Tuning ddp" "$out" || fail "no tuning section"
+grep -qE "^Tuned ddp: bucket_cap_mb [0-9.]+, [0-9.]+ ms per step" "$out" || fail "no answer"
+grep -q "^Calibrated on the experiment as given" "$out" || fail "no calibration"
+grep -qE "^(Compute|Latency|Bandwidth)-bound" "$out" || fail "no verdict"
+dir="$results/tune_cpu_tune"
+for f in report.md report.json report.html ddp_tuned.textproto ddp_probe.json; do
+  [ -s "$dir/$f" ] || fail "no $dir/$f"
+done
+[ -s "$results/tune_cache/ddp.json" ] || fail "no cache"
+[ -e "$results/tune_cpu" ] && fail "the suite's own directory was written"
+grep -q '"allreduce_sweep"' "$dir/ddp_probe.json" || fail "the probe has no all-reduce sweep"
+grep -q '"chosen_cap_mb"' "$dir/report.json" || fail "report.json has no tuning"
+cap=$(sed -n 's/^Tuned ddp: bucket_cap_mb \([0-9.]*\),.*/\1/p' "$out")
+grep -q "bucket_cap_mb=$cap" "$out" || fail "the PyTorch code is not of cap $cap"
+
+# The answer runs as written, with the chosen cap.
+"$bin" --experiment="$dir/ddp_tuned.textproto" --output_dir="$results/answer" >"$out" 2>"$err" ||
+  fail "the answer's file exited $?"
+grep -q "buckets of $cap MiB" "$out" || fail "the answer's run is not of cap $cap"
+grep -q "static_graph" "$out" || fail "the answer lost the experiment's static_graph"
+
+# A second tuning reuses the measurements: only the verified candidates run.
+"$bin" --experiment="$suite" --tune --output_dir="$results" >"$out" 2>"$err" || fail "second --tune exited $?"
+grep -q "tune: reusing this machine's measurements" "$out" || fail "the cache was not reused"
+grep -q "tune: measuring the probe" "$out" && fail "measured again"
+grep -q "the probe and sweep from this machine's cache" "$out" || fail "the answer does not say it was cached"
+
+# What it refuses, before anything runs.
+"$bin" --experiment="$suite" --tune --only=one --output_dir="$results" >"$out" 2>"$err"
+[ $? -eq 2 ] || fail "--tune of a one-process run did not exit 2"
+grep -q 'experiment "one": runs one process: --tune needs several' "$err" || fail "no reason for one process"
+"$bin" --experiment="$suite" --tune --only=nope --output_dir="$results" >"$out" 2>"$err"
+[ $? -eq 2 ] || fail "--tune of an unknown run did not exit 2"
+grep -q 'the suite has no experiment "nope"' "$err" || fail "no reason for an unknown run"
+bad="$TEST_TMPDIR/bad.textproto"
+sed 's/verify: 2/verify: 9/' "$suite" >"$bad"
+"$bin" --experiment="$bad" --tune --output_dir="$results" >"$out" 2>"$err"
+[ $? -eq 2 ] || fail "a bad tune field did not exit 2"
+grep -q "bad.textproto:16:3: tune.verify: must be at most the number of caps (4), got 9" "$err" ||
+  fail "no location for the bad tune field"
+echo PASS
