@@ -153,14 +153,17 @@ int SuiteRunner::RunAll() {
     if (p.selected) most = std::max(most, Repetitions(p));
   }
   bool go_on = true;
-  for (repetition_ = 1; repetition_ <= most && go_on && !plan_.tune; ++repetition_) {
-    for (const PlannedRun& p : plan_.runs) {
-      if (!p.selected || repetition_ > Repetitions(p) || skipped_.count(p.index) > 0) continue;
-      if (!(go_on = Run(p, exit))) break;
+  if (plan_.tune) {
+    RunTune(exit);  // instead of the suite's runs
+  } else {
+    for (repetition_ = 1; repetition_ <= most && go_on; ++repetition_) {
+      for (const PlannedRun& p : plan_.runs) {
+        if (!p.selected || repetition_ > Repetitions(p) || skipped_.count(p.index) > 0) continue;
+        if (!(go_on = Run(p, exit))) break;
+      }
     }
+    if (go_on) RunConvergence(exit);
   }
-  if (plan_.tune) RunTune(exit);
-  if (go_on && !plan_.tune) RunConvergence(exit);
   const int finished = Finish();
   if (stopped_by_ != 0) return 128 + stopped_by_;
   return exit != 0 ? exit : finished;

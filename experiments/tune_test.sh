@@ -61,6 +61,13 @@ grep -q 'experiment "one": runs one process: --tune needs several' "$err" || fai
 "$bin" --experiment="$suite" --tune --only=nope --output_dir="$results" >"$out" 2>"$err"
 [ $? -eq 2 ] || fail "--tune of an unknown run did not exit 2"
 grep -q 'the suite has no experiment "nope"' "$err" || fail "no reason for an unknown run"
+RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
+  "$bin" --experiment="$suite" --tune --output_dir="$results" >"$out" 2>"$err"
+[ $? -eq 2 ] || fail "--tune under torchrun did not exit 2"
+grep -q "run vit_ddp --tune plainly, not under torchrun" "$err" || fail "no reason under torchrun"
+"$bin" --experiment="$suite" --tune --nnodes=2 --master_port=29500 --output_dir="$results" >"$out" 2>"$err"
+[ $? -eq 2 ] || fail "--tune over 2 nodes did not exit 2"
+grep -q -- "--tune tunes on one node" "$err" || fail "no reason for 2 nodes"
 bad="$TEST_TMPDIR/bad.textproto"
 sed 's/verify: 2/verify: 9/' "$suite" >"$bad"
 "$bin" --experiment="$bad" --tune --output_dir="$results" >"$out" 2>"$err"
