@@ -365,6 +365,11 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
   const auto start = std::chrono::steady_clock::now();
   v1::Tuning t;
   t.set_experiment(req.base.name());
+  if (req.settings.caps_mib.empty()) return absl::InvalidArgumentError("no bucket_cap_mb to choose among");
+  if (absl::Status s = runner.Check(WithCap(req.base, req.settings.caps_mib[0], req.base.name())); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("--tune chooses bucket_cap_mb, and ", req.base.name(),
+                                                      " cannot take one: ", s.message()));
+  }
   std::vector<std::string> left_out;
   const v1::Experiment probe = MakeProbe(req.base, runner, left_out);
   if (absl::Status s = runner.Check(probe); !s.ok()) {

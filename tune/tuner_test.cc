@@ -54,6 +54,12 @@ class FakeRunner : public Runner {
       probe |= p.has_no_communication();
       hook |= p.has_powersgd();
     }
+    bool buckets = false, zero_copy = false;
+    for (const v1::Plugin& p : e.plugin()) {
+      buckets |= p.has_bucket_sizing();
+      zero_copy |= p.has_zero_copy();
+    }
+    if (buckets && zero_copy) return absl::InvalidArgumentError("zero_copy makes no buckets");
     return probe && hook ? absl::InvalidArgumentError("one communication hook only") : absl::OkStatus();
   }
 
@@ -274,6 +280,19 @@ TEST(Tuner, AFailedMeasurementIsAnErrorAndAFailedCandidateIsSaid) {
   t = Tune(req, candidate_fails);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_NE(t->chosen_cap_mb(), best);  // the best failed: the next verified is chosen
+}
+
+TEST(Tuner, AnExperimentThatTakesNoBucketCapIsRefusedBeforeAnythingRuns) {
+  Machine m;
+  FakeRunner runner(m);
+  TuneRequest req = Request(Dir("zero_copy"));
+  req.base.add_plugin()->mutable_zero_copy();
+  absl::StatusOr<v1::Tuning> t = Tune(req, runner);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("--tune chooses bucket_cap_mb, and vit cannot take one: zero_copy makes no buckets"),
+            std::string::npos)
+      << t.status();
+  EXPECT_TRUE(runner.names.empty());
 }
 
 TEST(Tuner, CapRunNamesAreNames) {
