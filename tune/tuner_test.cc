@@ -237,6 +237,22 @@ TEST(Tuner, ASecondTuningReusesTheMeasurementsUntilTheMachineChanges) {
   EXPECT_NE(other->cache_note().find("the experiment changed"), std::string::npos) << other->cache_note();
 }
 
+TEST(Tuner, ABrokenCacheIsMeasuredAgainSayingWhy) {
+  Machine m;
+  TuneRequest req = Request(Dir("broken"));
+  std::system(absl::StrCat("mkdir -p \"$(dirname '", req.cache_path, "')\" && echo '{\"machine\": 7' > '",
+                           req.cache_path, "'").c_str());
+  FakeRunner runner(m);
+  absl::StatusOr<v1::Tuning> t = Tune(req, runner);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE(t->cached());
+  EXPECT_NE(t->cache_note().find("is no tuning cache"), std::string::npos) << t->cache_note();
+  EXPECT_EQ(runner.names[0], "vit_probe");
+  FakeRunner again(m);  // and the cache written then is whole
+  ASSERT_TRUE(Tune(req, again).ok());
+  EXPECT_EQ(again.names.size(), 2u);
+}
+
 TEST(Tuner, SaysWhereTheModelMissed) {
   Machine m;
   m.per_bucket_ms = 1.5;  // what the sweep does not show: a cost per bucket in the step
