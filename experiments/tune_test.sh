@@ -40,7 +40,10 @@ done
 grep -q '"allreduce_sweep"' "$dir/ddp_probe.json" || fail "the probe has no all-reduce sweep"
 grep -q '"chosen_cap_mb"' "$dir/report.json" || fail "report.json has no tuning"
 cap=$(sed -n 's/^Tuned ddp: bucket_cap_mb \([0-9.]*\),.*/\1/p' "$out")
-grep -q "bucket_cap_mb=$cap" "$out" || fail "the PyTorch code is not of cap $cap"
+# The PyTorch code is the chosen run's own (its plugins' forms, which //bench:ddp_wrap_test
+# checks against DDP): the cap chosen and the experiment's static_graph.
+grep -qE "^model = DDP\(model, bucket_cap_mb=$cap, static_graph=True\)" "$out" ||
+  fail "the PyTorch code is not of cap $cap with static_graph"
 
 # The answer runs as written, with the chosen cap.
 "$bin" --experiment="$dir/ddp_tuned.textproto" --output_dir="$results/answer" >"$out" 2>"$err" ||
