@@ -78,9 +78,15 @@ absl::Status SweepIntoResult(compat::CollectiveGroup& group, const at::Device& d
     options.bytes.push_back(b);
     if (b >= gradient_bytes) break;
   }
-  absl::StatusOr<std::vector<NcclTestsRow>> rows = SweepAllReduce(group, device, options);
-  if (!rows.ok()) return rows.status();
-  for (const NcclTestsRow& row : *rows) {
+  std::vector<NcclTestsRow> rows;
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    if (dtype == at::kBFloat16 && !device.is_cuda()) continue;
+    options.dtype = dtype;
+    absl::StatusOr<std::vector<NcclTestsRow>> some = SweepAllReduce(group, device, options);
+    if (!some.ok()) return some.status();
+    rows.insert(rows.end(), some->begin(), some->end());
+  }
+  for (const NcclTestsRow& row : rows) {
     if (row.wrong.value_or(0) > 0) {
       return absl::DataLossError(absl::StrCat("the all-reduce sweep summed ", *row.wrong, " element(s) wrong at ",
                                               row.bytes, " bytes: the transport is broken"));

@@ -44,7 +44,8 @@ absl::StatusOr<std::vector<NcclTestsRow>> SweepAllReduce(compat::CollectiveGroup
                                                          const SweepOptions& options);
 
 // The sweep a run asks for with profiling.allreduce_sweep, into result.allreduce_sweep:
-// float32, powers of two from 1 KiB to the first at or above the model's gradient bytes
+// float32, and on a GPU bfloat16 too (what bf16 on the wire sends; Gloo has no bfloat16
+// sum), powers of two from 1 KiB to the first at or above the model's gradient bytes
 // (result.parameters() * 4, at least 64 KiB). A collective, as SweepAllReduce; a wrong sum
 // is an error here (the curve would be of a broken transport).
 absl::Status SweepIntoResult(compat::CollectiveGroup& group, const at::Device& device, v1::RunResult& result);

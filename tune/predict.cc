@@ -63,14 +63,16 @@ std::string TunedExperimentText(const v1::Experiment& ran, double cap, const std
   return absl::StrCat("# proto-message: ddplab.v1.Experiment\n", text);
 }
 
-absl::StatusOr<CostCurve> CurveFromResult(const v1::RunResult& r) {
+absl::StatusOr<CostCurve> CurveFromResult(const v1::RunResult& r, const std::string& type) {
   std::vector<CostPoint> points;
   for (const v1::AllReduceRow& row : r.allreduce_sweep()) {
-    points.push_back({static_cast<double>(row.bytes()), row.time_us()});
+    if ((row.type().empty() ? "float" : row.type()) == type) {
+      points.push_back({static_cast<double>(row.bytes()), row.time_us()});
+    }
   }
   absl::StatusOr<CostCurve> curve = CostCurve::FromPoints(std::move(points));
   if (!curve.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("the all-reduce sweep of \"", r.experiment(), "\": ",
+    return absl::InvalidArgumentError(absl::StrCat("the ", type, " all-reduce sweep of \"", r.experiment(), "\": ",
                                                    curve.status().message()));
   }
   return curve;

@@ -55,8 +55,9 @@ v1::Experiment WithCap(const v1::Experiment& e, double cap, const std::string& n
 // (the command line's), `why` its description.
 std::string TunedExperimentText(const v1::Experiment& ran, double cap, const std::string& why);
 
-// The cost curve of a run's all-reduce sweep (RunResult.allreduce_sweep).
-absl::StatusOr<CostCurve> CurveFromResult(const v1::RunResult& r);
+// The cost curve of a run's all-reduce sweep (RunResult.allreduce_sweep), of the rows of
+// nccl-tests' `type` ("float", "bfloat16").
+absl::StatusOr<CostCurve> CurveFromResult(const v1::RunResult& r, const std::string& type = "float");
 
 // A table of the caps' predicted steps (step, exposed, buckets), the verdict, and the
 // answer in both forms (the whole experiment file is experiment_textproto).

@@ -219,7 +219,12 @@ absl::StatusOr<Measurements> Measure(const TuneRequest& req, Runner& runner, con
 absl::StatusOr<Model> MakeModel(const Measurements& m, const v1::Experiment& base) {
   absl::StatusOr<StepInputs> in = InputsFromResult(m.probe);
   if (!in.ok()) return in.status();
-  absl::StatusOr<CostCurve> curve = CurveFromResult(m.probe);
+  // bf16 on the wire: bfloat16's own curve where the sweep has one (on GPUs), looked up
+  // at the bytes sent.
+  const bool bf16 = m.base.wire_dtype() == "BFloat16" &&
+                    std::any_of(m.probe.allreduce_sweep().begin(), m.probe.allreduce_sweep().end(),
+                                [](const v1::AllReduceRow& row) { return row.type() == "bfloat16"; });
+  absl::StatusOr<CostCurve> curve = CurveFromResult(m.probe, bf16 ? "bfloat16" : "float");
   if (!curve.ok()) return curve.status();
   Model model{*in, *curve, *curve, {}, 0, 0};
   const v1::PhaseTimes& ph = m.probe.phases();

@@ -28,6 +28,7 @@ struct Machine {
   double alpha_us = 2000, beta_us_per_byte = 1e6 / 2e9;
   double slowdown = 0.15;
   double per_bucket_ms = 0;  // unknown to the model
+  bool bf16 = false;         // bfloat16 on the wire, whose all-reduces cost 3 times float32's
   std::vector<Gradient> gradients;
 
   Machine() {
@@ -35,9 +36,10 @@ struct Machine {
   }
   StepInputs Inputs() const { return {forward, backward, optimizer, gradients}; }
   double StepMs(double cap, double first, int repetition) const {
-    CostCurve curve = *CostCurve::Line(alpha_us, beta_us_per_byte);
+    CostCurve curve = *CostCurve::Line(alpha_us * (bf16 ? 3 : 1), beta_us_per_byte * (bf16 ? 3 : 1));
     Levers levers;
     levers.overlap_slowdown = slowdown;
+    levers.wire_factor = bf16 ? 0.5 : 1;
     const Partition p = BucketsByCap(gradients, static_cast<int64_t>(first * kMiB), static_cast<int64_t>(cap * kMiB));
     const double noise = 1 + 0.002 * (repetition % 3 == 2 ? -1 : repetition % 3);  // 0, +, -
     return (PredictStep(Inputs(), curve, levers, p)->step_ms + other + per_bucket_ms * p.buckets()) * noise;
@@ -95,10 +97,14 @@ class FakeRunner : public Runner {
       g->set_ready_ms(m_.gradients[i].ready_ms);
       g->set_bytes(m_.gradients[i].bytes);
     }
-    for (int64_t b = 1024; b <= 512 * kMiB; b *= 2) {
-      v1::AllReduceRow* row = r.add_allreduce_sweep();
-      row->set_bytes(b);
-      row->set_time_us(m_.alpha_us + m_.beta_us_per_byte * static_cast<double>(b));
+    for (const char* type : {"float", "bfloat16"}) {
+      const double times = std::string(type) == "bfloat16" ? 3 : 1;
+      for (int64_t b = 1024; b <= 512 * kMiB; b *= 2) {
+        v1::AllReduceRow* row = r.add_allreduce_sweep();
+        row->set_bytes(b);
+        row->set_type(type);
+        row->set_time_us((m_.alpha_us + m_.beta_us_per_byte * static_cast<double>(b)) * times);
+      }
     }
     return r;
   }
@@ -109,6 +115,10 @@ class FakeRunner : public Runner {
     }
     v1::RunResult r;
     r.set_experiment(e.name());
+    if (m_.bf16) {
+      r.set_wire_dtype("BFloat16");
+      r.set_wire_bytes(60 * 2 * kMiB);
+    }
     r.set_pytorch(absl::StrCat("model = DDP(model, device_ids=[local_rank], bucket_cap_mb=", cap, ")"));
     for (int k = 0; k < repetitions; ++k) r.add_repetitions()->set_steps_per_s(1e3 / m_.StepMs(cap, first, k));
     r.set_steps_per_s(r.repetitions(0).steps_per_s());
@@ -185,6 +195,22 @@ TEST(Tuner, ChoosesTheFastestCapFromThePredictionAndVerifiesIt) {
   EXPECT_EQ(runner.names[4], "vit_sweep_1mb");
   EXPECT_NE(t->text().find("within 5% of every verified"), std::string::npos) << t->text();
   EXPECT_NE(t->pytorch().find(absl::StrCat("bucket_cap_mb=", t->chosen_cap_mb())), std::string::npos);
+}
+
+TEST(Tuner, BfloatOnTheWireIsModelledWithItsOwnCurveAtItsBytes) {
+  Machine m;
+  m.bf16 = true;
+  FakeRunner runner(m);
+  TuneRequest req = Request(Dir("bf16"));
+  req.settings.verify = 3;
+  absl::StatusOr<v1::Tuning> t = Tune(req, runner);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->chosen_cap_mb(), TrueBest(m, req.settings.caps_mib)) << t->text();
+  for (const v1::TuneCandidate& c : t->candidates()) {
+    if (c.verified()) {
+      EXPECT_LT(std::abs(c.error()), 0.01) << c.ShortDebugString();
+    }
+  }
 }
 
 TEST(Tuner, TheAnswerFileRunsAsWrittenWithTheChosenCap) {
