@@ -6,6 +6,10 @@ bucket_cap_mb=25, alternately. Writes OUT/<model>_<transport>/ (suite, log, repo
 OUT/summary.json, and prints the table last:
 
   python3 bench/tune_check.py --out DIR [--models vit_l_32,vit_b_16] [--transports nvlink,host]
+  python3 bench/tune_check.py --out DIR --cpu    # the script itself, on CPUs: a tiny ViT, no PyTorch
+
+Each model and transport is about 40 runs of vit_ddp (10 s to 15 s each on H100/H200 for
+ViT-L/32): run one or two per call of a device with a 10-minute limit.
 
 Columns: the chosen cap and the sweep's fastest; the tuned cap's steps/s over the sweep's
 best (acceptance: at least 0.98); tuning's time over the sweep's (at most 1/3); the
@@ -21,8 +25,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"})}
-PRESETS = {"vit_l_32": "VIT_L_32", "vit_b_16": "VIT_B_16", "vit_b_32": "VIT_B_32"}
+TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"}),
+              "gloo": ("TRANSPORT_UNSPECIFIED", {})}
+PRESETS = {"vit_l_32": "VIT_L_32", "vit_b_16": "VIT_B_16", "vit_b_32": "VIT_B_32", "tiny": "VIT_TINY_TEST"}
 
 SUITE = """# proto-message: ddplab.v1.Suite
 name: "tune_{key}"
@@ -30,10 +35,10 @@ tune {{ exhaustive: true repetitions: {reps} verify: {verify} }}
 experiment {{
   name: "ddp"
   model {{ preset: {preset} }}
-  data {{ batch_size: 32 num_workers: 8 pin_memory: true }}
-  steps {{ warmup: 10 measured: 20 }}
+  data {{ batch_size: {batch} num_workers: {workers} {data} }}
+  steps {{ warmup: {warmup} measured: {measured} }}
   optimizer {{ sgd {{ learning_rate: 0.01 }} }}
-  distributed {{ gpus_per_node: {gpus} transport: {transport} }}
+  distributed {{ gpus_per_node: {gpus} transport: {transport} {device} }}
 }}
 """
 
@@ -60,8 +65,13 @@ def main():
     p.add_argument("--gpus", type=int, default=2)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--verify", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--measured", type=int, default=20)
+    p.add_argument("--cpu", action="store_true", help="a tiny ViT on CPU processes over Gloo, no PyTorch runs")
     p.add_argument("--vit_ddp", default=os.path.join(ROOT, "bazel-bin/experiments/vit_ddp"))
     a = p.parse_args()
+    if a.cpu:
+        a.models, a.transports = "tiny", "gloo"
     os.makedirs(a.out, exist_ok=True)
     rows = []
     for model in a.models.split(","):
@@ -72,7 +82,9 @@ def main():
             suite = os.path.join(d, "suite.textproto")
             with open(suite, "w") as f:
                 f.write(SUITE.format(key=key, reps=a.reps, verify=a.verify, preset=PRESETS[model], gpus=a.gpus,
-                                     transport=TRANSPORTS[transport][0]))
+                                     transport=TRANSPORTS[transport][0], batch=8 if a.cpu else 32,
+                                     workers=1 if a.cpu else 8, data="image_size: 32" if a.cpu else "pin_memory: true",
+                                     warmup=a.warmup, measured=a.measured, device="device: CPU" if a.cpu else ""))
             start = time.time()
             with open(os.path.join(d, "vit_ddp.log"), "w") as log:
                 rc = subprocess.run([a.vit_ddp, f"--experiment={suite}", "--tune", f"--output_dir={d}/results"],
@@ -88,9 +100,10 @@ def main():
             code = os.path.join(d, "tuned_code.py")
             with open(code, "w") as f:
                 f.write(t.get("pytorch", ""))
-            row["pytorch_tuned"] = pytorch(model, a.gpus, code if t.get("pytorch") else None, env,
-                                           os.path.join(d, "pytorch_tuned.json"))
-            row["pytorch_cap25"] = pytorch(model, a.gpus, None, env, os.path.join(d, "pytorch_cap25.json"))
+            row["pytorch_tuned"] = None if a.cpu else pytorch(model, a.gpus, code if t.get("pytorch") else None, env,
+                                                              os.path.join(d, "pytorch_tuned.json"))
+            row["pytorch_cap25"] = None if a.cpu else pytorch(model, a.gpus, None, env,
+                                                              os.path.join(d, "pytorch_cap25.json"))
             rows.append(row)
             with open(os.path.join(a.out, "summary.json"), "w") as f:
                 json.dump(rows, f, indent=1)
