@@ -7,17 +7,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tune/curve_testing.h"
 
 namespace ddplab::tune {
 namespace {
 
-constexpr int64_t kMiB = 1 << 20;
+using test_curves::kMiB;
 
-CostCurve Line(double alpha_us, double beta_us_per_byte) {
-  absl::StatusOr<CostCurve> curve = CostCurve::Line(alpha_us, beta_us_per_byte);
-  EXPECT_TRUE(curve.ok()) << curve.status();
-  return *curve;
-}
+using test_curves::Line;
 
 // The partition whose bucket ends are the set bits of `cuts` (bit i: a bucket ends after
 // gradient i), then n.

@@ -3,17 +3,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tune/curve_testing.h"
 
 namespace ddplab::tune {
 namespace {
 
-constexpr int64_t kMiB = 1 << 20;
+using test_curves::kMiB;
 
-CostCurve Line(double alpha_us, double beta_us_per_byte) {
-  absl::StatusOr<CostCurve> curve = CostCurve::Line(alpha_us, beta_us_per_byte);
-  EXPECT_TRUE(curve.ok()) << curve.status();
-  return *curve;
-}
+using test_curves::Line;
 
 // Six gradients ready at 1..6 ms, of 0.5, 0.75, 2, 3, 1 and 4 MiB; forward 3 ms,
 // backward 6 ms, optimizer 1 ms. On a line of 100 us + 0.5 ms per MiB.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/experiment.h"
 #include "gtest/gtest.h"
+#include "tune/curve_testing.h"
 #include "tune/cost_curve.h"
 #include "tune/partition.h"
 #include "tune/step_model.h"
@@ -20,7 +21,8 @@
 namespace ddplab::tune {
 namespace {
 
-constexpr int64_t kMiB = int64_t{1} << 20;
+using test_curves::kMiB;
+using test_curves::Line;
 
 // A machine: 60 gradients of 4 MiB over a 120 ms backward, all-reduces of 2 ms + 2 GB/s.
 struct Machine {
@@ -36,7 +38,7 @@ struct Machine {
   }
   StepInputs Inputs() const { return {forward, backward, optimizer, gradients}; }
   double StepMs(double cap, double first, int repetition) const {
-    CostCurve curve = *CostCurve::Line(alpha_us * (bf16 ? 3 : 1), beta_us_per_byte * (bf16 ? 3 : 1));
+    CostCurve curve = Line(alpha_us * (bf16 ? 3 : 1), beta_us_per_byte * (bf16 ? 3 : 1));
     Levers levers;
     levers.overlap_slowdown = slowdown;
     levers.wire_factor = bf16 ? 0.5 : 1;

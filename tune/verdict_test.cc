@@ -4,15 +4,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tune/curve_testing.h"
 
 namespace ddplab::tune {
 namespace {
 
-CostCurve Line(double alpha_us, double beta_us_per_byte) {
-  absl::StatusOr<CostCurve> curve = CostCurve::Line(alpha_us, beta_us_per_byte);
-  EXPECT_TRUE(curve.ok()) << curve.status();
-  return *curve;
-}
+using test_curves::Line;
 
 bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
