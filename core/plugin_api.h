@@ -51,19 +51,23 @@
 
 // Bumped whenever DdplabPluginInfo or an interface a plugin implements or calls changes
 // incompatibly. 5: the engine's extension points replace EngineOptions. 6: a plugin's
-// PyTorch form (PluginRegistrar::DescribeInPyTorch). 7: GradBucket::sampled.
-#define DDPLAB_PLUGIN_API_VERSION 7
+// PyTorch form (PluginRegistrar::DescribeInPyTorch). 7: GradBucket::sampled. 8: the
+// hook chain (WrapCommHook, BucketFormat) replaces collectives wrappers, a single
+// communication hook and parameter updates; Lossy replaces SampleGradientError.
+#define DDPLAB_PLUGIN_API_VERSION 8
 
 namespace ddplab {
 
 // The engine's extension points a plugin can take (for the host's composition check).
+// The hook chain is one point with three roles, which set a hook's place in it (inside
+// out: the one that reduces, the codecs, the other wrappers, each kind in listing order).
 enum class ExtensionPoint {
   kBucketPlanner,
   kMissingGradients,
   kGradientLayout,
-  kCollectives,
-  kCommHook,
-  kParameterUpdates,
+  kCommHook,     // reduces the bucket itself (PowerSGD): at most one plugin
+  kCodec,        // changes what travels (bf16): wraps whatever reduces
+  kHookWrapper,  // acts around the reduction, the bucket as it is (optimizer overlap)
 };
 
 // How far a plugin is to be trusted: stable (measured, tested), experimental (works,
@@ -122,21 +126,18 @@ class PluginRegistrar {
   virtual void SetBucketPlanner(std::shared_ptr<const BucketPlanner> planner) = 0;
   virtual void SetMissingGradients(std::shared_ptr<const MissingGradients> policy) = 0;
   virtual void SetGradientLayout(LayoutFactory factory) = 0;
-  virtual void SetCommHook(CommHookFactory factory) = 0;
-  virtual void SetParameterUpdates(std::function<std::unique_ptr<ParameterUpdates>()> factory) = 0;
-  // Wraps the collectives below it (the default, or another plugin's wrapper listed
-  // earlier): a codec.
-  virtual void WrapCollectives(CollectivesWrapper wrapper) = 0;
+  // Puts a hook in the chain (extension_points.h), made by `wrapper` around the hook
+  // below it, in the role `point` (kCommHook, kCodec or kHookWrapper) gives.
+  virtual void WrapCommHook(ExtensionPoint point, HookWrapper wrapper) = 0;
   // This plugin does not compose with whatever plugin takes `point`; `why` is said when
   // both are listed.
   virtual void Refuse(ExtensionPoint point, const std::string& why) = 0;
 
-  // Sample the (lossy) reduction against an exact one: windows of consecutive synced
-  // steps (never measured ones), one starting every this many steps, that also reduce
-  // the buckets exactly (EngineParts::sample_error_every). The smallest asked for wins;
-  // 0: never. Calling it at all says the plugin's reduction is lossy (the suite's
-  // convergence check then trains with it).
-  virtual void SampleGradientError(int every) = 0;
+  // The plugin's reduction is lossy: the suite's convergence check trains with it, and
+  // its error is sampled against an exact reduction (core/fidelity/error_sampler.h) in
+  // windows of consecutive synced steps (never measured ones), one starting every
+  // `sample_error_every` steps; the smallest asked for wins; 0: never sampled.
+  virtual void Lossy(int sample_error_every) = 0;
   virtual void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) = 0;
   // The plugin's lever as PyTorch has it (see PyTorchForm).
   virtual void DescribeInPyTorch(const PyTorchForm& form) = 0;

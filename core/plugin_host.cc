@@ -73,12 +73,12 @@ std::string PointName(ExtensionPoint point) {
       return "unused parameters";
     case ExtensionPoint::kGradientLayout:
       return "the gradient layout";
-    case ExtensionPoint::kCollectives:
-      return "a wire codec";
     case ExtensionPoint::kCommHook:
       return "the communication hook";
-    case ExtensionPoint::kParameterUpdates:
-      return "parameter updates";
+    case ExtensionPoint::kCodec:
+      return "a wire codec";
+    case ExtensionPoint::kHookWrapper:
+      return "a hook wrapper";
   }
   return "an extension point";
 }
@@ -111,24 +111,20 @@ class Registrar : public PluginRegistrar {
     Take(ExtensionPoint::kGradientLayout);
     set_.parts_.layout = std::move(factory);
   }
-  void SetCommHook(CommHookFactory factory) override {
-    Take(ExtensionPoint::kCommHook);
-    set_.parts_.comm_hook = std::move(factory);
-  }
-  void SetParameterUpdates(std::function<std::unique_ptr<ParameterUpdates>()> factory) override {
-    Take(ExtensionPoint::kParameterUpdates);
-    set_.parts_.parameter_updates = std::move(factory);
-  }
-  void WrapCollectives(CollectivesWrapper wrapper) override {
-    set_.takers_[ExtensionPoint::kCollectives].push_back(plugin_);
-    set_.parts_.codecs.push_back(std::move(wrapper));
+  void WrapCommHook(ExtensionPoint point, HookWrapper wrapper) override {
+    if (point != ExtensionPoint::kCommHook && point != ExtensionPoint::kCodec && point != ExtensionPoint::kHookWrapper) {
+      Reject("WrapCommHook takes the role kCommHook, kCodec or kHookWrapper");
+      return;
+    }
+    Take(point);
+    set_.hooks_[point].push_back(std::move(wrapper));
   }
   void Refuse(ExtensionPoint point, const std::string& why) override {
     set_.refusals_.push_back({plugin_, point, why});
   }
-  void SampleGradientError(int every) override {
+  void Lossy(int every) override {
     set_.lossy_ = true;
-    int& current = set_.parts_.sample_error_every;
+    int& current = set_.sample_error_every_;
     if (every > 0 && (current == 0 || every < current)) current = every;
   }
   void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) override {
@@ -159,7 +155,9 @@ absl::Status PluginSet::CheckComposition() const {
                                                    other, "\": ", why, "; list one of them"));
   };
   for (const auto& [point, takers] : takers_) {
-    if (point == ExtensionPoint::kCollectives || takers.size() < 2) continue;
+    // Codecs and wrappers stack, any number of them; every other point is one plugin's.
+    const bool stacks = point == ExtensionPoint::kCodec || point == ExtensionPoint::kHookWrapper;
+    if (stacks || takers.size() < 2) continue;
     return refuse(takers[1], takers[0],
                   absl::StrCat("both take ", internal_plugin_host::PointName(point)));
   }
@@ -305,6 +303,10 @@ absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment
       return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
     }
   }
+  for (ExtensionPoint role : {ExtensionPoint::kCommHook, ExtensionPoint::kCodec, ExtensionPoint::kHookWrapper}) {
+    for (HookWrapper& wrapper : set.hooks_[role]) set.parts_.hooks.push_back(std::move(wrapper));
+  }
+  set.hooks_.clear();
   return set;
 }
 

@@ -60,9 +60,10 @@ class PluginSet {
   const std::vector<const LoadedPlugin*>& plugins() const { return plugins_; }
   // A plugin of diagnostic status is listed: the run is not a way to train.
   bool diagnostic() const;
-  // A plugin samples the gradient error (PluginRegistrar::SampleGradientError): its
-  // reduction is lossy.
+  // A plugin's reduction is lossy (PluginRegistrar::Lossy), and how often its error is
+  // sampled (0: never).
   bool lossy() const { return lossy_; }
+  int sample_error_every() const { return sample_error_every_; }
   // Each plugin's PyTorch form, by plugin name; a plugin that gave none is absent.
   const std::map<std::string, PyTorchForm>& pytorch_forms() const { return pytorch_; }
 
@@ -82,7 +83,10 @@ class PluginSet {
   std::vector<const LoadedPlugin*> plugins_;
   std::vector<std::unique_ptr<StepCallbacks>> step_callbacks_;
   std::map<std::string, PyTorchForm> pytorch_;
+  // The hook chain by role, in listing order (engine_parts() has them in chain order).
+  std::map<ExtensionPoint, std::vector<HookWrapper>> hooks_;
   bool lossy_ = false;
+  int sample_error_every_ = 0;
 };
 
 class PluginHost {

@@ -127,7 +127,7 @@ TEST(PluginSetTest, StartsFromPyTorchDdpDefaults) {
   PluginSet set;
   EXPECT_EQ(DescribeEngine(set.engine_parts()),
             "buckets of 25 MiB, the first 1 MiB, gradients copied into flat buckets, averaged by all-reduce");
-  EXPECT_FALSE(set.engine_parts().comm_hook);
+  EXPECT_TRUE(set.engine_parts().hooks.empty());
   EXPECT_FALSE(set.diagnostic());
 }
 

@@ -3,7 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/fidelity_result.h"
+#include "core/fidelity/fidelity_result.h"
 #include "core/trainer.h"
 
 namespace ddplab {

@@ -19,14 +19,24 @@ void Sgd::Step() {
 }
 
 void Sgd::StepParameters(const std::vector<size_t>& which) {
+  StepParameters(which, {});
+}
+
+void Sgd::StepParameters(const std::vector<size_t>& which, const std::vector<at::Tensor>& given) {
   c10::NoGradGuard no_grad;
   std::vector<at::Tensor> params, grads;
   std::vector<size_t> indices;
-  for (size_t i : which) {
+  for (size_t k = 0; k < which.size(); ++k) {
+    const size_t i = which[k];
     const at::Tensor& grad = params_.at(i).grad();
     if (!grad.defined()) continue;
     params.push_back(params_[i]);
-    grads.push_back(grad);
+    if (given.empty()) {
+      grads.push_back(grad);
+    } else {
+      const at::Tensor& g = given.at(k);
+      grads.push_back(g.scalar_type() == params_[i].scalar_type() ? g : g.to(params_[i].scalar_type()));
+    }
     indices.push_back(i);
   }
   if (params.empty()) return;

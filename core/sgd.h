@@ -22,6 +22,10 @@ class Sgd {
   // soon as its gradients are averaged: a step over every parameter in parts updates
   // them exactly as one Step (the updates are elementwise).
   void StepParameters(const std::vector<size_t>& indices);
+  // The same with their gradients given (shaped like them, in any dtype: cast to the
+  // parameters'), e.g. views of a bucket's average; still only the parameters that have
+  // a gradient (.grad()) are stepped.
+  void StepParameters(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads);
   // Drops the gradients (set_to_none=True, PyTorch's default): backward then writes
   // fresh ones instead of adding to zeros.
   void ZeroGrad();

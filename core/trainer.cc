@@ -18,7 +18,8 @@
 #include "core/build_flags.h"
 #include "core/device_report.h"
 #include "core/engine/engine.h"
-#include "core/fidelity_result.h"
+#include "core/fidelity/error_sampler.h"
+#include "core/fidelity/fidelity_result.h"
 #include "core/nvtx.h"
 #include "core/progress.h"
 #include "core/pytorch_form.h"
@@ -114,6 +115,7 @@ class Training {
   int64_t parameters_ = 0;
   std::unique_ptr<Sgd> optimizer_;
   std::unique_ptr<DataParallelEngine> engine_;
+  std::shared_ptr<ErrorSampler> sampler_;  // a lossy plugin's error, where it asks
   ProcessGroupPtr group_;  // the engine's
   std::unique_ptr<SyntheticData> data_;
   std::unique_ptr<TorchProfile> profile_;
@@ -180,11 +182,14 @@ absl::Status Training::StartEngine() {
       env, cuda_, std::chrono::seconds(e_.distributed().timeout_seconds()), {group_options}, options_.store);
   if (!group.ok()) return group.status();
   group_ = group->front();
-  engine_ = std::make_unique<DataParallelEngine>(model_->parameters(), group_,
-                                                 options_.plugins ? options_.plugins->engine_parts() : EngineParts());
+  EngineParts parts = options_.plugins ? options_.plugins->engine_parts() : EngineParts();
+  if (options_.plugins) sampler_ = AddErrorSampler(model_->parameters(), options_.plugins->sample_error_every(), parts);
+  engine_ = std::make_unique<DataParallelEngine>(model_->parameters(), group_, parts);
   engine_->BroadcastParameters();
   Sgd* optimizer = optimizer_.get();
-  engine_->SetParameterStep([optimizer](const std::vector<size_t>& indices) { optimizer->StepParameters(indices); });
+  engine_->SetParameterStep([optimizer](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
+    optimizer->StepParameters(indices, grads);
+  });
   return absl::OkStatus();
 }
 
@@ -228,6 +233,7 @@ absl::Status Training::BeforeStep(int step) {
   if (step == warmup_) {
     Synchronize(device_);
     // First: it frees what sampling the warm-up held, before the peak is reset.
+    if (sampler_) sampler_->DropWindow();
     if (engine_) engine_->StartTiming(/*bucket_times=*/e_.profiling().bucket_timing());
 #if defined(DDPLAB_CUDA)
     if (cuda_) {
@@ -241,7 +247,7 @@ absl::Status Training::BeforeStep(int step) {
     window_start_ = std::chrono::steady_clock::now();
   }
   if (profiled_ > 0 && step == warmup_ + measured_) {
-    if (engine_) engine_->PauseErrorSampling(true);
+    if (sampler_) sampler_->Pause(true);
     Synchronize(device_);
     absl::StatusOr<std::unique_ptr<TorchProfile>> started = TorchProfile::Start(cuda_);
     if (!started.ok()) return started.status();
@@ -316,7 +322,7 @@ void Training::MicroBatch(int micro, bool timed, int m) {
 // The profiled steps or the measured window end.
 absl::Status Training::AfterStep(int step) {
   if (profile_ && step == warmup_ + measured_ + profiled_ - 1) {
-    if (engine_) engine_->PauseErrorSampling(false);
+    if (sampler_) sampler_->Pause(false);
     Synchronize(device_);
     absl::StatusOr<TorchProfile::Summary> written = profile_->StopAndWrite(
         options_.torch_profile_path, TorchProfile::Job{rank_, world_, cuda_ ? "nccl" : "gloo"});
@@ -430,7 +436,7 @@ void Training::FillEngine(v1::RunResult& r) {
   if (stats.timed_steps > 0) r.set_exposed_comm_ms(stats.exposed_comm_ms / stats.timed_steps);
   for (double ms : stats.bucket_allreduce_ms) r.add_bucket_allreduce_ms(ms);
   for (double gbps : stats.bucket_busbw_gbps) r.add_bucket_busbw_gbps(gbps);
-  FillFidelity(stats.fidelity, model_->named_parameters().keys(), r);
+  if (sampler_) FillFidelity(sampler_->stats(), model_->named_parameters().keys(), r);
   r.set_wire_bytes(stats.wire_bytes);
   r.set_wire_dtype(stats.wire_dtype);
   for (const auto& [name, value] : engine_->hook_stats()) (*r.mutable_hook_stats())[name] = value;

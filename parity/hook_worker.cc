@@ -6,11 +6,10 @@
 // rank's gradient of every step), loads the plugins of --plugins through the plugin host
 // as vit_ddp does, and reduces the gradients step after step in one bucket whose tensors
 // are in the order of PyTorch's DDP bucket at that step (--order, written by the
-// reference run): through the plugin's communication hook where it registers one (as the
-// engine hands a bucket over: the gradients where they lie if the hook reads them there,
-// else in the bucket), or else through the experiment's collectives with the plugin's
-// codecs (what the engine's own all-reduce averages a bucket through). It writes the
-// reduced gradients as --dir/<--out>_r<rank>_s<step>.f32, in the manifest's order.
+// reference run): through the experiment's hook chain, core's all-reduce wrapped by the
+// plugins' hooks, as the engine hands a bucket over (in the dtype the chain asks for;
+// the gradients where they lie if it reads them there, else in the bucket). It writes
+// the reduced gradients as --dir/<--out>_r<rank>_s<step>.f32, in the manifest's order.
 //
 // Exit codes: 0 done, 13 setup error, 22 the reduction failed, 23 a file could not be
 // read or written.
@@ -31,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/distributed.h"
-#include "core/engine/collectives.h"
+#include "core/engine/allreduce_hook.h"
 #include "core/experiment.h"
 #include "core/plugin_host.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -118,7 +117,7 @@ bool WriteTensors(const std::string& path, const std::vector<at::Tensor>& tensor
 // `hand_over`, the gradients are handed over where they lie and the bucket holds NaN
 // until the hook writes it whole.
 GradBucket MakeBucket(const std::vector<at::Tensor>& gradients, const std::vector<size_t>& order, int64_t step,
-                      bool hand_over) {
+                      const BucketFormat& format) {
   GradBucket bucket;
   bucket.index = 0;
   bucket.is_last = true;
@@ -131,9 +130,13 @@ GradBucket MakeBucket(const std::vector<at::Tensor>& gradients, const std::vecto
     bucket.sizes.push_back(gradients[i].sizes().vec());
     offset += gradients[i].numel();
     flat.push_back(gradients[i].reshape(-1));
-    if (hand_over) bucket.gradients.push_back(gradients[i].clone());
+    if (!format.filled) bucket.gradients.push_back(gradients[i].clone());
   }
-  bucket.buffer = hand_over ? at::full({offset}, std::nan(""), at::kFloat) : at::cat(flat);
+  const at::ScalarType dtype = format.dtype == at::ScalarType::Undefined ? at::kFloat : format.dtype;
+  bucket.buffer = format.filled ? at::cat(flat).to(dtype) : at::full({offset}, std::nan(""), dtype);
+  for (size_t k = 0; format.filled && k < order.size(); ++k) {
+    bucket.gradients.push_back(bucket.buffer.narrow(0, bucket.offsets[k], Numel(bucket.sizes[k])).view(bucket.sizes[k]));
+  }
   return bucket;
 }
 
@@ -157,15 +160,13 @@ absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugins
   return host.Configure(suite->experiment(0));
 }
 
-// Every step of the case through the hook, or the collectives where there is none; the
-// results written. Returns the exit code.
+// Every step of the case through the hook chain; the results written. Returns the exit
+// code.
 int ReduceSteps(const Case& c, const PluginSet& set, compat::CollectiveGroup& group, int rank, int world) {
-  std::unique_ptr<Collectives> collectives = std::make_unique<GroupCollectives>(group, /*nccl=*/false);
-  for (const CollectivesWrapper& wrap : set.engine_parts().codecs) collectives = wrap(std::move(collectives));
-  std::unique_ptr<CommHook> hook;
-  if (set.engine_parts().comm_hook) {
-    hook = set.engine_parts().comm_hook(CommContext{&group, rank, world, /*nccl=*/false, collectives.get()});
-  }
+  std::unique_ptr<CommHook> hook = std::make_unique<AllreduceHook>(group, /*nccl=*/false);
+  const CommContext context{&group, rank, world, /*nccl=*/false, {}};
+  for (const HookWrapper& wrap : set.engine_parts().hooks) hook = wrap(std::move(hook), context);
+  const BucketFormat format = hook->Format();
   const std::string dir = absl::GetFlag(FLAGS_dir);
   for (int64_t step = 0; step < c.steps; ++step) {
     const std::string suffix = absl::StrCat("_r", rank, "_s", step, ".f32");
@@ -174,21 +175,15 @@ int ReduceSteps(const Case& c, const PluginSet& set, compat::CollectiveGroup& gr
       std::cerr << gradients.status() << "\n";
       return 23;
     }
-    const bool hand_over = hook && hook->ReadsGradientsWhereTheyLie();
-    GradBucket bucket = MakeBucket(*gradients, c.orders[static_cast<size_t>(step)], step, hand_over);
-    at::Tensor reduced;
-    if (hook) {
-      c10::intrusive_ptr<c10::ivalue::Future> future = hook->Run(bucket);
-      future->wait();
-      if (future->hasError()) {
-        std::cerr << "rank " << rank << " step " << step << ": " << future->tryRetrieveErrorMessage() << "\n";
-        return 22;
-      }
-      reduced = future->value().toTensor();
-    } else {
-      reduced = bucket.buffer;
-      collectives->StartMean({reduced}).wait();
+    GradBucket bucket = MakeBucket(*gradients, c.orders[static_cast<size_t>(step)], step, format);
+    c10::intrusive_ptr<c10::ivalue::Future> future = hook->Run(bucket);
+    future->wait();
+    if (future->hasError()) {
+      std::cerr << "rank " << rank << " step " << step << ": " << future->tryRetrieveErrorMessage() << "\n";
+      return 22;
     }
+    const c10::IValue value = future->value();
+    const at::Tensor reduced = (value.isTensor() ? value.toTensor() : value.toTensorVector().at(0)).to(at::kFloat);
     if (!WriteTensors(absl::StrCat(dir, "/", absl::GetFlag(FLAGS_out), suffix), Unpack(reduced, bucket, c.shapes.size()))) {
       return 23;
     }

@@ -16,7 +16,7 @@ namespace {
 // after the stream that started the mean (which wrote the tensor), as NCCL's stream would
 // have been; the engine's update stream reads the tensor after that wait.
 PendingMean Done(const at::Tensor& tensor) {
-  if (!tensor.defined() || tensor.device().is_cpu()) return {c10::intrusive_ptr<c10d::Work>(), [] {}};
+  if (!tensor.defined() || tensor.device().is_cpu()) return {c10::intrusive_ptr<c10d::Work>(), [] {}, nullptr};
   const c10::Device device = tensor.device();
   const c10::impl::VirtualGuardImpl guard(device.type());
   auto written = std::make_shared<c10::Event>(device.type());
@@ -24,8 +24,17 @@ PendingMean Done(const at::Tensor& tensor) {
   return {c10::intrusive_ptr<c10d::Work>(), [written, device] {
             const c10::impl::VirtualGuardImpl guard(device.type());
             written->block(guard.getStream(device));
-          }};
+          },
+          nullptr};
 }
+
+#if TORCH_VERSION_MAJOR < 2
+// Gloo in LibTorch 1.x sums float32, float64 and integers; any other floating dtype
+// travels as its bytes and is summed in float32 (StartMean).
+bool GlooSums(at::ScalarType dtype) {
+  return dtype == at::kFloat || dtype == at::kDouble || !at::isFloatingType(dtype);
+}
+#endif
 
 }  // namespace
 
@@ -37,30 +46,34 @@ PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nc
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::AVG;
     c10::intrusive_ptr<c10d::Work> work = group.allreduce(tensors, options);
-    return {work, [work] { work->wait(); }};
+    return {work, [work] { work->wait(); }, nullptr};
   }
 #if TORCH_VERSION_MAJOR < 2
-  if (tensor.scalar_type() == at::kBFloat16) {
-    // The bytes of every rank's bfloat16 values, gathered; summed in rank order.
+  if (!nccl && !GlooSums(tensor.scalar_type())) {
+    // The bytes of every rank's values, gathered; summed in float32 in rank order.
     at::Tensor bytes = tensor.contiguous().view(at::kByte).reshape(-1);
     std::vector<at::Tensor> input{bytes};
     std::vector<std::vector<at::Tensor>> output(1);
     for (int r = 0; r < world; ++r) output[0].push_back(at::empty_like(bytes));
     c10::intrusive_ptr<c10d::Work> work = group.allgather(output, input);
-    return {work, [work, output, tensor, world]() mutable {
-      work->wait();
+    std::function<void()> finish = [output, tensor, world]() mutable {
       at::Tensor sum = at::zeros(tensor.sizes(), tensor.options().dtype(at::kFloat));
       for (const at::Tensor& from : output[0]) {
-        sum.add_(from.view(at::kBFloat16).view(tensor.sizes()).to(at::kFloat));
+        sum.add_(from.view(tensor.scalar_type()).view(tensor.sizes()).to(at::kFloat));
       }
       tensor.copy_(sum.div_(world));
-    }};
+    };
+    return {work, [work, finish] {
+              work->wait();
+              finish();
+            },
+            finish};
   }
 #endif
   tensor.div_(world);
   std::vector<at::Tensor> tensors{tensor};
   c10::intrusive_ptr<c10d::Work> work = group.allreduce(tensors);
-  return {work, [work] { work->wait(); }};
+  return {work, [work] { work->wait(); }, nullptr};
 }
 
 PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::Tensor> tensors,
@@ -68,13 +81,20 @@ PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::T
   if (group.getSize() == 1) return Done(tensors.empty() ? at::Tensor() : tensors[0]);
   if (tensors.size() == 1) return StartMean(group, tensors[0], nccl);
 #if TORCH_VERSION_MAJOR < 2
-  if (!nccl && tensors[0].scalar_type() == at::kBFloat16) {
-    // No bfloat16 in this Gloo: each through StartMean's own way, one after another.
+  if (!nccl && !GlooSums(tensors[0].scalar_type())) {
+    // A dtype this Gloo cannot sum: each through StartMean's own way, one after another.
     std::vector<PendingMean> each;
     for (at::Tensor& t : tensors) each.push_back(StartMean(group, t, nccl));
     c10::intrusive_ptr<c10d::Work> last = each.back().work;
-    return {last, [each]() mutable {
+    return {last,
+            [each]() mutable {
               for (PendingMean& m : each) m.wait();
+            },
+            [each]() mutable {  // once the last is done: the others were started before it
+              for (size_t k = 0; k + 1 < each.size(); ++k) each[k].work->wait();
+              for (PendingMean& m : each) {
+                if (m.finish) m.finish();
+              }
             }};
   }
 #endif
@@ -85,7 +105,7 @@ PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::T
     for (at::Tensor& t : tensors) t.div_(group.getSize());
   }
   c10::intrusive_ptr<c10d::Work> work = group.allreduce_coalesced(tensors, options);
-  return {work, [work] { work->wait(); }};
+  return {work, [work] { work->wait(); }, nullptr};
 }
 
 }  // namespace ddplab

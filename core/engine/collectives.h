@@ -18,14 +18,17 @@ namespace ddplab {
 
 // Starts averaging `tensor` over the ranks of `group`, in place and in the tensor's own
 // dtype on the wire. NCCL averages inside the reduction (ncclAvg). Gloo has no average:
-// the tensor is divided first. Gloo in LibTorch 1.x has no bfloat16 either: there the
-// bfloat16 values travel as their bytes through an all-gather and are summed in rank
-// order in float32, then rounded once. Over one rank nothing is issued (the tensor is
+// the tensor is divided first. Gloo in LibTorch 1.x sums no 16-bit floats either: there
+// their values travel as their bytes through an all-gather and are summed in rank order
+// in float32, then rounded once. Over one rank nothing is issued (the tensor is
 // its own mean) and `work` is null; on a GPU `wait` still orders the current stream after
 // the stream current at the start. Returns what waits for the result.
 struct PendingMean {
   c10::intrusive_ptr<c10d::Work> work;  // the collective, for its timing
   std::function<void()> wait;
+  // What is left to do once `work` has completed, without waiting for it (`wait` does it
+  // too); empty when nothing is.
+  std::function<void()> finish;
 };
 PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nccl);
 

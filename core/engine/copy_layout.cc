@@ -6,15 +6,15 @@
 
 namespace ddplab {
 
-void CopyLayout::Build(const std::vector<LayoutBucket>& buckets, const LayoutSpec& spec) {
-  spec_ = spec;
+void CopyLayout::Build(const std::vector<LayoutBucket>& buckets, const BucketFormat& format) {
+  format_ = format;
   flats_.clear();
   flats_.resize(buckets.size());
   for (size_t b = 0; b < buckets.size(); ++b) {
     Flat& flat = flats_[b];
     flat.def = buckets[b];
     const at::Tensor& first = params_[flat.def.params[0]];
-    flat.buffer = at::zeros({flat.def.numel}, first.options().dtype(spec.flat_dtype));
+    flat.buffer = at::zeros({flat.def.numel}, first.options().dtype(format.dtype));
     flat.unused.assign(flat.def.params.size(), false);
     flat.views = Parts(flat, flat.buffer);
   }
@@ -35,7 +35,7 @@ void CopyLayout::ZeroGrad() {
 
 void CopyLayout::Take(Flat& flat, size_t slot, const at::Tensor& grad) {
   if (flat.buffer.scalar_type() != grad.scalar_type()) {
-    // Straight into the wire's dtype, at once. (Held and cast with the others, bf16
+    // Straight into the chain's dtype, at once. (Held and cast with the others, bf16
     // measured 0.3% slower, at the edge of the runs' spread.)
     flat.views[slot].copy_(grad);
     return;
@@ -43,7 +43,7 @@ void CopyLayout::Take(Flat& flat, size_t slot, const at::Tensor& grad) {
   flat.held.push_back(slot);
   flat.held_grads.push_back(grad);
   flat.held_bytes += grad.numel() * grad.element_size();
-  if (flat.held_bytes >= kMaxHeldBytes && !spec_.hand_over) Flush(flat);
+  if (flat.held_bytes >= kMaxHeldBytes && format_.filled) Flush(flat);
 }
 
 void CopyLayout::Collect(size_t bucket, size_t slot) {
@@ -70,8 +70,9 @@ void CopyLayout::MarkUnused(size_t bucket, size_t slot) {
 void CopyLayout::HandOver(size_t bucket, GradBucket& out) {
   Flat& flat = flats_[bucket];
   out.buffer = flat.buffer;
-  if (!spec_.hand_over) {
+  if (format_.filled) {
     Flush(flat);
+    out.gradients = flat.views;
     return;
   }
   // Each gradient where it is: the held ones where autograd left them, the others

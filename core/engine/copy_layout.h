@@ -4,15 +4,15 @@
 //
 // Gradients are held and copied in together, one kernel for many small tensors, once a
 // bucket is complete or holds kMaxHeldBytes (Note [Held gradients]). A flat buffer in
-// another dtype than the gradients (a codec's wire dtype) has each gradient cast into it
-// at once, as it comes in: the float32 bucket is then never written. For a hook that
-// reads gradients where they lie (LayoutSpec::hand_over), nothing is copied: the held
-// gradients are handed over.
+// another dtype than the gradients (what the hook chain asked for) has each gradient
+// copied into it at once, as it comes in: a bucket in the gradients' dtype is then never
+// written. For a chain that reads gradients where they lie (BucketFormat::filled false),
+// nothing is copied: the held gradients are handed over.
 //
 // Layouts that keep flat buckets too derive from it (plugins/bucket_view).
 //
 //   std::unique_ptr<ddplab::GradientLayout> layout = std::make_unique<ddplab::CopyLayout>(params);
-//   layout->Build(buckets, spec);
+//   layout->Build(buckets, format);
 #ifndef DDPLAB_CORE_ENGINE_COPY_LAYOUT_H_
 #define DDPLAB_CORE_ENGINE_COPY_LAYOUT_H_
 
@@ -36,7 +36,7 @@ class CopyLayout : public GradientLayout {
   // `params` outlive the layout.
   explicit CopyLayout(std::vector<at::Tensor>& params) : params_(params) {}
 
-  void Build(const std::vector<LayoutBucket>& buckets, const LayoutSpec& spec) override;
+  void Build(const std::vector<LayoutBucket>& buckets, const BucketFormat& format) override;
   void ZeroGrad() override;
   void Collect(size_t bucket, size_t slot) override;
   void MarkUnused(size_t bucket, size_t slot) override;
@@ -49,7 +49,7 @@ class CopyLayout : public GradientLayout {
  protected:
   struct Flat {
     LayoutBucket def;
-    at::Tensor buffer;              // in LayoutSpec::flat_dtype
+    at::Tensor buffer;              // in BucketFormat::dtype
     std::vector<at::Tensor> views;  // of `buffer`, per slot, shaped like the parameter
     std::vector<bool> unused;       // MarkUnused
     // Gradients not in the buffer yet, and their slots.
@@ -58,7 +58,7 @@ class CopyLayout : public GradientLayout {
     int64_t held_bytes = 0;
   };
 
-  // Puts `grad` (slot's gradient) on its way into the buffer: cast in at once when the
+  // Puts `grad` (slot's gradient) on its way into the buffer: copied in at once when the
   // buffer is in another dtype, else held (and the held ones copied in past
   // kMaxHeldBytes, unless they are to be handed over).
   void Take(Flat& flat, size_t slot, const at::Tensor& grad);
@@ -68,7 +68,7 @@ class CopyLayout : public GradientLayout {
   std::vector<at::Tensor> Parts(const Flat& flat, const at::Tensor& result) const;
 
   std::vector<at::Tensor>& params_;
-  LayoutSpec spec_;
+  BucketFormat format_;
   std::vector<Flat> flats_;
 };
 

@@ -8,27 +8,14 @@
 #include "core/engine/engine.h"
 
 namespace ddplab {
-namespace {
-
-// What the engine sends through when no group is at hand (DescribeEngine).
-class NoCollectives : public Collectives {
- public:
-  PendingMean StartMean(std::vector<at::Tensor>) override { return {}; }
-};
-
-}  // namespace
-
 namespace internal_engine {
 
-std::string Describe(const BucketPlanner& planner, const GradientLayout& layout, const Collectives& collectives,
-                     bool hook, bool updates) {
+std::string Describe(const BucketPlanner& planner, const GradientLayout& layout, const BucketFormat& format,
+                     size_t hooks) {
   std::string out = absl::StrCat(planner.Describe(), ", ", layout.Describe());
-  if (collectives.wire_dtype() != at::ScalarType::Undefined) {
-    absl::StrAppend(&out, ", sent as ", c10::toString(collectives.wire_dtype()));
-  }
-  absl::StrAppend(&out, hook ? ", reduced by a communication hook" : ", averaged by all-reduce");
-  if (updates) absl::StrAppend(&out, ", parameters updated per bucket");
-  return out;
+  if (format.dtype != at::ScalarType::Undefined) absl::StrAppend(&out, ", sent as ", c10::toString(format.dtype));
+  if (hooks == 0) return absl::StrCat(out, ", averaged by all-reduce");
+  return absl::StrCat(out, ", through ", hooks, hooks == 1 ? " hook" : " hooks", " around all-reduce");
 }
 
 }  // namespace internal_engine
@@ -36,11 +23,10 @@ std::string Describe(const BucketPlanner& planner, const GradientLayout& layout,
 std::string DescribeEngine(const EngineParts& parts) {
   std::vector<at::Tensor> none;
   std::unique_ptr<GradientLayout> layout = parts.layout ? parts.layout(none) : std::make_unique<CopyLayout>(none);
-  std::unique_ptr<Collectives> collectives = std::make_unique<NoCollectives>();
-  for (const CollectivesWrapper& wrap : parts.codecs) collectives = wrap(std::move(collectives));
   const CapPlanner default_planner;
-  return internal_engine::Describe(parts.planner ? *parts.planner : default_planner, *layout, *collectives,
-                  static_cast<bool>(parts.comm_hook), static_cast<bool>(parts.parameter_updates));
+  // Without a process group no hook is made: the format is not known here.
+  return internal_engine::Describe(parts.planner ? *parts.planner : default_planner, *layout, BucketFormat(),
+                                   parts.hooks.size());
 }
 
 }  // namespace ddplab

@@ -2,7 +2,7 @@
 
 #include <cmath>
 #include <mutex>
-#include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -12,16 +12,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/engine/allreduce_hook.h"
 #include "core/engine/comm_timer.h"
 #include "core/engine/copy_layout.h"
-#include "core/engine/fidelity.h"
 
 // Note [One process issues no collective]: NCCL's first collective makes a communicator,
 // and once one has been made in a process every later step of it is 1.2-1.5% slower
 // (backward's launches stall; bench/NOTES.md). So one process broadcasts nothing,
-// rebuilds without sharing its order, and, with nothing to average (no hook, gradients in
-// their own dtype), does no work at all; a mean over one rank issues nothing
-// (collectives.h).
+// rebuilds without sharing its order, and, with no hook but core's all-reduce (whose
+// mean over one rank is the gradient itself), does no work at all: the engine is then
+// a pass-through, decided once when it is made. A mean over one rank issues nothing
+// (collectives.h); a hook over one rank still runs (a codec still rounds, as PyTorch's
+// bf16_compress_hook does, and pays for it).
 
 namespace ddplab {
 namespace {
@@ -30,9 +32,8 @@ struct Bucket {
   LayoutBucket def;
   int64_t bytes = 0;
   int pending = 0;  // expected gradients not yet in
-  std::optional<PendingMean> mean;                 // the engine's own reduction
-  at::Tensor reduced;                              // what `mean` averages, if flat
-  c10::intrusive_ptr<c10::ivalue::Future> future;  // a hook's
+  c10::intrusive_ptr<c10::ivalue::Future> future;  // the hook chain's
+  c10::intrusive_ptr<c10d::Work> work;             // core's all-reduce of it, if it ran
 };
 
 }  // namespace
@@ -45,13 +46,19 @@ struct DataParallelEngine::State {
   std::shared_ptr<const BucketPlanner> planner;
   std::shared_ptr<const MissingGradients> missing_gradients;
   std::unique_ptr<GradientLayout> layout;
-  std::unique_ptr<Collectives> collectives;
-  std::unique_ptr<CommHook> hook;
-  std::unique_ptr<ParameterUpdates> updates;
+  std::unique_ptr<CommHook> hook;      // the chain's outermost hook
+  size_t hooks = 0;                    // the plugins' hooks in the chain
+  BucketFormat format;                 // what the chain asked for
+  std::shared_ptr<GradientTap> tap;
+  bool tapped = false;                 // the tap sees this step
+  // Note [One process issues no collective]: nothing to do.
+  bool pass_through = false;
   ParameterStep step_fn;
+  std::mutex step_mu;          // hooks step parameters from their own threads
+  std::vector<bool> stepped;   // by a hook, this step
   std::unique_ptr<CommTimer> timer;
-  std::unique_ptr<FidelityMeter> fidelity;  // with sampled steps
 
+  std::weak_ptr<State> self;
   std::mutex mu;  // MarkReady runs on autograd's threads
   std::vector<Bucket> buckets;
   std::vector<size_t> bucket_of, slot_of;
@@ -64,34 +71,42 @@ struct DataParallelEngine::State {
   bool shut_down = false, updated = false;
   int64_t synced_steps = 0;
   std::string error;  // found in MarkReady, reported by EndBackward
-  // Sampled steps: per bucket, its gradients as they came in (float32, flat, zeros for
-  // unused parameters), for the exact mean; one allocation a bucket, as a filled bucket.
-  bool sampled = false, sampling_paused = false;
-  std::vector<at::Tensor> exact;
-  int64_t wire_bytes = 0;
+  int64_t wire_bytes = 0;  // what core's all-reduce sent this step
   at::ScalarType wire_dtype = at::ScalarType::Undefined;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
 
-  at::ScalarType grad_dtype() const { return params.empty() ? at::kFloat : params[0].scalar_type(); }
-  bool other_wire_dtype() const {
-    const at::ScalarType wire = collectives->wire_dtype();
-    return wire != at::ScalarType::Undefined && wire != grad_dtype();
-  }
-  // One process with nothing to average (Note [One process issues no collective]).
-  // (In another dtype one process still rounds its gradients to it, as PyTorch's
-  // bf16_compress_hook does, and pays for the casts.)
-  bool identity() const { return world == 1 && !hook && !other_wire_dtype(); }
-
+  void MakeChain(const std::vector<HookWrapper>& wrappers);
   void Plan(const std::vector<size_t>& order);
   void ResetStep();
   void MarkReady(size_t i);
   void LaunchReady();
   void Launch(size_t index);
-  void KeepExact(size_t i);
+  void Step(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads);
+  bool SteppedAll();
   std::string AcceptMissing();
   std::string WaitAndDeliver(size_t index);
-  void SampleError(EngineStats& stats);
 };
+
+// Core's all-reduce, wrapped by the plugins' hooks in order; asked once for its format.
+void DataParallelEngine::State::MakeChain(const std::vector<HookWrapper>& wrappers) {
+  // Called from Run, with the engine's lock held.
+  auto sent = [this](size_t index, const c10::intrusive_ptr<c10d::Work>& work, int64_t bytes, at::ScalarType dtype) {
+    buckets[index].work = work;
+    wire_bytes += bytes;
+    wire_dtype = dtype;
+    if (timer->timing() && work) timer->Launched(static_cast<int>(index), work);
+  };
+  hook = std::make_unique<AllreduceHook>(*group, cuda, sent);
+  CommContext context{group.get(), group->getRank(), world, cuda, {}};
+  std::weak_ptr<State> weak = self;
+  context.step = [weak](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
+    if (std::shared_ptr<State> state = weak.lock()) state->Step(indices, grads);
+  };
+  for (const HookWrapper& wrap : wrappers) hook = wrap(std::move(hook), context);
+  hooks = wrappers.size();
+  format = hook->Format();
+  pass_through = world == 1 && wrappers.empty();
+}
 
 void DataParallelEngine::State::Plan(const std::vector<size_t>& order) {
   std::vector<int64_t> bytes;
@@ -114,11 +129,10 @@ void DataParallelEngine::State::Plan(const std::vector<size_t>& order) {
     }
     defs.push_back(bucket.def);
   }
-  if (identity()) return;  // nothing is ever reduced: no memory for buckets
-  LayoutSpec spec;
-  spec.flat_dtype = hook || !other_wire_dtype() ? grad_dtype() : collectives->wire_dtype();
-  spec.hand_over = hook && hook->ReadsGradientsWhereTheyLie();
-  layout->Build(defs, spec);
+  if (pass_through) return;  // nothing is ever reduced: no memory for buckets
+  BucketFormat built = format;
+  if (built.dtype == at::ScalarType::Undefined) built.dtype = params[0].scalar_type();
+  layout->Build(defs, built);
   for (size_t i = 0; i < params.size(); ++i) {
     if (!expected[i]) layout->MarkUnused(bucket_of[i], slot_of[i]);
   }
@@ -126,16 +140,14 @@ void DataParallelEngine::State::Plan(const std::vector<size_t>& order) {
 
 void DataParallelEngine::State::ResetStep() {
   marked.assign(params.size(), false);
+  tapped = tap && sync && tap->Wants(synced_steps, timer->timing());
   wire_bytes = 0;
-  sampled = fidelity && fidelity->Samples(synced_steps, /*eligible=*/!timer->timing() && !sampling_paused);
-  exact.assign(sampled ? buckets.size() : 0, at::Tensor());
   next_to_launch = 0;
   for (Bucket& b : buckets) {
     b.pending = 0;
     for (size_t i : b.def.params) b.pending += expected[i] ? 1 : 0;
-    b.mean.reset();
-    b.reduced = at::Tensor();
     b.future.reset();
+    b.work.reset();
   }
 }
 
@@ -155,8 +167,8 @@ void DataParallelEngine::State::MarkReady(size_t i) {
   marked[i] = true;
   if (!first_step_done) ready_order.push_back(i);
   if (recording_ready) timer->Ready(i);
-  if (identity()) return;
-  if (sampled) KeepExact(i);
+  if (pass_through) return;
+  if (tapped) tap->Take(i, params[i].grad());
   layout->Collect(bucket_of[i], slot_of[i]);
   if (--buckets[bucket_of[i]].pending == 0) LaunchReady();
 }
@@ -176,18 +188,29 @@ void DataParallelEngine::State::Launch(size_t index) {
   for (size_t i : b.def.params) out.sizes.push_back(params[i].sizes().vec());
   out.is_last = index + 1 == buckets.size();
   out.step = synced_steps;
-  out.sampled = sampled;
+  out.may_measure = !timer->timing();
   layout->HandOver(index, out);
-  if (hook) {
-    b.future = hook->Run(out);
-    return;
+  b.future = hook->Run(out);
+}
+
+// A hook stepped these parameters with their averages (CommContext::step).
+void DataParallelEngine::State::Step(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
+  if (!step_fn) throw std::runtime_error("a hook stepped parameters, but the engine was given no optimizer");
+  step_fn(indices, grads);
+  std::lock_guard<std::mutex> lock(step_mu);
+  for (size_t i : indices) stepped[i] = true;
+}
+
+// Whether hooks stepped every parameter that has a gradient this step.
+bool DataParallelEngine::State::SteppedAll() {
+  std::lock_guard<std::mutex> lock(step_mu);
+  bool any = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].grad().defined()) continue;
+    if (!stepped[i]) return false;
+    any = true;
   }
-  std::vector<at::Tensor> sent = out.buffer.defined() ? std::vector<at::Tensor>{out.buffer} : out.gradients;
-  for (const at::Tensor& t : sent) wire_bytes += t.numel() * t.element_size();
-  wire_dtype = sent[0].scalar_type();
-  b.reduced = out.buffer;
-  b.mean = collectives->StartMean(std::move(sent));
-  if (timer->timing() && b.mean->work) timer->Launched(static_cast<int>(index), b.mean->work);
+  return any;
 }
 
 // Parameters that received no gradient: unused for good if the policy accepts them.
@@ -204,7 +227,7 @@ std::string DataParallelEngine::State::AcceptMissing() {
   if (!refused.empty()) return refused;
   for (size_t i : missing) {
     expected[i] = false;
-    if (identity()) continue;
+    if (pass_through) continue;
     layout->MarkUnused(bucket_of[i], slot_of[i]);
     if (--buckets[bucket_of[i]].pending == 0) LaunchReady();
   }
@@ -215,49 +238,20 @@ std::string DataParallelEngine::State::AcceptMissing() {
 // place; a hook's failure as the error.
 std::string DataParallelEngine::State::WaitAndDeliver(size_t index) {
   Bucket& b = buckets[index];
-  at::Tensor result = b.reduced;
-  if (b.mean) {
-    b.mean->wait();
-  } else if (b.future) {
-    b.future->wait();
-    if (b.future->hasError()) {
-      return absl::StrCat("the communication hook failed on bucket ", index, " of step ", synced_steps, ": ",
-                          compat::WithoutBacktrace(b.future->tryRetrieveErrorMessage()));
-    }
-    c10::IValue value = b.future->value();
-    result = value.isTensor() ? value.toTensor() : value.toTensorVector().at(0);
+  b.future->wait();
+  if (b.future->hasError()) {
+    return absl::StrCat("the communication hook failed on bucket ", index, " of step ", synced_steps, ": ",
+                        compat::WithoutBacktrace(b.future->tryRetrieveErrorMessage()));
+  }
+  const c10::IValue value = b.future->value();
+  at::Tensor result;
+  if (value.isTensor()) {
+    result = value.toTensor();
+  } else if (value.isTensorList() && value.toTensorList().size() == 1) {
+    result = value.toTensorList().get(0);
   }
   layout->Deliver(index, result);
   return "";
-}
-
-// Parameter i's gradient, as it came in, into its bucket's exact copy.
-void DataParallelEngine::State::KeepExact(size_t i) {
-  const Bucket& b = buckets[bucket_of[i]];
-  at::Tensor& flat = exact[bucket_of[i]];
-  if (!flat.defined()) flat = at::zeros({b.def.numel}, params[i].options().dtype(at::kFloat));
-  flat.narrow(0, b.def.offsets[slot_of[i]], params[i].numel()).view(params[i].sizes()).copy_(params[i].grad());
-}
-
-// Sampled steps: the exact means of the gradients as they came in, started only now
-// that every bucket's own reduction is done (a hook may issue its collectives from a
-// thread of its own; starting these while it does could order them differently on each
-// rank), against what the step delivered, parameter by parameter.
-void DataParallelEngine::State::SampleError(EngineStats& stats) {
-  std::vector<at::Tensor> reduced(params.size()), want(params.size());
-  for (size_t k = 0; k < buckets.size(); ++k) {
-    const Bucket& b = buckets[k];
-    // Every rank issues the same means: a bucket of parameters all unused here too.
-    if (!exact[k].defined()) exact[k] = at::zeros({b.def.numel}, params[b.def.params[0]].options().dtype(at::kFloat));
-    StartMean(*group, exact[k], cuda).wait();
-    for (size_t slot = 0; slot < b.def.params.size(); ++slot) {
-      const size_t i = b.def.params[slot];
-      want[i] = exact[k].narrow(0, b.def.offsets[slot], params[i].numel());
-      if (params[i].grad().defined()) reduced[i] = params[i].grad().reshape(-1).to(at::kFloat);
-    }
-  }
-  fidelity->Add(reduced, want);
-  stats.fidelity = fidelity->stats();
 }
 
 DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGroupPtr group,
@@ -272,18 +266,10 @@ DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGr
   s.planner = parts.planner ? parts.planner : std::make_shared<CapPlanner>();
   s.missing_gradients = parts.missing_gradients;
   s.layout = parts.layout ? parts.layout(s.params) : std::make_unique<CopyLayout>(s.params);
-  s.collectives = std::make_unique<GroupCollectives>(*s.group, s.cuda);
-  for (const CollectivesWrapper& wrap : parts.codecs) s.collectives = wrap(std::move(s.collectives));
-  if (parts.comm_hook) {
-    CommContext context{s.group.get(), s.group->getRank(), s.world, s.cuda, s.collectives.get()};
-    s.hook = parts.comm_hook(context);
-  }
-  if (parts.parameter_updates) s.updates = parts.parameter_updates();
-  if (parts.sample_error_every > 0) {
-    std::vector<int64_t> numel;
-    for (const at::Tensor& p : s.params) numel.push_back(p.numel());
-    s.fidelity = std::make_unique<FidelityMeter>(numel, parts.sample_error_every, parts.error_window);
-  }
+  s.self = state_;
+  s.tap = parts.tap;
+  s.MakeChain(parts.hooks);
+  s.stepped.assign(s.params.size(), false);
   s.expected.assign(s.params.size(), true);
   std::vector<size_t> order;  // before the first step: reverse parameter order
   for (size_t i = s.params.size(); i-- > 0;) order.push_back(i);
@@ -307,7 +293,7 @@ DataParallelEngine::~DataParallelEngine() = default;
 void DataParallelEngine::UpdateBucketStats() {
   stats_.bucket_bytes.clear();
   for (const Bucket& b : state_->buckets) stats_.bucket_bytes.push_back(b.bytes);
-  stats_.bucket_memory_bytes = state_->identity() ? 0 : state_->layout->bucket_bytes();
+  stats_.bucket_memory_bytes = state_->pass_through ? 0 : state_->layout->bucket_bytes();
 }
 
 absl::Status DataParallelEngine::ShutDown() {
@@ -341,7 +327,7 @@ bool DataParallelEngine::updated_parameters() const { return state_->updated; }
 
 void DataParallelEngine::ZeroGrad() {
   State& s = *state_;
-  if (s.identity()) {
+  if (s.pass_through) {
     for (at::Tensor& p : s.params) p.mutable_grad() = at::Tensor();
     return;
   }
@@ -354,7 +340,7 @@ void DataParallelEngine::BeginStep(bool sync) {
   s.timer->StepBegins();
   s.sync = sync;
   s.updated = false;
-  if (sync && s.first_step_done && !s.rebuilt && !s.identity()) {
+  if (sync && s.first_step_done && !s.rebuilt && !s.pass_through) {
     // Regroup once in the order gradients became ready, rank 0's order for everyone.
     std::vector<size_t> order = s.ready_order;
     for (size_t i = s.params.size(); i-- > 0;) {
@@ -375,6 +361,10 @@ void DataParallelEngine::BeginStep(bool sync) {
     UpdateBucketStats();
   }
   s.ResetStep();
+  if (sync) {
+    std::lock_guard<std::mutex> step_lock(s.step_mu);
+    s.stepped.assign(s.params.size(), false);
+  }
   s.recording_ready = sync && std::exchange(s.record_ready, false);
   if (s.recording_ready) s.timer->BackwardBegins();
 }
@@ -387,30 +377,21 @@ absl::Status DataParallelEngine::EndBackward() {
   if (!s.error.empty()) return absl::InternalError(s.error);
   if (std::string refused = s.AcceptMissing(); !refused.empty()) return absl::FailedPreconditionError(refused);
   const bool timed = s.timer->timing();
-  if (!s.identity()) {
+  if (!s.pass_through) {
     s.LaunchReady();
     if (timed) s.timer->WaitBegins();
     std::string hook_error;  // the first bucket's, once every bucket is done with
-    bool updated = s.updates && s.step_fn;
     for (size_t i = 0; i < s.buckets.size(); ++i) {
       std::string failed = s.WaitAndDeliver(i);
       if (!failed.empty() && hook_error.empty()) hook_error = std::move(failed);
-      if (!hook_error.empty() || !updated) continue;
-      // The optimizer per bucket: queued behind its average, while later buckets reduce.
-      std::vector<size_t> with_gradient;
-      for (size_t p : s.buckets[i].def.params) {
-        if (s.params[p].grad().defined()) with_gradient.push_back(p);
-      }
-      if (!with_gradient.empty()) updated = s.updates->OnBucketAveraged(with_gradient, s.step_fn) && updated;
     }
     if (!hook_error.empty()) return absl::InternalError(hook_error);
-    if (s.sampled) s.SampleError(stats_);
     if (timed) {
       std::vector<c10::intrusive_ptr<c10d::Work>> works;
-      for (const Bucket& b : s.buckets) works.push_back(b.mean ? b.mean->work : c10::intrusive_ptr<c10d::Work>());
+      for (const Bucket& b : s.buckets) works.push_back(b.work);
       s.timer->WaitEnds(std::move(works));
     }
-    s.updated = updated;
+    s.updated = s.SteppedAll();
     stats_.wire_bytes = s.wire_bytes;
     stats_.wire_dtype = s.wire_bytes > 0 ? std::string(c10::toString(s.wire_dtype)) : "";
     stats_.gradient_memory_bytes = s.layout->gradient_bytes();
@@ -426,18 +407,9 @@ absl::Status DataParallelEngine::EndBackward() {
   return absl::OkStatus();
 }
 
-void DataParallelEngine::PauseErrorSampling(bool paused) {
-  state_->sampling_paused = paused;
-  if (paused && state_->fidelity) state_->fidelity->DropWindow();
-}
-
 void DataParallelEngine::RecordReadyTimes() { state_->record_ready = true; }
 
 void DataParallelEngine::StartTiming(bool bucket_times) {
-  // The timed steps are never sampled: the open window's sums go now, not at the first
-  // timed step's backward, so that the timed steps' peak memory is theirs alone.
-  if (state_->fidelity) state_->fidelity->DropWindow();
-  state_->exact.clear();
   state_->timer->Start(bucket_times);
   stats_.exposed_comm_ms = 0;
   stats_.timed_steps = 0;
@@ -461,7 +433,7 @@ void DataParallelEngine::FinishTiming() {
 }
 
 std::map<std::string, double> DataParallelEngine::hook_stats() const {
-  return state_->hook ? state_->hook->Stats() : std::map<std::string, double>();
+  return state_->hook->Stats();
 }
 
 std::vector<std::vector<size_t>> DataParallelEngine::buckets() const {
@@ -472,7 +444,7 @@ std::vector<std::vector<size_t>> DataParallelEngine::buckets() const {
 
 std::string DataParallelEngine::Describe() const {
   const State& s = *state_;
-  return internal_engine::Describe(*s.planner, *s.layout, *s.collectives, s.hook != nullptr, s.updates != nullptr);
+  return internal_engine::Describe(*s.planner, *s.layout, s.format, s.hooks);
 }
 
 }  // namespace ddplab

@@ -7,18 +7,18 @@
 //   1. a hook on each parameter's gradient accumulator hands the gradient to the layout
 //      (GradientLayout::Collect) as backward produces it;
 //   2. when a bucket is complete, and every bucket before it has been started, the
-//      layout hands it over and it is reduced: by the communication hook if there is one,
-//      else averaged through the collectives (c10d's all-reduce, wrapped by any codec);
-//   3. EndBackward waits for each bucket in turn, the layout puts its average where the
-//      gradients are, and the parameter updates (if any plugin takes them) run per bucket.
+//      layout hands it over to the hook chain (core's all-reduce, wrapped by the plugins'
+//      hooks: extension_points.h);
+//   3. EndBackward waits for each bucket's future in turn and the layout puts its average
+//      where the gradients are.
 // Buckets are planned before the first step in reverse parameter order, and once more
 // after it in the order gradients became ready on rank 0 (the same buckets on every
-// rank). Parameters are broadcast from rank 0 at start. One process with nothing to
-// average (no hook, gradients travelling in their own dtype) does no work at all and
-// issues no collective (Note [One process issues no collective], engine.cc).
+// rank). Parameters are broadcast from rank 0 at start. One process with no hook but
+// core's all-reduce does no work at all and issues no collective (Note [One process
+// issues no collective], engine.cc).
 //
 //   ddplab::DataParallelEngine engine(model->parameters(), group, parts);
-//   engine.SetParameterStep([&](const std::vector<size_t>& p) { optimizer.StepParameters(p); });
+//   engine.SetParameterStep([&](const auto& p, const auto& g) { optimizer.StepParameters(p, g); });
 //   engine.BroadcastParameters();
 //   for (...) {
 //     engine.ZeroGrad();
@@ -44,7 +44,6 @@
 #include "core/distributed.h"
 #include "core/engine/comm_timer.h"
 #include "core/engine/extension_points.h"
-#include "core/engine/fidelity.h"
 
 namespace ddplab {
 
@@ -54,15 +53,10 @@ struct EngineParts {
   std::shared_ptr<const BucketPlanner> planner;
   std::shared_ptr<const MissingGradients> missing_gradients;
   LayoutFactory layout;
-  std::vector<CollectivesWrapper> codecs;  // applied in order, innermost first
-  CommHookFactory comm_hook;
-  std::function<std::unique_ptr<ParameterUpdates>()> parameter_updates;
-  // Sampled steps (never timed ones) also reduce the gradients exactly and measure the
-  // reduction against that (fidelity.h): windows of `error_window` consecutive synced
-  // steps, one starting at each multiple of `sample_error_every` not inside one (back to
-  // back where it is at most the window). 0: never.
-  int sample_error_every = 0;
-  int error_window = 8;
+  // The hook chain around core's AllreduceHook, innermost first.
+  std::vector<HookWrapper> hooks;
+  // Sees the gradients of the steps it asks for (the error sampler's).
+  std::shared_ptr<GradientTap> tap;
 };
 
 // What an engine with `parts` does, for people and result records, e.g. "buckets of 25 MiB,
@@ -90,22 +84,19 @@ struct EngineStats {
   // launch to its end: milliseconds from `timing_start`, the host's time at StartTiming.
   std::vector<CommTimer::BucketSpan> bucket_spans;
   std::chrono::steady_clock::time_point timing_start;
-  // Sampled steps (EngineParts::sample_error_every): the reduced gradients against the
-  // exact mean, per step, per parameter and over windows of steps (fidelity.h).
-  FidelityStats fidelity;
   // The gradient ready times of the step RecordReadyTimes asked for: each parameter and
   // milliseconds from the start of backward (BeginStep) to its gradient, in the order they
   // came, on the device's clock (CUDA events on the compute stream on a GPU).
   std::vector<std::pair<size_t, double>> gradient_ready_ms;
-  // What the engine's own reductions sent in the last synced step (not a hook's).
+  // What core's all-reduce sent in the last synced step (not what a hook sent itself).
   int64_t wire_bytes = 0;
   std::string wire_dtype;
 };
 
 namespace internal_engine {
 // The engine's parts in words (describe.cc).
-std::string Describe(const BucketPlanner& planner, const GradientLayout& layout, const Collectives& collectives,
-                     bool hook, bool updates);
+std::string Describe(const BucketPlanner& planner, const GradientLayout& layout, const BucketFormat& format,
+                     size_t hooks);
 }  // namespace internal_engine
 
 class DataParallelEngine {
@@ -119,12 +110,12 @@ class DataParallelEngine {
   // Makes every rank's parameters rank 0's (nothing with one process).
   void BroadcastParameters();
 
-  // The experiment's optimizer, for a plugin that updates parameters per bucket
-  // (ParameterUpdates). Without one, or without a plugin taking the updates, the caller's
-  // optimizer runs after EndBackward as usual.
+  // The experiment's optimizer, for a hook that steps parameters as their averages land
+  // (CommContext::step). Without such a hook the caller's optimizer runs after
+  // EndBackward as usual.
   void SetParameterStep(ParameterStep step);
-  // Whether the last EndBackward updated every parameter that had a gradient (the
-  // caller then skips its optimizer step). False after a step that did not sync.
+  // Whether the last EndBackward's hooks stepped every parameter that had a gradient
+  // (the caller then skips its optimizer step). False after a step that did not sync.
   bool updated_parameters() const;
 
   // Drops or zeroes the gradients, as the layout keeps them.
@@ -135,10 +126,6 @@ class DataParallelEngine {
   // After backward: waits for the reductions and puts the averaged gradients in place.
   // An error when a parameter that should have received a gradient did not.
   absl::Status EndBackward();
-
-  // While paused, no step samples the gradient error (steps being profiled, which should
-  // look like measured ones). Timed steps are never sampled either way.
-  void PauseErrorSampling(bool paused);
 
   // Records when each gradient of the next synced step is ready (EngineStats::
   // gradient_ready_ms): one event per parameter, on that step only.
@@ -155,7 +142,7 @@ class DataParallelEngine {
   // nothing for Gloo). A second call does nothing; EndBackward fails after it.
   absl::Status ShutDown();
 
-  // The communication hook's own figures (CommHook::Stats), if there is a hook.
+  // The hook chain's own figures (CommHook::Stats).
   std::map<std::string, double> hook_stats() const;
   // The parameters of each bucket (indices into `params`), in bucket order.
   std::vector<std::vector<size_t>> buckets() const;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "core/fidelity/error_sampler.h"
 #include "core/testing/gloo.h"
 #include "gtest/gtest.h"
 
@@ -63,18 +64,21 @@ EngineParts OneParameterPerBucket() {
   return parts;
 }
 
-// A codec that sends in bfloat16, as plugins/bf16 does (its own tests cover it).
-class Bfloat16 : public Collectives {
- public:
-  explicit Bfloat16(std::unique_ptr<Collectives> inner) : inner_(std::move(inner)) {}
-  at::ScalarType wire_dtype() const override { return at::kBFloat16; }
-  PendingMean StartMean(std::vector<at::Tensor> tensors) override { return inner_->StartMean(std::move(tensors)); }
+// A hook that reduces the bucket itself, made by `make` (the hook below it is dropped).
+HookWrapper Replacing(std::function<std::unique_ptr<CommHook>()> make) {
+  return [make](std::unique_ptr<CommHook>, const CommContext&) { return make(); };
+}
 
- private:
-  std::unique_ptr<Collectives> inner_;
+// A codec that asks for its buckets in bfloat16, as plugins/bf16 does (its own tests
+// cover it), and passes them on.
+class Bfloat16 : public HookWrapperBase {
+ public:
+  using HookWrapperBase::HookWrapperBase;
+  BucketFormat Format() const override { return {at::kBFloat16, true}; }
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override { return inner_->Run(bucket); }
 };
-CollectivesWrapper InBfloat16() {
-  return [](std::unique_ptr<Collectives> inner) -> std::unique_ptr<Collectives> {
+HookWrapper InBfloat16() {
+  return [](std::unique_ptr<CommHook> inner, const CommContext&) -> std::unique_ptr<CommHook> {
     return std::make_unique<Bfloat16>(std::move(inner));
   };
 }
@@ -98,10 +102,10 @@ TEST(DataParallelEngineTest, RebuildsBucketsInTheOrderGradientsBecomeReady) {
   at::Tensor p1 = torch::ones({4}).requires_grad_();
   EngineParts parts = OneParameterPerBucket();
   std::vector<size_t> calls;
-  parts.comm_hook = [&](const CommContext& context) {
+  parts.hooks.push_back([&](std::unique_ptr<CommHook>, const CommContext& context) -> std::unique_ptr<CommHook> {
     EXPECT_EQ(context.world_size, 1);
     return std::make_unique<RecordingHook>(&calls);
-  };
+  });
   DataParallelEngine engine({p0, p1}, *group, parts);
   EXPECT_EQ(engine.buckets(), (Buckets{{1}, {0}}));
   at::Tensor x = torch::arange(4.0);
@@ -152,10 +156,11 @@ TEST(DataParallelEngineTest, OneProcessIssuesNoCollective) {
   for (Mode mode : {kPlain, kHook, kBfloat16}) {
     std::vector<size_t> calls;
     EngineParts parts = OneParameterPerBucket();
-    if (mode == kHook) parts.comm_hook = [&](const CommContext&) { return std::make_unique<RecordingHook>(&calls); };
+    if (mode == kHook) parts.hooks.push_back(Replacing([&] { return std::make_unique<RecordingHook>(&calls); }));
+    std::shared_ptr<ErrorSampler> sampler;
     if (mode == kBfloat16) {
-      parts.codecs.push_back(InBfloat16());
-      parts.sample_error_every = 1;  // every step also reduces exactly
+      parts.hooks.push_back(InBfloat16());
+      sampler = AddErrorSampler({p0, p1}, /*every=*/1, parts);  // every step also reduces exactly
     }
     DataParallelEngine engine({p0, p1}, c10::make_intrusive<NoCollectives>(), parts);
     ASSERT_NO_THROW(engine.BroadcastParameters()) << "mode " << mode;
@@ -172,7 +177,7 @@ TEST(DataParallelEngineTest, OneProcessIssuesNoCollective) {
     }
     EXPECT_EQ(engine.stats().rebuilt, mode != kPlain);
     EXPECT_EQ(calls.size(), mode == kHook ? 4u : 0u);
-    EXPECT_EQ(engine.stats().fidelity.samples, mode == kBfloat16 ? 2 : 0);
+    EXPECT_EQ(sampler ? sampler->stats().samples : 0, mode == kBfloat16 ? 2 : 0);
   }
 }
 
@@ -191,7 +196,7 @@ TEST(DataParallelEngineTest, OneProcessInBfloat16RoundsTheGradients) {
   {
     const bool view = false;  // plugins/bucket_view's test covers bucket views
     EngineParts parts;
-    parts.codecs.push_back(InBfloat16());
+    parts.hooks.push_back(InBfloat16());
     DataParallelEngine engine({p}, *group, parts);
     for (int step = 0; step < 2; ++step) {
       engine.ZeroGrad();
@@ -227,7 +232,7 @@ TEST(DataParallelEngineTest, AFailingHookIsTheStepsError) {
   at::Tensor p0 = torch::ones({4}).requires_grad_();
   at::Tensor p1 = torch::ones({4}).requires_grad_();
   EngineParts parts = OneParameterPerBucket();
-  parts.comm_hook = [](const CommContext&) { return std::make_unique<FailingHook>(); };
+  parts.hooks.push_back(Replacing([] { return std::make_unique<FailingHook>(); }));
   DataParallelEngine engine({p0, p1}, *group, parts);
   engine.ZeroGrad();
   engine.BeginStep(true);
@@ -248,7 +253,7 @@ class ReadingHook : public CommHook {
     std::vector<bool> copied;         // its part of the bucket already equals it
   };
   explicit ReadingHook(std::vector<Call>* calls) : calls_(calls) {}
-  bool ReadsGradientsWhereTheyLie() const override { return true; }
+  BucketFormat Format() const override { return {at::ScalarType::Undefined, /*filled=*/false}; }
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
     Call call;
     call.handed = !bucket.gradients.empty();
@@ -283,10 +288,10 @@ TEST(DataParallelEngineTest, AHookThatReadsGradientsWhereTheyLieIsHandedAutograd
     at::Tensor unused = torch::ones({4}).requires_grad_();
     EngineParts parts;  // one bucket
     parts.missing_gradients = std::make_shared<UnusedFromTheStart>();
-    parts.sample_error_every = 2;  // steps 0 and 2 are sampled (windows of one step)
-    parts.error_window = 1;
     std::vector<ReadingHook::Call> calls;
-    parts.comm_hook = [&](const CommContext&) { return std::make_unique<ReadingHook>(&calls); };
+    parts.hooks.push_back(Replacing([&] { return std::make_unique<ReadingHook>(&calls); }));
+    // Steps 0 and 2 are sampled (windows of one step).
+    std::shared_ptr<ErrorSampler> sampler = AddErrorSampler({p0, p1, unused}, /*every=*/2, parts, /*window=*/1);
     DataParallelEngine engine({p0, p1, unused}, *group, parts);
     for (int step = 0; step < 4; ++step) {
       engine.ZeroGrad();
@@ -311,7 +316,7 @@ TEST(DataParallelEngineTest, AHookThatReadsGradientsWhereTheyLieIsHandedAutograd
       EXPECT_TRUE(at::allclose(p0.grad(), torch::full({2, 3}, scale))) << step;
       EXPECT_TRUE(at::allclose(p1.grad(), torch::full({3}, 2 * scale))) << step;
     }
-    EXPECT_EQ(engine.stats().fidelity.samples, 2);
+    EXPECT_EQ(sampler->stats().samples, 2);
   }
 }
 
@@ -381,10 +386,9 @@ TEST(DataParallelEngineTest, SampledWindowsMeasureEachParameter) {
   at::Tensor p0 = torch::ones({2, 3}).requires_grad_();
   at::Tensor p1 = torch::ones({3}).requires_grad_();
   EngineParts parts = OneParameterPerBucket();
-  parts.sample_error_every = 3;
-  parts.error_window = 2;
   std::vector<std::pair<int64_t, bool>> calls;
-  parts.comm_hook = [&](const CommContext&) { return std::make_unique<HalvingHook>(&calls); };
+  parts.hooks.push_back(Replacing([&] { return std::make_unique<HalvingHook>(&calls); }));
+  std::shared_ptr<ErrorSampler> sampler = AddErrorSampler({p0, p1}, /*every=*/3, parts, /*window=*/2);
   DataParallelEngine engine({p0, p1}, *group, parts);
   for (int step = 0; step < 7; ++step) {
     if (step == 6) engine.StartTiming();
@@ -399,7 +403,7 @@ TEST(DataParallelEngineTest, SampledWindowsMeasureEachParameter) {
     if (was_sampled && (sampled.empty() || sampled.back() != step)) sampled.push_back(step);
   }
   EXPECT_EQ(sampled, (std::vector<int64_t>{0, 1, 3, 4}));
-  const FidelityStats& f = engine.stats().fidelity;
+  const FidelityStats& f = sampler->stats();
   EXPECT_EQ(f.samples, 4);
   EXPECT_NEAR(f.relative_error_sum / f.samples, 0.5, 1e-6);
   EXPECT_NEAR(f.cosine_sum / f.samples, 1.0, 1e-6);

@@ -7,13 +7,13 @@
 //   1. group parameters        BucketPlanner      CapPlanner: 25 MiB, first bucket 1 MiB
 //   2. gradients not produced  MissingGradients   (none: an error)
 //   3. where gradients go      GradientLayout     CopyLayout: copied into flat buckets
-//   4. what goes on the wire   Collectives        c10d's all-reduce, averaged
-//   5. how a bucket is reduced CommHook           (none: the engine averages it)
-//   6. when parameters update  ParameterUpdates   (none: the optimizer after backward)
+//   4. how a bucket is reduced CommHook chain     AllreduceHook: c10d's all-reduce, averaged
 //
-// Stages 1, 2, 3, 5 and 6 are replaced by at most one plugin each; Collectives are
-// wrapped, by any number (a codec such as bf16 wraps whatever is below it, so that a
-// hook's own collectives travel through it too). See docs/architecture.md.
+// Stages 1 to 3 are replaced by at most one plugin each. Stage 4 is c10d's model: a
+// chain of hooks ending in core's all-reduce, each plugin's hook wrapping the one below
+// (a codec such as bf16 wraps whatever reduces; PowerSGD reduces the bucket itself;
+// optimizer overlap steps the parameters when the future below it completes). The chain
+// asks, once, for the buckets it takes (BucketFormat). See docs/architecture.md.
 //
 //   // A planner that puts every parameter in one bucket.
 //   class OneBucket : public ddplab::BucketPlanner {
@@ -39,6 +39,7 @@
 #include <ATen/core/ivalue.h>
 
 #include "core/engine/collectives.h"
+#include "core/torch_compat.h"
 
 namespace ddplab {
 
@@ -122,34 +123,49 @@ class MissingGradients {
 };
 
 // ---------------------------------------------------------------------------------------
-// 3. Gradient layout, 4. collectives, 5. communication hooks.
+// 3. Gradient layout and 4. the communication hook chain.
 
-// A bucket of gradients ready for reduction (c10d's GradBucket).
+// A bucket of gradients ready for reduction (c10d's GradBucket), as the layout hands it
+// to the chain of communication hooks.
 struct GradBucket {
   // Position in the engine's bucket order: bucket 0 (the last layers' gradients) is
   // complete first.
   size_t index = 0;
-  // The flattened gradients, contiguous, in the bucket's dtype. A hook may reduce it in
-  // place. Undefined where the layout keeps no flat buffer (gradients averaged where they
-  // lie). Where `gradients` is not empty, only the parts of `buffer` that alias one of
-  // them hold their gradient yet, and a hook writes the whole result into `buffer`.
+  // The flattened gradients, contiguous, in the dtype the chain asked for (BucketFormat).
+  // A hook may reduce it in place. Undefined where the layout keeps no flat buffer
+  // (gradients averaged where they lie). Where the chain asked for it unfilled, only the
+  // parts that alias one of `gradients` hold their gradient yet, and a hook writes the
+  // whole result into it.
   at::Tensor buffer;
-  // Per parameter, shaped like it, where its gradient is: filled when the hook reads
-  // gradients where they lie (CommHook::ReadsGradientsWhereTheyLie) or the layout keeps no
-  // flat buffer. On a GPU, a hook that reads them on a stream other than the one current
-  // in Run records that stream on them (Tensor::record_stream) before dropping them.
+  // Per parameter, shaped like it, where its gradient is: a view of `buffer` where the
+  // buffer holds it, else the tensor autograd left. On a GPU, a hook that reads them on
+  // a stream other than the one current in Run records that stream on them
+  // (Tensor::record_stream) before dropping them.
   std::vector<at::Tensor> gradients;
   // Where each parameter's gradient starts in `buffer` (elements), and its shape.
   std::vector<int64_t> offsets;
   std::vector<std::vector<int64_t>> sizes;
   bool is_last = false;  // the last bucket of the step
   int64_t step = 0;      // synced steps before this one (0 on the first)
-  // The step is sampled (EngineParts::sample_error_every; never a timed step): a hook may
+  // The step is neither timed nor profiled: a hook may spend time measuring itself.
+  bool may_measure = false;
+  // The step's error is sampled (set by the error sampler, core/fidelity): a hook may
   // measure itself in it at a cost, e.g. the size of what error feedback carries.
   bool sampled = false;
   // Each gradient's parameter: its index in the model's parameters (stable when the
   // engine regroups buckets, so per-parameter state can be keyed by it).
   std::vector<size_t> parameters;
+};
+
+// What the chain asks of the buckets handed to it, settled once when the chain is made
+// (Note [The bucket's format], docs/architecture.md): the layout builds its buffers so.
+struct BucketFormat {
+  // The flat buffer's dtype; Undefined: the gradients' own. Gradients are copied into it
+  // as they come in, so that the buffer of the gradients' dtype is never written.
+  at::ScalarType dtype = at::ScalarType::Undefined;
+  // False: the hook reads each gradient where it lies (GradBucket::gradients) and writes
+  // the whole result into the buffer, so nothing is copied in before it runs.
+  bool filled = true;
 };
 
 // One bucket as a layout sees it: its parameters, and where each starts in a flat buffer.
@@ -159,16 +175,6 @@ struct LayoutBucket {
   int64_t numel = 0;
 };
 
-// How the buckets a layout builds are used.
-struct LayoutSpec {
-  // The dtype of a flat bucket: what the reduction takes (Collectives::wire_dtype for the
-  // engine's own, the gradients' own for a hook).
-  at::ScalarType flat_dtype = at::ScalarType::Undefined;
-  // The hook reads each gradient where it lies (GradBucket::gradients) and writes the
-  // whole result into the flat buffer: nothing need be copied into it.
-  bool hand_over = false;
-};
-
 // Where gradients go between autograd and the reduction, and where the average comes
 // back. Called by the engine with its lock held: Collect from autograd's thread.
 class GradientLayout {
@@ -176,15 +182,14 @@ class GradientLayout {
   virtual ~GradientLayout() = default;
   // (Re)builds for `buckets`, before the first step and after the rebuild (gradients
   // accumulated so far, in micro-steps, stay the parameters' gradients).
-  virtual void Build(const std::vector<LayoutBucket>& buckets, const LayoutSpec& spec) = 0;
+  virtual void Build(const std::vector<LayoutBucket>& buckets, const BucketFormat& format) = 0;
   // Before a step's first backward: gradients go (or are zeroed).
   virtual void ZeroGrad() = 0;
   // Parameter `slot` of bucket `bucket` has its gradient for this step (param.grad()).
   virtual void Collect(size_t bucket, size_t slot) = 0;
   // That parameter gets no gradient for the rest of the run: its share is zeros.
   virtual void MarkUnused(size_t bucket, size_t slot) = 0;
-  // The bucket is complete: fills `out.buffer` and, with LayoutSpec::hand_over or no flat
-  // buffer, `out.gradients`.
+  // The bucket is complete: fills `out.buffer` and `out.gradients`.
   virtual void HandOver(size_t bucket, GradBucket& out) = 0;
   // The average: `result` flat, in the bucket's dtype; undefined when the reduction
   // averaged `out.gradients` in place. Puts it where the parameters' gradients are.
@@ -199,30 +204,9 @@ class GradientLayout {
 // valid while the engine lives.
 using LayoutFactory = std::function<std::unique_ptr<GradientLayout>(std::vector<at::Tensor>& params)>;
 
-// What goes on the wire: the mean over the ranks. The default is c10d's all-reduce over
-// the experiment's process group (NCCL averages inside the reduction); a codec wraps it.
-class Collectives {
- public:
-  virtual ~Collectives() = default;
-  // The dtype tensors travel in; Undefined: their own. The engine fills its flat buckets
-  // in it, so that gradients are cast once, as they come in.
-  virtual at::ScalarType wire_dtype() const { return at::ScalarType::Undefined; }
-  // Starts averaging `tensors` (one dtype and device) over the ranks, each in place.
-  virtual PendingMean StartMean(std::vector<at::Tensor> tensors) = 0;
-};
-
-// The default collectives: c10d's all-reduce over `group`, averaging (collectives.h).
-class GroupCollectives : public Collectives {
- public:
-  GroupCollectives(compat::CollectiveGroup& group, bool nccl) : group_(group), nccl_(nccl) {}
-  PendingMean StartMean(std::vector<at::Tensor> tensors) override {
-    return StartMeanCoalesced(group_, std::move(tensors), nccl_);
-  }
-
- private:
-  compat::CollectiveGroup& group_;
-  bool nccl_;
-};
+// The experiment's optimizer over some parameters (indices into the model's), with their
+// averaged gradients (shaped like them, in any dtype: the optimizer casts).
+using ParameterStep = std::function<void(const std::vector<size_t>& params, const std::vector<at::Tensor>& grads)>;
 
 // What a communication hook works with.
 struct CommContext {
@@ -231,45 +215,73 @@ struct CommContext {
   int rank = 0;
   int world_size = 1;
   bool nccl = false;  // the group is NCCL's (GPU tensors), else Gloo's
-  // The experiment's collectives, codecs included: what the hook's compressed tensors
-  // travel through. Valid while the engine lives.
-  Collectives* collectives = nullptr;
+  // The experiment's optimizer, for a hook that updates parameters as their averages
+  // land (PyTorch's _hook_then_optimizer). Parameters it steps are not stepped again
+  // after backward. Valid while the engine lives.
+  ParameterStep step;
 };
 
-// Reduces buckets across ranks (c10d's comm hook). The engine calls Run for each bucket
-// as soon as it is complete and waits on the future before the optimizer step.
+// Reduces a bucket across ranks (c10d's comm hook). The engine hands each bucket, as soon
+// as it is complete, to the outermost hook of a chain that ends in core's all-reduce
+// (AllreduceHook), and waits on the future before the optimizer step. A wrapper (a codec,
+// the optimizer overlap, the error sampler) holds the hook below it, as PyTorch's
+// bf16_compress_wrapper holds allreduce_hook.
 class CommHook {
  public:
   virtual ~CommHook() = default;
   // Starts reducing `bucket` and returns a future that completes with the averaged
-  // buffer (a Tensor of the bucket's shape and dtype).
+  // buffer (a Tensor of the bucket's shape), or with `bucket.gradients` averaged in place
+  // where there is no buffer.
   virtual c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) = 0;
+  // What this hook asks of its buckets (a wrapper: what the hook below it asks, or its
+  // own). Asked once, before the first step.
+  virtual BucketFormat Format() const { return {}; }
   // Figures for the run's result (e.g. "compression_ratio"), read after the run.
   virtual std::map<std::string, double> Stats() const { return {}; }
-  // True if Run reads each gradient from GradBucket::gradients and writes the whole
-  // result into GradBucket::buffer: the layout then hands gradients over where autograd
-  // left them instead of copying them into the bucket first.
-  virtual bool ReadsGradientsWhereTheyLie() const { return false; }
 };
 
-using CommHookFactory = std::function<std::unique_ptr<CommHook>(const CommContext&)>;
-using CollectivesWrapper = std::function<std::unique_ptr<Collectives>(std::unique_ptr<Collectives>)>;
+// The averaged gradients a bucket's future completed with, per parameter of the bucket
+// and shaped like it: parts of the flat result where the bucket had a buffer (`flat`),
+// else the gradients averaged where they lie.
+inline std::vector<at::Tensor> ReducedGradients(const c10::IValue& value, bool flat, const std::vector<int64_t>& offsets,
+                                                const std::vector<std::vector<int64_t>>& sizes) {
+  std::vector<at::Tensor> out;
+  if (!flat) return value.toTensorVector();
+  const at::Tensor result = value.isTensor() ? value.toTensor() : value.toTensorVector().at(0);
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    int64_t numel = 1;
+    for (int64_t d : sizes[k]) numel *= d;
+    out.push_back(result.narrow(0, offsets[k], numel).view(sizes[k]));
+  }
+  return out;
+}
 
-// ---------------------------------------------------------------------------------------
-// 6. Parameter updates.
-
-// The experiment's optimizer, over some parameters (indices into the model's).
-using ParameterStep = std::function<void(const std::vector<size_t>& params)>;
-
-// When parameters are updated. Without one, the caller's optimizer runs after backward.
-class ParameterUpdates {
+// A hook that wraps the one below it: Format and Stats are the inner hook's unless
+// overridden.
+class HookWrapperBase : public CommHook {
  public:
-  virtual ~ParameterUpdates() = default;
-  // Bucket `params` (those with a gradient) has its average in place, on the caller's
-  // stream, in bucket order, while later buckets may still be reducing. Returns true if
-  // it updated them with `step`: when every bucket of a step was, the caller skips its
-  // optimizer step.
-  virtual bool OnBucketAveraged(const std::vector<size_t>& params, const ParameterStep& step) = 0;
+  explicit HookWrapperBase(std::unique_ptr<CommHook> inner) : inner_(std::move(inner)) {}
+  BucketFormat Format() const override { return inner_->Format(); }
+  std::map<std::string, double> Stats() const override { return inner_->Stats(); }
+
+ protected:
+  std::unique_ptr<CommHook> inner_;
+};
+
+// Makes a hook of the chain from the hook below it (which it may ignore: a hook that
+// reduces the bucket itself, as PowerSGD).
+using HookWrapper = std::function<std::unique_ptr<CommHook>(std::unique_ptr<CommHook> inner, const CommContext&)>;
+
+// Sees each gradient as backward produces it in a synced step, before the layout takes
+// it (the error sampler keeps an exact copy of them on the steps it samples).
+class GradientTap {
+ public:
+  virtual ~GradientTap() = default;
+  // At the start of each synced step: whether to see this step's gradients. `timed`: the
+  // step is measured.
+  virtual bool Wants(int64_t step, bool timed) = 0;
+  // Parameter `param`'s gradient for the step (param.grad()), on autograd's thread.
+  virtual void Take(size_t param, const at::Tensor& grad) = 0;
 };
 
 }  // namespace ddplab

@@ -29,7 +29,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/engine/engine.h"
 #include "core/experiment.h"
-#include "core/fidelity_result.h"
+#include "core/fidelity/error_sampler.h"
+#include "core/fidelity/fidelity_result.h"
 #include "core/run_files.h"
 #include "core/plugin_host.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -95,13 +96,13 @@ double RelativeError(const std::vector<at::Tensor>& got, const std::vector<at::T
 }
 
 // With --result_dir, on rank 0: what the engine measured, as the trainer records it
-// (core/fidelity_result.h). False if it could not be written.
-bool WriteResult(int rank, Vit& model, const DataParallelEngine& engine) {
+// (core/fidelity/fidelity_result.h). False if it could not be written.
+bool WriteResult(int rank, Vit& model, const DataParallelEngine& engine, const ErrorSampler* sampler) {
   const std::string dir = absl::GetFlag(FLAGS_result_dir);
   if (dir.empty() || rank != 0) return true;
   v1::RunResult result;
   result.set_experiment("engine_worker");
-  FillFidelity(engine.stats().fidelity, model->named_parameters().keys(), result);
+  if (sampler) FillFidelity(sampler->stats(), model->named_parameters().keys(), result);
   for (const auto& [name, value] : engine.hook_stats()) (*result.mutable_hook_stats())[name] = value;
   if (absl::Status s = WriteRunResult(result, dir).status(); !s.ok()) {
     std::cerr << "rank " << rank << ": " << s << "\n";
@@ -164,7 +165,9 @@ int Main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_unused_parameter)) {
     params.push_back(at::full({7}, 1.5, at::TensorOptions().device(g_device)).requires_grad_());
   }
-  DataParallelEngine engine(params, group->front(), plugins->engine_parts());
+  EngineParts engine_parts = plugins->engine_parts();
+  std::shared_ptr<ErrorSampler> sampler = AddErrorSampler(params, plugins->sample_error_every(), engine_parts);
+  DataParallelEngine engine(params, group->front(), engine_parts);
   engine.BroadcastParameters();
   const double lr = absl::GetFlag(FLAGS_lr);
   const double momentum = absl::GetFlag(FLAGS_momentum), weight_decay = absl::GetFlag(FLAGS_weight_decay);
@@ -173,7 +176,9 @@ int Main(int argc, char** argv) {
   // Where a plugin updates each bucket's parameters itself, the gradients checked below
   // are still the averaged ones, and the next step's (checked against the reference's,
   // which steps after backward) show the update.
-  engine.SetParameterStep([&sgd](const std::vector<size_t>& indices) { sgd.StepParameters(indices); });
+  engine.SetParameterStep([&sgd](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
+    sgd.StepParameters(indices, grads);
+  });
   const int accumulate = absl::GetFlag(FLAGS_accumulate);
   const double grad_tolerance = absl::GetFlag(FLAGS_grad_tolerance);
   std::vector<double> losses;
@@ -182,7 +187,10 @@ int Main(int argc, char** argv) {
   // (timed steps keep their collectives, which hold the gradients reduced in place).
   at::Tensor last_grad;
   for (int step = 0; step < absl::GetFlag(FLAGS_steps); ++step) {
-    if (step == absl::GetFlag(FLAGS_timed_from)) engine.StartTiming(/*bucket_times=*/true);
+    if (step == absl::GetFlag(FLAGS_timed_from)) {
+      if (sampler) sampler->DropWindow();
+      engine.StartTiming(/*bucket_times=*/true);
+    }
     engine.ZeroGrad();
     reference_sgd.ZeroGrad();
     for (int micro = 0; micro < accumulate; ++micro) {
@@ -285,7 +293,7 @@ int Main(int argc, char** argv) {
     std::cerr << "rank " << rank << ": parameters differ from rank 0's\n";
     return 11;
   }
-  if (!WriteResult(rank, model, engine)) return 25;
+  if (!WriteResult(rank, model, engine, sampler.get())) return 25;
   // As the trainer ends: the group's communicators, after the last collective.
   if (absl::Status s = engine.ShutDown(); !s.ok()) {
     std::cerr << "rank " << rank << ": " << s << "\n";

@@ -1,39 +1,48 @@
 // bf16: gradients travel in bfloat16 (PyTorch's bf16_compress_hook), half the bytes of
-// float32. A codec: it wraps the collectives below it, so whatever reduces the buckets
-// sends bfloat16. With the engine's own all-reduce, each gradient is cast into its
-// bucket's bfloat16 buffer as autograd hands it over (CopyLayout), the bucket averaged
-// in bfloat16 (NCCL divides inside the reduction) and written back in float32; listed
-// with powersgd, PowerSGD's P and Q travel in bfloat16.
+// float32. A codec, as bf16_compress_wrapper: it wraps whatever reduces the bucket
+// (core's all-reduce, or PowerSGD, which then computes in bfloat16 as under PyTorch's
+// wrapper). It asks for its buckets in bfloat16, so that each gradient is rounded into
+// the bucket as autograd hands it over and the float32 bucket is never written; the
+// bucket is averaged in bfloat16 (NCCL divides inside the reduction) and written back
+// into the float32 gradients. A bucket handed over in another dtype is rounded here.
 #include "core/plugin_api.h"
 #include "plugins/bf16/bf16.pb.h"
 
 namespace {
 
-class Bf16Collectives : public ddplab::Collectives {
- public:
-  explicit Bf16Collectives(std::unique_ptr<ddplab::Collectives> inner) : inner_(std::move(inner)) {}
-  at::ScalarType wire_dtype() const override { return at::kBFloat16; }
-  ddplab::PendingMean StartMean(std::vector<at::Tensor> tensors) override {
-    if (tensors.empty() || tensors[0].scalar_type() == at::kBFloat16) return inner_->StartMean(std::move(tensors));
-    std::vector<at::Tensor> wire;
-    for (const at::Tensor& t : tensors) wire.push_back(t.to(at::kBFloat16));
-    ddplab::PendingMean mean = inner_->StartMean(wire);
-    return {mean.work, [wait = mean.wait, wire, tensors]() mutable {
-              wait();
-              for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(wire[i]);
-            }};
-  }
+using ddplab::GradBucket;
 
- private:
-  std::unique_ptr<ddplab::Collectives> inner_;
+class Bf16Hook : public ddplab::HookWrapperBase {
+ public:
+  using HookWrapperBase::HookWrapperBase;
+
+  ddplab::BucketFormat Format() const override { return {at::kBFloat16, /*filled=*/true}; }
+
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
+    if (!bucket.buffer.defined() || bucket.buffer.scalar_type() == at::kBFloat16) return inner_->Run(bucket);
+    const at::Tensor original = bucket.buffer;
+    GradBucket wire = bucket;
+    wire.buffer = original.to(at::kBFloat16);
+    for (size_t k = 0; k < wire.gradients.size(); ++k) {
+      wire.gradients[k] = wire.buffer.narrow(0, wire.offsets[k], bucket.gradients[k].numel()).view(wire.sizes[k]);
+    }
+    return inner_->Run(wire)->then(
+        [original](c10::ivalue::Future& reduced) {
+          const c10::IValue value = reduced.value();
+          original.copy_(value.isTensor() ? value.toTensor() : value.toTensorVector().at(0));
+          return c10::IValue(original);
+        },
+        c10::TensorType::get());
+  }
 };
 
 void Register(ddplab::PluginRegistrar& registrar) {
   const auto& config = static_cast<const ddplab::plugins::bf16::v1::Config&>(registrar.config());
-  registrar.WrapCollectives([](std::unique_ptr<ddplab::Collectives> inner) -> std::unique_ptr<ddplab::Collectives> {
-    return std::make_unique<Bf16Collectives>(std::move(inner));
-  });
-  registrar.SampleGradientError(static_cast<int>(config.sample_error_every()));
+  registrar.WrapCommHook(ddplab::ExtensionPoint::kCodec,
+                         [](std::unique_ptr<ddplab::CommHook> inner, const ddplab::CommContext&) -> std::unique_ptr<ddplab::CommHook> {
+                           return std::make_unique<Bf16Hook>(std::move(inner));
+                         });
+  registrar.Lossy(static_cast<int>(config.sample_error_every()));
   ddplab::PyTorchForm form;
   form.hook = "default_hooks.bf16_compress_hook";
   form.hook_wrapper = "default_hooks.bf16_compress_wrapper";
@@ -42,4 +51,4 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("bf16", "2.0.0", "ddplab.plugins.bf16.v1.Config", ddplab::PluginStatus::kStable, Register)
+DDPLAB_PLUGIN("bf16", "3.0.0", "ddplab.plugins.bf16.v1.Config", ddplab::PluginStatus::kStable, Register)

@@ -12,14 +12,25 @@ namespace {
 // bfloat16 keeps 8 significant bits: a relative error up to 2^-8 per element.
 const std::string kBf16Rounding = "--grad_tolerance=0.00390625";
 
-TEST(Bf16PluginTest, WrapsTheCollectivesAndSamplesWhenAsked) {
+TEST(Bf16PluginTest, WrapsTheHookAndSamplesWhenAsked) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { bf16 { sample_error_every: 5 } }");
   ASSERT_TRUE(set.ok()) << set.status();
-  EXPECT_EQ(set->engine_parts().codecs.size(), 1u);
-  EXPECT_EQ(set->engine_parts().sample_error_every, 5);
+  EXPECT_EQ(set->engine_parts().hooks.size(), 1u);
+  EXPECT_EQ(set->sample_error_every(), 5);
   EXPECT_EQ(DescribeEngine(set->engine_parts()),
-            "buckets of 25 MiB, the first 1 MiB, gradients copied into flat buckets, sent as BFloat16, averaged by "
-            "all-reduce");
+            "buckets of 25 MiB, the first 1 MiB, gradients copied into flat buckets, through 1 hook around all-reduce");
+  std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
+  EXPECT_EQ(hook->Format().dtype, at::kBFloat16);
+  EXPECT_TRUE(hook->Format().filled);
+}
+
+// Lossy is what bf16 is, whether or not its error is sampled: the convergence check
+// trains with it and the recommendation names it only with a verdict.
+TEST(Bf16PluginTest, IsLossyWithoutSampling) {
+  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { bf16 {} }");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_TRUE(set->lossy());
+  EXPECT_EQ(set->sample_error_every(), 0);
 }
 
 // One process still rounds its gradients to bfloat16 and back, as PyTorch's

@@ -126,7 +126,8 @@ class Bf16Fp32SumHook : public ddplab::CommHook {
     return future;
   }
 
-  bool ReadsGradientsWhereTheyLie() const override { return true; }
+  // Reads the gradients where autograd left them: nothing is copied into the bucket.
+  ddplab::BucketFormat Format() const override { return {at::ScalarType::Undefined, /*filled=*/false}; }
 
   // compression_ratio: the bytes of the gradients over the bytes sent in bfloat16
   // (padding included), as an all-reduce of the float32 buckets would send them.
@@ -176,14 +177,14 @@ class Bf16Fp32SumHook : public ddplab::CommHook {
 
 void Register(ddplab::PluginRegistrar& registrar) {
   const auto& config = static_cast<const ddplab::plugins::bf16_fp32_sum::v1::Config&>(registrar.config());
-  registrar.SetCommHook([](const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
-    return std::make_unique<Bf16Fp32SumHook>(context);
-  });
-  // A codec would cast what this hook already sends in bfloat16 (and this hook does not
-  // send through the experiment's collectives).
-  registrar.Refuse(ddplab::ExtensionPoint::kCollectives,
+  registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
+                         [](std::unique_ptr<ddplab::CommHook>, const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
+                           return std::make_unique<Bf16Fp32SumHook>(context);
+                         });
+  // A codec would cast what this hook already sends in bfloat16.
+  registrar.Refuse(ddplab::ExtensionPoint::kCodec,
                    "it sends bfloat16 itself, summed in float32; a codec would change what travels");
-  registrar.SampleGradientError(static_cast<int>(config.sample_error_every()));
+  registrar.Lossy(static_cast<int>(config.sample_error_every()));
 }
 
 }  // namespace

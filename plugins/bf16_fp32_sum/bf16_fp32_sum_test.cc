@@ -24,11 +24,11 @@ const std::string kPlugin = "plugin { bf16_fp32_sum {} }";
 TEST(Bf16Fp32SumPluginTest, TakesTheHookAndSamplesWhenAsked) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { bf16_fp32_sum { sample_error_every: 5 } }");
   ASSERT_TRUE(set.ok()) << set.status();
-  EXPECT_TRUE(set->engine_parts().comm_hook);
-  EXPECT_TRUE(set->engine_parts().codecs.empty());
-  EXPECT_EQ(set->engine_parts().sample_error_every, 5);
+  EXPECT_EQ(set->engine_parts().hooks.size(), 1u);
+  EXPECT_EQ(set->sample_error_every(), 5);
+  EXPECT_TRUE(set->lossy());
   EXPECT_EQ(DescribeEngine(set->engine_parts()),
-            "buckets of 25 MiB, the first 1 MiB, gradients copied into flat buckets, reduced by a communication hook");
+            "buckets of 25 MiB, the first 1 MiB, gradients copied into flat buckets, through 1 hook around all-reduce");
 }
 
 // One process still rounds its gradients to bfloat16 once, as bf16 does, whether they are
@@ -38,7 +38,7 @@ TEST(Bf16Fp32SumPluginTest, OneProcessRoundsOnce) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(kPlugin);
   ASSERT_TRUE(set.ok()) << set.status();
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
-  EXPECT_TRUE(hook->ReadsGradientsWhereTheyLie());
+  EXPECT_FALSE(hook->Format().filled) << "it reads the gradients where they lie";
   const at::Tensor x = (torch::arange(6.0) + 1.0 / 1024).view({2, 3});  // not representable in bfloat16
   const at::Tensor rounded = x.to(at::kBFloat16).to(at::kFloat).reshape(-1);
   GradBucket in_bucket = testing::OneGradientBucket(x, 0);

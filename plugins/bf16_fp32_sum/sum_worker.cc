@@ -39,7 +39,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "core/distributed.h"
-#include "core/engine/collectives.h"
+#include "core/engine/allreduce_hook.h"
 #include "core/experiment.h"
 #include "core/plugin_host.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -174,17 +174,24 @@ int Main(int argc, char** argv) {
     std::cerr << "rank " << rank << ": " << ours.status() << " " << bf16.status() << " " << group.status() << "\n";
     return 13;
   }
-  std::unique_ptr<Collectives> collectives = std::make_unique<GroupCollectives>(**group, /*nccl=*/false);
+  // Each plugin's hook chain, as the engine makes it: core's all-reduce, wrapped.
+  const CommContext context{group->get(), rank, world, /*nccl=*/false, {}};
+  auto chain = [&](const PluginSet& set) {
+    std::unique_ptr<CommHook> hook = std::make_unique<AllreduceHook>(**group, /*nccl=*/false);
+    for (const HookWrapper& wrap : set.engine_parts().hooks) hook = wrap(std::move(hook), context);
+    return hook;
+  };
   at::Tensor hook_result;
   {
-    std::unique_ptr<CommHook> hook = ours->engine_parts().comm_hook(
-        CommContext{group->get(), rank, world, /*nccl=*/false, collectives.get()});
+    std::unique_ptr<CommHook> hook = chain(*ours);
     if (int failed = ReduceAll(*hook, rank, world, hook_result)) return failed;
   }  // its thread is done with the group
-  for (const CollectivesWrapper& wrap : bf16->engine_parts().codecs) collectives = wrap(std::move(collectives));
   const int64_t numel = kBucketSizes.back();
-  at::Tensor bf16_result = Gradient(rank, numel);
-  collectives->StartMean({bf16_result}).wait();
+  GradBucket bucket = MakeBucket(Gradient(rank, numel), /*hand_over=*/false);
+  std::unique_ptr<CommHook> bf16_hook = chain(*bf16);
+  c10::intrusive_ptr<c10::ivalue::Future> done = bf16_hook->Run(bucket);
+  done->wait();
+  const at::Tensor bf16_result = done->value().toTensor();
   std::vector<at::Tensor> gradients;
   for (int r = 0; r < world; ++r) gradients.push_back(Gradient(r, numel));
   if (rank == 0) {

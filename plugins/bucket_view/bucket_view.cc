@@ -18,9 +18,9 @@ class ViewLayout : public CopyLayout {
  public:
   using CopyLayout::CopyLayout;
 
-  void Build(const std::vector<ddplab::LayoutBucket>& buckets, const ddplab::LayoutSpec& spec) override {
+  void Build(const std::vector<ddplab::LayoutBucket>& buckets, const ddplab::BucketFormat& format) override {
     const bool first = flats_.empty();
-    CopyLayout::Build(buckets, spec);
+    CopyLayout::Build(buckets, format);
     storage_.clear();
     storage_views_.clear();
     for (const Flat& flat : flats_) {

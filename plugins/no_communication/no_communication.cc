@@ -18,9 +18,10 @@ class KeepLocalHook : public ddplab::CommHook {
 };
 
 void Register(ddplab::PluginRegistrar& registrar) {
-  registrar.SetCommHook([](const ddplab::CommContext&) -> std::unique_ptr<ddplab::CommHook> {
-    return std::make_unique<KeepLocalHook>();
-  });
+  registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
+                         [](std::unique_ptr<ddplab::CommHook>, const ddplab::CommContext&) -> std::unique_ptr<ddplab::CommHook> {
+                           return std::make_unique<KeepLocalHook>();
+                         });
 }
 
 }  // namespace

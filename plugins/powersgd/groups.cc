@@ -58,7 +58,9 @@ void GramSchmidt(at::Tensor& p) {
 constexpr int64_t kMostMatricesForQr = 4;
 
 void Orthogonalize(at::Tensor& p) {
-  if (p.size(2) == 1) {
+  // In 16-bit floats (under the bf16 codec) Gram-Schmidt, as PyTorch's _orthogonalize
+  // does: LibTorch has no QR for them.
+  if (p.size(2) == 1 || (p.scalar_type() != at::kFloat && p.scalar_type() != at::kDouble)) {
     GramSchmidt(p);
     return;
   }

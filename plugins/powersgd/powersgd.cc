@@ -131,7 +131,8 @@ class PowerSgdHook : public ddplab::CommHook {
     return future;
   }
 
-  bool ReadsGradientsWhereTheyLie() const override { return true; }
+  // Reads the gradients where autograd left them: nothing is copied into the bucket.
+  ddplab::BucketFormat Format() const override { return {at::ScalarType::Undefined, /*filled=*/false}; }
 
   std::map<std::string, double> Stats() const override {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -388,9 +389,10 @@ class PowerSgdHook : public ddplab::CommHook {
     out.copy_(thin);
   }
 
-  // Averages `t` over the ranks in place, as P and Q travel: through the experiment's
-  // collectives, so in bfloat16 when the bf16 plugin is listed too.
-  void Mean(at::Tensor& t) const { context_.collectives->StartMean({t}).wait(); }
+  // Averages `t` over the ranks in place, in its own dtype (bfloat16 where the bf16
+  // codec wraps this hook: P and Q are then bfloat16, as under PyTorch's
+  // bf16_compress_wrapper).
+  void Mean(at::Tensor& t) const { ddplab::StartMean(*context_.process_group, t, context_.nccl).wait(); }
 
   // Keeps the next step's Q of a group: this step's, with its zero columns (directions P
   // dropped as dependent) replaced by a fixed random matrix of the parameter, so that a
@@ -452,11 +454,12 @@ void Register(ddplab::PluginRegistrar& registrar) {
     registrar.RejectField("random_seed", "must be below 2^32, as PyTorch's (numpy's RandomState takes no larger seed)");
     return;
   }
-  registrar.SampleGradientError(static_cast<int>(config.sample_error_every()));
+  registrar.Lossy(static_cast<int>(config.sample_error_every()));
   registrar.DescribeInPyTorch(PyTorchFormOf(settings));
-  registrar.SetCommHook([settings](const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
-    return std::make_unique<PowerSgdHook>(settings, context);
-  });
+  registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
+                         [settings](std::unique_ptr<ddplab::CommHook>, const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
+                           return std::make_unique<PowerSgdHook>(settings, context);
+                         });
 }
 
 }  // namespace

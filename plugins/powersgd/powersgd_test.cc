@@ -16,15 +16,22 @@ namespace {
 TEST(PowerSgdPluginTest, SetsTheErrorSamplingAndAHook) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { powersgd { matrix_approximation_rank: 4 sample_error_every: 3 } }");
   ASSERT_TRUE(set.ok()) << set.status();
-  EXPECT_EQ(set->engine_parts().sample_error_every, 3);
-  EXPECT_TRUE(set->engine_parts().comm_hook);
+  EXPECT_EQ(set->sample_error_every(), 3);
+  EXPECT_EQ(set->engine_parts().hooks.size(), 1u);
 }
 
-// bf16 wraps the collectives PowerSGD's P and Q travel through.
+// bf16 wraps PowerSGD's hook (as PyTorch's bf16_compress_wrapper(powerSGD_hook)),
+// whichever is listed first: the chain asks for bfloat16 buckets, filled.
 TEST(PowerSgdPluginTest, ComposesWithBf16) {
-  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { bf16 {} } plugin { powersgd { matrix_approximation_rank: 1 } }");
-  ASSERT_TRUE(set.ok()) << set.status();
-  EXPECT_EQ(set->engine_parts().codecs.size(), 1u);
+  for (const char* plugins : {"plugin { bf16 {} } plugin { powersgd { matrix_approximation_rank: 1 } }",
+                              "plugin { powersgd { matrix_approximation_rank: 1 } } plugin { bf16 {} }"}) {
+    absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(plugins);
+    ASSERT_TRUE(set.ok()) << set.status();
+    EXPECT_EQ(set->engine_parts().hooks.size(), 2u);
+    std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
+    EXPECT_EQ(hook->Format().dtype, at::kBFloat16) << plugins;
+    EXPECT_TRUE(hook->Format().filled) << plugins;
+  }
 }
 
 TEST(PowerSgdPluginTest, BadValuesAreReportedWhereTheyAre) {
@@ -145,7 +152,7 @@ TEST(PowerSgdHookTest, ReadsTheGradientsHandedOverNotTheBucket) {
       "plugin { powersgd { matrix_approximation_rank: 64 min_compression_rate: 0.001 start_powerSGD_iter: 1 } }");
   ASSERT_TRUE(set.ok()) << set.status();
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
-  EXPECT_TRUE(hook->ReadsGradientsWhereTheyLie());
+  EXPECT_FALSE(hook->Format().filled) << "it reads the gradients where they lie";
   torch::manual_seed(6);
   for (int64_t step = 0; step < 2; ++step) {
     SCOPED_TRACE(step == 0 ? "before the start step" : "compressing");

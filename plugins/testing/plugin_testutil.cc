@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/build_flags.h"
-#include "core/engine/collectives.h"
+#include "core/engine/allreduce_hook.h"
 #include "core/experiment.h"
 #include "core/launcher.h"
 #include "google/protobuf/util/json_util.h"
@@ -100,17 +100,16 @@ std::unique_ptr<CommHook> MakeHook(const PluginSet& set) {
     env.master_port = FreePort();
     return new ProcessGroupPtr(CreateProcessGroup(env, false, std::chrono::seconds(30)).value());
   }();
-  static Collectives* collectives = [] {
-    std::unique_ptr<Collectives> c = std::make_unique<GroupCollectives>(**group, /*nccl=*/false);
-    return c.release();
-  }();
-  CommContext context{group->get(), 0, 1, false, collectives};
-  return set.engine_parts().comm_hook(context);
+  std::unique_ptr<CommHook> hook = std::make_unique<AllreduceHook>(**group, /*nccl=*/false);
+  const CommContext context{group->get(), 0, 1, false, {}};
+  for (const HookWrapper& wrap : set.engine_parts().hooks) hook = wrap(std::move(hook), context);
+  return hook;
 }
 
 GradBucket OneGradientBucket(const at::Tensor& values, int64_t step) {
   GradBucket bucket;
   bucket.buffer = values.reshape(-1).clone();
+  bucket.gradients = {bucket.buffer.view(values.sizes())};
   bucket.offsets = {0};
   bucket.sizes = {values.sizes().vec()};
   bucket.parameters = {0};

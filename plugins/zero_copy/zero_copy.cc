@@ -13,7 +13,7 @@ namespace {
 class InPlaceLayout : public ddplab::GradientLayout {
  public:
   explicit InPlaceLayout(std::vector<at::Tensor>& params) : params_(params) {}
-  void Build(const std::vector<ddplab::LayoutBucket>& buckets, const ddplab::LayoutSpec&) override {
+  void Build(const std::vector<ddplab::LayoutBucket>& buckets, const ddplab::BucketFormat&) override {
     buckets_ = buckets;
   }
   void ZeroGrad() override {
@@ -55,8 +55,7 @@ void Register(ddplab::PluginRegistrar& registrar) {
     return std::make_unique<InPlaceLayout>(params);
   });
   registrar.Refuse(ddplab::ExtensionPoint::kCommHook, "a communication hook takes a flat bucket");
-  registrar.Refuse(ddplab::ExtensionPoint::kCollectives,
-                   "a gradient in another dtype on the wire needs a flat bucket to cast into");
+  registrar.Refuse(ddplab::ExtensionPoint::kCodec, "a gradient in another dtype on the wire needs a flat bucket to cast into");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // How faithful a lossy gradient reduction is to the exact one: the engine's measure of
-// its sampled steps (EngineParts::sample_error_every), against a shadow exact float32
+// the error sampler's steps (error_sampler.h), against a shadow exact float32
 // mean of the same gradients.
 //
 // Per sampled step, over the whole model and per parameter: the relative L2 error
@@ -20,8 +20,8 @@
 //   double error = s.relative_error_sum / s.samples;           // the mean per-step error
 //   double effective = s.windows.back().error_sum / s.windows.back().count;  // over 8 steps
 
-#ifndef DDPLAB_CORE_ENGINE_FIDELITY_H_
-#define DDPLAB_CORE_ENGINE_FIDELITY_H_
+#ifndef DDPLAB_CORE_FIDELITY_FIDELITY_H_
+#define DDPLAB_CORE_FIDELITY_FIDELITY_H_
 
 #include <cstdint>
 #include <vector>
@@ -96,4 +96,4 @@ class FidelityMeter {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_ENGINE_FIDELITY_H_
+#endif  // DDPLAB_CORE_FIDELITY_FIDELITY_H_

@@ -1,4 +1,4 @@
-// The engine's fidelity figures (core/engine/fidelity.h) in a run's result, and in the
+// The engine's fidelity figures (core/fidelity/fidelity.h) in a run's result, and in the
 // line the run prints: how far a lossy plugin's reduced gradients are from an exact
 // all-reduce's, per step, per parameter and over windows of steps.
 //
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/engine/fidelity.h"
+#include "core/fidelity/fidelity.h"
 #include "ddplab/v1/result.pb.h"
 
 namespace ddplab {

@@ -1,4 +1,4 @@
-#include "core/fidelity_result.h"
+#include "core/fidelity/fidelity_result.h"
 
 #include "gtest/gtest.h"
 

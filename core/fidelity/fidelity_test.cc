@@ -1,4 +1,4 @@
-#include "core/engine/fidelity.h"
+#include "core/fidelity/fidelity.h"
 
 #include <cmath>
 #include <vector>
