@@ -71,8 +71,8 @@ struct DataParallelEngine::State {
   bool shut_down = false, updated = false;
   int64_t synced_steps = 0;
   std::string error;  // found in MarkReady, reported by EndBackward
-  int64_t wire_bytes = 0;  // what core's all-reduce sent this step
-  at::ScalarType wire_dtype = at::ScalarType::Undefined;
+  int64_t sent_bytes = 0;  // what core's all-reduce sent this step
+  at::ScalarType sent_dtype = at::ScalarType::Undefined;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
 
   void MakeChain(const std::vector<HookWrapper>& wrappers);
@@ -92,8 +92,8 @@ void DataParallelEngine::State::MakeChain(const std::vector<HookWrapper>& wrappe
   // Called from Run, with the engine's lock held.
   auto sent = [this](size_t index, const c10::intrusive_ptr<c10d::Work>& work, int64_t bytes, at::ScalarType dtype) {
     buckets[index].work = work;
-    wire_bytes += bytes;
-    wire_dtype = dtype;
+    sent_bytes += bytes;
+    sent_dtype = dtype;
     if (timer->timing() && work) timer->Launched(static_cast<int>(index), work);
   };
   hook = std::make_unique<AllreduceHook>(*group, cuda, sent);
@@ -141,7 +141,7 @@ void DataParallelEngine::State::Plan(const std::vector<size_t>& order) {
 void DataParallelEngine::State::ResetStep() {
   marked.assign(params.size(), false);
   tapped = tap && sync && tap->Wants(synced_steps, timer->timing());
-  wire_bytes = 0;
+  sent_bytes = 0;
   next_to_launch = 0;
   for (Bucket& b : buckets) {
     b.pending = 0;
@@ -238,9 +238,12 @@ std::string DataParallelEngine::State::AcceptMissing() {
 // place; a hook's failure as the error.
 std::string DataParallelEngine::State::WaitAndDeliver(size_t index) {
   Bucket& b = buckets[index];
+  // Core's all-reduce, where it ran: Gloo completes its future before its work, whose
+  // wait also waits for the future's callbacks (the comm timer's end of the span).
+  if (b.work) b.work->wait();
   b.future->wait();
   if (b.future->hasError()) {
-    return absl::StrCat("the communication hook failed on bucket ", index, " of step ", synced_steps, ": ",
+    return absl::StrCat("reducing bucket ", index, " of step ", synced_steps, " failed: ",
                         compat::WithoutBacktrace(b.future->tryRetrieveErrorMessage()));
   }
   const c10::IValue value = b.future->value();
@@ -379,6 +382,7 @@ absl::Status DataParallelEngine::EndBackward() {
   const bool timed = s.timer->timing();
   if (!s.pass_through) {
     s.LaunchReady();
+    s.hook->BackwardDone();
     if (timed) s.timer->WaitBegins();
     std::string hook_error;  // the first bucket's, once every bucket is done with
     for (size_t i = 0; i < s.buckets.size(); ++i) {
@@ -392,8 +396,8 @@ absl::Status DataParallelEngine::EndBackward() {
       s.timer->WaitEnds(std::move(works));
     }
     s.updated = s.SteppedAll();
-    stats_.wire_bytes = s.wire_bytes;
-    stats_.wire_dtype = s.wire_bytes > 0 ? std::string(c10::toString(s.wire_dtype)) : "";
+    stats_.sent_bytes = s.sent_bytes;
+    stats_.sent_dtype = s.sent_bytes > 0 ? std::string(c10::toString(s.sent_dtype)) : "";
     stats_.gradient_memory_bytes = s.layout->gradient_bytes();
   }
   if (s.recording_ready) {

@@ -89,8 +89,8 @@ struct EngineStats {
   // came, on the device's clock (CUDA events on the compute stream on a GPU).
   std::vector<std::pair<size_t, double>> gradient_ready_ms;
   // What core's all-reduce sent in the last synced step (not what a hook sent itself).
-  int64_t wire_bytes = 0;
-  std::string wire_dtype;
+  int64_t sent_bytes = 0;
+  std::string sent_dtype;
 };
 
 namespace internal_engine {

@@ -205,8 +205,8 @@ TEST(DataParallelEngineTest, OneProcessInBfloat16RoundsTheGradients) {
       ASSERT_TRUE(engine.EndBackward().ok());
       EXPECT_TRUE(at::equal(p.grad(), rounded)) << "view " << view << ", step " << step;
     }
-    EXPECT_EQ(engine.stats().wire_bytes, 5 * 2);
-    EXPECT_EQ(engine.stats().wire_dtype, "BFloat16");
+    EXPECT_EQ(engine.stats().sent_bytes, 5 * 2);
+    EXPECT_EQ(engine.stats().sent_dtype, "BFloat16");
   }
 }
 
@@ -239,7 +239,7 @@ TEST(DataParallelEngineTest, AFailingHookIsTheStepsError) {
   (p0 * p1).sum().backward();
   absl::Status s = engine.EndBackward();
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(s.message(), "the communication hook failed on bucket 0 of step 0: no wire today");
+  EXPECT_EQ(s.message(), "reducing bucket 0 of step 0 failed: no wire today");
 }
 
 // A hook that reads gradients where they lie: notes, per call, whether it was handed

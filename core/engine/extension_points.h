@@ -238,6 +238,10 @@ class CommHook {
   virtual BucketFormat Format() const { return {}; }
   // Figures for the run's result (e.g. "compression_ratio"), read after the run.
   virtual std::map<std::string, double> Stats() const { return {}; }
+  // Backward has returned and every bucket of the step has been handed over; the engine
+  // waits for the futures next (on a GPU: the current stream is the compute stream, its
+  // kernels all queued). A wrapper passes it on.
+  virtual void BackwardDone() {}
 };
 
 // The averaged gradients a bucket's future completed with, per parameter of the bucket
@@ -263,6 +267,7 @@ class HookWrapperBase : public CommHook {
   explicit HookWrapperBase(std::unique_ptr<CommHook> inner) : inner_(std::move(inner)) {}
   BucketFormat Format() const override { return inner_->Format(); }
   std::map<std::string, double> Stats() const override { return inner_->Stats(); }
+  void BackwardDone() override { inner_->BackwardDone(); }
 
  protected:
   std::unique_ptr<CommHook> inner_;

@@ -16,8 +16,13 @@ class SamplingHook : public HookWrapperBase {
     if (!sampler_->sampling()) return inner_->Run(bucket);
     bucket.sampled = true;
     c10::intrusive_ptr<c10::ivalue::Future> future = inner_->Run(bucket);
-    sampler_->Ran(bucket, future, context_);
+    sampler_->Ran(bucket, future);
     return future;
+  }
+
+  void BackwardDone() override {
+    inner_->BackwardDone();
+    sampler_->Measure(context_);
   }
 
  private:
@@ -61,10 +66,8 @@ void ErrorSampler::Take(size_t param, const at::Tensor& grad) {
   exact_[param] = std::move(copy);
 }
 
-void ErrorSampler::Ran(const GradBucket& bucket, c10::intrusive_ptr<c10::ivalue::Future> future,
-                       const CommContext& context) {
+void ErrorSampler::Ran(const GradBucket& bucket, c10::intrusive_ptr<c10::ivalue::Future> future) {
   reduced_.push_back(Reduced{bucket.parameters, bucket.offsets, bucket.sizes, bucket.buffer.defined(), std::move(future)});
-  if (bucket.is_last) Measure(context);
 }
 
 // Every bucket's own reduction is done before the exact means start (a hook may issue
@@ -72,6 +75,7 @@ void ErrorSampler::Ran(const GradBucket& bucket, c10::intrusive_ptr<c10::ivalue:
 // them differently on each rank). Every rank averages every parameter: zeros for one
 // without a gradient here.
 void ErrorSampler::Measure(const CommContext& context) {
+  if (reduced_.empty()) return;  // not a sampled step
   std::vector<at::Tensor> reduced(numel_.size()), exact;
   at::TensorOptions options;
   for (const at::Tensor& t : exact_) {

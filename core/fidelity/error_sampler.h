@@ -3,10 +3,9 @@
 //
 // On a sampled step (never a timed or profiled one; FidelityMeter decides which), the tap
 // keeps each gradient as backward produced it, in float32. The wrapper passes each bucket
-// on, marked sampled, and once the step's last bucket is reduced (every earlier bucket's
-// future too), averages the kept gradients exactly over the ranks and measures what the
-// chain delivered against that (fidelity.h). Waiting there costs the sampled step its
-// overlap; no other step pays anything.
+// on, marked sampled, and once backward is done and every bucket's future has completed,
+// averages the kept gradients exactly over the ranks and measures what the chain
+// delivered against that (fidelity.h). No other step pays anything.
 //
 //   std::shared_ptr<ddplab::ErrorSampler> sampler = ddplab::AddErrorSampler(params, /*every=*/5, parts);
 //   ddplab::DataParallelEngine engine(params, group, parts);
@@ -55,12 +54,13 @@ class ErrorSampler : public GradientTap, public std::enable_shared_from_this<Err
     bool flat = true;  // had a buffer
     c10::intrusive_ptr<c10::ivalue::Future> future;
   };
-  // The wrapper: a bucket of the step went to the chain; after the last, measures.
-  void Ran(const GradBucket& bucket, c10::intrusive_ptr<c10::ivalue::Future> future, const CommContext& context);
+  // The wrapper: a bucket of a sampled step went to the chain; then, once backward is
+  // done (CommHook::BackwardDone), measure the step.
+  void Ran(const GradBucket& bucket, c10::intrusive_ptr<c10::ivalue::Future> future);
+  void Measure(const CommContext& context);
   bool sampling() const { return sampling_; }
 
  private:
-  void Measure(const CommContext& context);
 
   std::vector<int64_t> numel_;
   FidelityMeter meter_;

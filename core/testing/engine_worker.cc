@@ -239,8 +239,8 @@ int Main(int argc, char** argv) {
       return 17;
     }
     const std::string wire = absl::GetFlag(FLAGS_wire_dtype);
-    if (!wire.empty() && engine.stats().wire_dtype != wire) {
-      std::cerr << "rank " << rank << ": sent " << engine.stats().wire_dtype << ", want " << wire << "\n";
+    if (!wire.empty() && engine.stats().sent_dtype != wire) {
+      std::cerr << "rank " << rank << ": sent " << engine.stats().sent_dtype << ", want " << wire << "\n";
       return 15;
     }
     const double error = RelativeError(Grads(model), Grads(reference));

@@ -54,8 +54,8 @@ TEST(Bf16PluginTest, OneProcessRoundsTheGradients) {
     ASSERT_TRUE(engine.EndBackward().ok());
     EXPECT_TRUE(at::equal(p.grad(), rounded)) << step;
   }
-  EXPECT_EQ(engine.stats().wire_bytes, 5 * 2);
-  EXPECT_EQ(engine.stats().wire_dtype, "BFloat16");
+  EXPECT_EQ(engine.stats().sent_bytes, 5 * 2);
+  EXPECT_EQ(engine.stats().sent_dtype, "BFloat16");
 }
 
 // The exact average within bfloat16's rounding, sent as bfloat16: on 2 and 3 ranks, with
