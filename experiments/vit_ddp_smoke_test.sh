@@ -76,12 +76,16 @@ assert {e["pid"] for e in events} == {0, 1}, "one track per rank"
 assert all(e["ph"] in ("X", "M") for e in events)
 assert {"forward", "backward", "optimizer step", "get batch"} <= {e["name"] for e in events}
 # Both ranks on one clock: the barrier after the measured steps ends (every rank leaves
-# it at once) within 1 ms on both.
+# it at once) within 2 ms on both, 5 ms under the sanitizers. (A rank can be descheduled
+# for a millisecond as it leaves on a loaded machine of 2 cores: seen 1.15 ms, and 1.33 ms
+# under the sanitizers; clocks that did not agree would be off by a process's start.)
 spans = [e for e in events if e["ph"] == "X"]
 def first(name, rank):
     return min((e for e in spans if e["name"] == name and e["pid"] == rank), key=lambda e: e["ts"])
 ends = [first("barrier", r)["ts"] + first("barrier", r)["dur"] for r in (0, 1)]
-assert abs(ends[0] - ends[1]) < 1000, f"the barrier ends {ends} us on the two ranks"
+import os
+bound = 5000 if "ASAN_OPTIONS" in os.environ else 2000
+assert abs(ends[0] - ends[1]) < bound, f"the barrier ends {ends} us on the two ranks"
 print(f"the barrier ends {ends[1] - ends[0]:.0f} us later on rank 1 than on rank 0")
 # Each step's bucket all-reduce on the communication track (tid 1), within its step's
 # backward on that rank's clock: launched after backward began, over before it ended.

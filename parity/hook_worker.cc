@@ -163,9 +163,7 @@ absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugins
 // Every step of the case through the hook chain; the results written. Returns the exit
 // code.
 int ReduceSteps(const Case& c, const PluginSet& set, compat::CollectiveGroup& group, int rank, int world) {
-  std::unique_ptr<CommHook> hook = std::make_unique<AllreduceHook>(group, /*nccl=*/false);
-  const CommContext context{&group, rank, world, /*nccl=*/false, {}};
-  for (const HookWrapper& wrap : set.engine_parts().hooks) hook = wrap(std::move(hook), context);
+  std::unique_ptr<CommHook> hook = MakeHookChain(set.engine_parts().hooks, CommContext{&group, rank, world, false, {}});
   const BucketFormat format = hook->Format();
   const std::string dir = absl::GetFlag(FLAGS_dir);
   for (int64_t step = 0; step < c.steps; ++step) {

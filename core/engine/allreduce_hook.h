@@ -3,13 +3,14 @@
 // bucket's gradients where they lie in one grouped collective where the layout keeps no
 // buffer; the future completes with what it averaged.
 //
-//   ddplab::AllreduceHook hook(group, /*nccl=*/true, [&](size_t bucket, const auto& work) { ... });
-//   c10::intrusive_ptr<c10::ivalue::Future> done = hook.Run(bucket);
+//   std::unique_ptr<ddplab::CommHook> chain = ddplab::MakeHookChain(parts.hooks, context);
+//   c10::intrusive_ptr<c10::ivalue::Future> done = chain->Run(bucket);
 #ifndef DDPLAB_CORE_ENGINE_ALLREDUCE_HOOK_H_
 #define DDPLAB_CORE_ENGINE_ALLREDUCE_HOOK_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ class AllreduceHook : public CommHook {
   bool nccl_;
   Sent sent_;
 };
+
+// The chain the engine makes: core's all-reduce over `context`'s group, wrapped by
+// `wrappers`, innermost first (EngineParts::hooks).
+std::unique_ptr<CommHook> MakeHookChain(const std::vector<HookWrapper>& wrappers, const CommContext& context,
+                                        AllreduceHook::Sent sent = {});
 
 }  // namespace ddplab
 

@@ -96,13 +96,12 @@ void DataParallelEngine::State::MakeChain(const std::vector<HookWrapper>& wrappe
     sent_dtype = dtype;
     if (timer->timing() && work) timer->Launched(static_cast<int>(index), work);
   };
-  hook = std::make_unique<AllreduceHook>(*group, cuda, sent);
   CommContext context{group.get(), group->getRank(), world, cuda, {}};
   std::weak_ptr<State> weak = self;
   context.step = [weak](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
     if (std::shared_ptr<State> state = weak.lock()) state->Step(indices, grads);
   };
-  for (const HookWrapper& wrap : wrappers) hook = wrap(std::move(hook), context);
+  hook = MakeHookChain(wrappers, context, sent);
   hooks = wrappers.size();
   format = hook->Format();
   pass_through = world == 1 && wrappers.empty();

@@ -176,11 +176,7 @@ int Main(int argc, char** argv) {
   }
   // Each plugin's hook chain, as the engine makes it: core's all-reduce, wrapped.
   const CommContext context{group->get(), rank, world, /*nccl=*/false, {}};
-  auto chain = [&](const PluginSet& set) {
-    std::unique_ptr<CommHook> hook = std::make_unique<AllreduceHook>(**group, /*nccl=*/false);
-    for (const HookWrapper& wrap : set.engine_parts().hooks) hook = wrap(std::move(hook), context);
-    return hook;
-  };
+  auto chain = [&](const PluginSet& set) { return MakeHookChain(set.engine_parts().hooks, context); };
   at::Tensor hook_result;
   {
     std::unique_ptr<CommHook> hook = chain(*ours);

@@ -100,10 +100,7 @@ std::unique_ptr<CommHook> MakeHook(const PluginSet& set) {
     env.master_port = FreePort();
     return new ProcessGroupPtr(CreateProcessGroup(env, false, std::chrono::seconds(30)).value());
   }();
-  std::unique_ptr<CommHook> hook = std::make_unique<AllreduceHook>(**group, /*nccl=*/false);
-  const CommContext context{group->get(), 0, 1, false, {}};
-  for (const HookWrapper& wrap : set.engine_parts().hooks) hook = wrap(std::move(hook), context);
-  return hook;
+  return MakeHookChain(set.engine_parts().hooks, CommContext{group->get(), 0, 1, false, {}});
 }
 
 GradBucket OneGradientBucket(const at::Tensor& values, int64_t step) {
