@@ -30,9 +30,8 @@ class StepWhenReduced : public ddplab::HookWrapperBase {
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
     Pending pending{inner_->Run(bucket), bucket.parameters, bucket.buffer.defined(), bucket.offsets, bucket.sizes, {}};
-    std::vector<c10::Device> devices;
-    if (bucket.buffer.defined() && !bucket.buffer.device().is_cpu()) devices.push_back(bucket.buffer.device());
-    if (!bucket.gradients.empty() && !bucket.gradients[0].device().is_cpu()) devices = {bucket.gradients[0].device()};
+    std::vector<c10::Device> devices;  // the bucket's, where its gradients are (always handed over)
+    if (!bucket.gradients.empty() && !bucket.gradients[0].device().is_cpu()) devices.push_back(bucket.gradients[0].device());
     pending.done = c10::make_intrusive<c10::ivalue::Future>(c10::AnyType::get(), devices);
     c10::intrusive_ptr<c10::ivalue::Future> done = pending.done;
     pending_.push_back(std::move(pending));
