@@ -18,20 +18,19 @@ ConvergenceSettings ResolveConvergence(const v1::Convergence& c) {
 absl::Status ValidateConvergence(const v1::Suite& suite, const Locator& at) {
   if (!suite.has_convergence()) return absl::OkStatus();
   const v1::Convergence& c = suite.convergence();
-  const google::protobuf::Descriptor* d = v1::Suite::descriptor();
-  if (c.exact().empty()) return at.Error(d, "convergence.exact", "is required: the exact reference experiment");
+  if (c.exact().empty()) return at.Error("convergence.exact", "is required: the exact reference experiment");
   const bool found = std::any_of(suite.experiment().begin(), suite.experiment().end(),
                                  [&](const v1::Experiment& e) { return e.name() == c.exact(); });
-  if (!found) return at.Error(d, "convergence.exact", absl::StrCat("\"", c.exact(), "\" is no experiment of the suite"));
+  if (!found) return at.Error("convergence.exact", absl::StrCat("\"", c.exact(), "\" is no experiment of the suite"));
   if (c.steps() != 0 && (c.steps() < 10 || c.steps() > 100000)) {
-    return at.Error(d, "convergence.steps", absl::StrCat("must be from 10 to 100000, got ", c.steps()));
+    return at.Error("convergence.steps", absl::StrCat("must be from 10 to 100000, got ", c.steps()));
   }
   if (c.seeds() != 0 && (c.seeds() < 2 || c.seeds() > 20)) {
-    return at.Error(d, "convergence.seeds", absl::StrCat("must be from 2 to 20 (a spread needs two), got ", c.seeds()));
+    return at.Error("convergence.seeds", absl::StrCat("must be from 2 to 20 (a spread needs two), got ", c.seeds()));
   }
   const ConvergenceSettings s = ResolveConvergence(c);
   if (s.final_steps > s.steps) {
-    return at.Error(d, "convergence.final_steps",
+    return at.Error("convergence.final_steps",
                     absl::StrCat("must be at most steps (", s.steps, "), got ", c.final_steps()));
   }
   return absl::OkStatus();

@@ -24,21 +24,24 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/plugin_config.h"  // PluginName
+#include "core/plugin_config.h"
+#include "core/plugin_schema.h"
 #include "core/sweeps.h"  // ExpandSweeps, for the loader's users
 #include "core/text_location.h"  // ConfigCheck
 #include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab {
 
-// Reads, parses, resolves and validates the experiment file at `path`. Each plugin's
-// configuration is checked against the rules its .proto declares (ddplab.v1.rules), then
-// by `check` if given.
-absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path, const ConfigCheck& check = {});
+// Reads, parses, resolves and validates the experiment file at `path`, reading plugin
+// entries with `schema` (the plugins found: PluginHost::schema(); Note [Plugin configs by
+// name], core/plugin_schema.h). Each plugin's configuration is checked against the rules
+// its own .proto declares (ddplab.v1.rules), then by `check` if given.
+absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path, const ExperimentSchema& schema,
+                                             const ConfigCheck& check = {});
 
 // As LoadExperimentFile, from text; `filename` is used in error messages.
 absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename,
-                                              const ConfigCheck& check = {});
+                                              const ExperimentSchema& schema, const ConfigCheck& check = {});
 
 // The defaults the schema documents, in force where a field is left out (or zero).
 inline constexpr uint32_t kDefaultImageSize = 224;

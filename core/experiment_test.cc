@@ -6,8 +6,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
+#include "plugins/testing/shipped_schema.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 namespace ddplab {
@@ -25,13 +27,8 @@ struct BadCase {
   std::string error;  // after "core/testdata/bad/<file>.textproto"
 };
 
-// The plugins of ddplab.v1.Plugin (generated from plugins/plugins.bzl), in its order.
-std::string PluginNames() {
-  const google::protobuf::OneofDescriptor* oneof = v1::Plugin::descriptor()->FindOneofByName("config");
-  std::string names;
-  for (int f = 0; f < oneof->field_count(); ++f) names += (f ? ", " : "") + oneof->field(f)->name();
-  return names;
-}
+// The plugins the test's schema has (plugins/plugins.bzl), sorted.
+std::string PluginNames() { return absl::StrJoin(testing::ShippedSchema().plugins(), ", "); }
 
 class BadExperimentTest : public ::testing::TestWithParam<BadCase> {};
 
@@ -43,7 +40,7 @@ TEST_P(BadExperimentTest, GivesItsExactError) {
   // to the working directory, so that the message shows that path.
   std::string dir = runfiles->Rlocation("ddplab");
   ASSERT_EQ(chdir(dir.c_str()), 0) << dir;
-  absl::StatusOr<v1::Suite> suite = LoadExperimentFile(BadFile(GetParam().file));
+  absl::StatusOr<v1::Suite> suite = LoadExperimentFile(BadFile(GetParam().file), testing::ShippedSchema());
   ASSERT_FALSE(suite.ok()) << GetParam().file << " loaded";
   EXPECT_EQ(std::string(suite.status().message()), absl::StrCat(BadFile(GetParam().file), GetParam().error));
 }
@@ -58,15 +55,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"negative_unsigned", ":2:20: Expected integer, got: -"},
         BadCase{"unknown_preset",
                 ":2:17: Unknown enumeration value of \"VIT_H_14\" for field \"preset\"."},
-        BadCase{"unknown_plugin",
-                ":7:10: Message type \"ddplab.v1.Plugin\" has no field named \"fancy_hook\"."},
+        BadCase{"unknown_plugin", ":7:10: unknown plugin \"fancy_hook\": no libfancy_hook.so in (no plugin "
+                                  "directory). Available: " + PluginNames()},
         BadCase{"two_plugins_in_one_entry",
                 ":7:26: Field \"bucket_view\" is specified along with field \"static_graph\", "
-                "another member of oneof \"config\"."},
+                "another member of oneof \"plugin\"."},
         BadCase{"duplicate_plugin",
                 ":9:10: plugin[2].static_graph: plugin \"static_graph\" is listed twice (first as "
                 "plugin[0])"},
-        BadCase{"plugin_without_name", ":7:1: plugin[0]: names no plugin: set one of " + PluginNames()},
+        BadCase{"plugin_without_name",
+                ":7:1: plugin[0]: names no plugin: write one of " + PluginNames() + ", e.g. plugin { bf16 {} }"},
         BadCase{"field_twice", ":2:1: Non-repeated field \"name\" is specified multiple times."},
         BadCase{"missing_batch_size",
                 ": data.batch_size: is required: samples per GPU per step, > 0"},
@@ -131,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.file); });
 
 TEST(ExperimentFileTest, MissingFileNamesThePath) {
-  absl::StatusOr<v1::Suite> suite = LoadExperimentFile("/nonexistent/x.textproto");
+  absl::StatusOr<v1::Suite> suite = LoadExperimentFile("/nonexistent/x.textproto", testing::ShippedSchema());
   EXPECT_EQ(suite.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(suite.status().message(),
             "/nonexistent/x.textproto: cannot open experiment file: No such file or directory");
@@ -144,7 +142,7 @@ TEST(ExperimentTextTest, SingleExperimentBecomesASuiteOfOneWithDefaults) {
     data { batch_size: 32 }
     steps { measured: 3 }
     optimizer { sgd { learning_rate: 0.01 } }
-  )pb", "inline");
+  )pb", "inline", testing::ShippedSchema());
   ASSERT_TRUE(suite.ok()) << suite.status();
   EXPECT_EQ(suite->name(), "one");
   ASSERT_EQ(suite->experiment_size(), 1);
@@ -177,20 +175,20 @@ TEST(ExperimentTextTest, SuiteMergesDefaultsAndExperimentPluginsReplaceThem) {
       plugin { bucket_view {} }
       plugin { bucket_sizing { bucket_cap_mb: 50 } }
     }
-  )pb", "inline");
+  )pb", "inline", testing::ShippedSchema());
   ASSERT_TRUE(suite.ok()) << suite.status();
   EXPECT_FALSE(suite->has_defaults());
   ASSERT_EQ(suite->experiment_size(), 2);
   const v1::Experiment& a = suite->experiment(0);
   EXPECT_EQ(a.data().batch_size(), 4u);
   ASSERT_EQ(a.plugin_size(), 1);
-  EXPECT_EQ(PluginName(a.plugin(0)), "static_graph");
+  EXPECT_EQ(a.plugin(0).name(), "static_graph");
   const v1::Experiment& b = suite->experiment(1);
   EXPECT_EQ(b.data().batch_size(), 8u);
   EXPECT_EQ(b.data().num_workers(), 2u);  // merged field by field
   ASSERT_EQ(b.plugin_size(), 2);
-  EXPECT_EQ(PluginName(b.plugin(0)), "bucket_view");
-  EXPECT_EQ(PluginName(b.plugin(1)), "bucket_sizing");
+  EXPECT_EQ(b.plugin(0).name(), "bucket_view");
+  EXPECT_EQ(b.plugin(1).name(), "bucket_sizing");
 }
 
 TEST(ExpandSweepsTest, CapsThenTransportsOneProcessRunsOnce) {
@@ -217,9 +215,9 @@ TEST(ExpandSweepsTest, CapsThenTransportsOneProcessRunsOnce) {
         nccl_env { name: "NCCL_MAX_NCHANNELS" value: "4" }
       }
     }
-  )pb", "inline");
+  )pb", "inline", testing::ShippedSchema());
   ASSERT_TRUE(suite.ok()) << suite.status();
-  std::vector<SuiteRun> runs = ExpandSweeps(*suite);
+  std::vector<SuiteRun> runs = ExpandSweeps(*suite, testing::ShippedSchema());
   std::vector<std::string> names, sweeps, transports;
   for (const SuiteRun& run : runs) {
     names.push_back(run.experiment.name());
@@ -261,7 +259,7 @@ TEST(ExperimentTextTest, WrittenFieldsWinOverDefaultsEvenWhenFalseOrZero) {
       distributed { high_priority_compute: false transport: TRANSPORT_UNSPECIFIED }
       profiling { bucket_timing: false }
     }
-  )pb", "inline");
+  )pb", "inline", testing::ShippedSchema());
   ASSERT_TRUE(suite.ok()) << suite.status();
   ASSERT_EQ(suite->experiment_size(), 2);
   const v1::Experiment& inherits = suite->experiment(0);

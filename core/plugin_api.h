@@ -5,9 +5,9 @@
 // ddplabGetPluginInfo(), returning a DdplabPluginInfo. The host loads the library,
 // checks the API version and the build identity (LibTorch version, C++ ABI, protobuf
 // version, CUDA or CPU build) against its own and refuses any mismatch, because plugin
-// and host share C++ types (torch::Tensor, protobuf messages). Then it calls
-// `register_callbacks` once per experiment with a PluginRegistrar holding the plugin's
-// configuration, and the plugin registers its behaviour at the engine's extension points
+// and host share C++ types (torch::Tensor, the protobuf runtime). Then, once per
+// experiment a process runs, it hands the plugin its configuration and a PluginRegistrar,
+// and the plugin registers its behaviour at the engine's extension points
 // (core/engine/extension_points.h). Plugins are never unloaded.
 //
 //   // plugins/static_graph/static_graph.cc
@@ -18,12 +18,17 @@
 //       return first_step ? "" : "a parameter used in the first step received no gradient";
 //     }
 //   };
-//   void Register(ddplab::PluginRegistrar& registrar) {
+//   void Register(const ddplab::plugins::static_graph::v1::Config&, ddplab::PluginRegistrar& registrar) {
 //     registrar.SetMissingGradients(std::make_unique<StayUnused>());
 //   }
 //   }  // namespace
-//   DDPLAB_PLUGIN("static_graph", "2.0.0", "ddplab.plugins.static_graph.v1.Config",
+//   DDPLAB_PLUGIN("static_graph", "3.0.0", ddplab::plugins::static_graph::v1::Config,
 //                 ddplab::PluginStatus::kStable, Register)
+//
+// The configuration message is the plugin's own (plugins/static_graph/static_graph.proto),
+// compiled into its library; the host reads `plugin { static_graph {} }` with its schema
+// and hands Register the message typed (Note [Plugin configs by name],
+// core/plugin_schema.h).
 //
 // docs/writing_a_plugin.md walks through a new plugin.
 
@@ -46,6 +51,7 @@
 // Plugins are compiled with hidden visibility; the host's types they use must stay
 // visible so that the dynamic linker resolves them against the host binary.
 #pragma GCC visibility push(default)
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #pragma GCC visibility pop
 
@@ -53,8 +59,9 @@
 // incompatibly. 5: the engine's extension points replace EngineOptions. 6: a plugin's
 // PyTorch form (PluginRegistrar::DescribeInPyTorch). 7: GradBucket::sampled. 8: the
 // hook chain (WrapCommHook, BucketFormat) replaces collectives wrappers, a single
-// communication hook and parameter updates; Lossy replaces SampleGradientError.
-#define DDPLAB_PLUGIN_API_VERSION 8
+// communication hook and parameter updates; Lossy replaces SampleGradientError. 9: the
+// plugin carries its configuration's schema (config_descriptor) and receives it typed.
+#define DDPLAB_PLUGIN_API_VERSION 9
 
 namespace ddplab {
 
@@ -111,9 +118,9 @@ class PluginRegistrar {
  public:
   virtual ~PluginRegistrar() = default;
 
-  // The plugin's configuration: the message whose type DdplabPluginInfo::config_type
-  // names, e.g. static_cast<const ddplab::plugins::bf16::v1::Config&>(registrar.config()).
-  virtual const google::protobuf::Message& config() const = 0;
+  // The plugin's configuration in its wire format; DDPLAB_PLUGIN parses it into the
+  // plugin's own message and hands that to the plugin's Register.
+  virtual const std::string& config_bytes() const = 0;
 
   // Refuses the configuration; the host reports `message` with the plugin's name and
   // does not run the experiment. RejectField names the field of the configuration at
@@ -151,7 +158,7 @@ extern "C" {
 struct DdplabPluginInfo {
   // DDPLAB_PLUGIN_API_VERSION the plugin was built with.
   uint32_t api_version;
-  // The plugin's name: the field of ddplab.v1.Plugin that configures it.
+  // The plugin's name, as experiment files write it: `plugin { <name> { ... } }`.
   const char* name;
   // The plugin's own version.
   const char* plugin_version;
@@ -160,11 +167,12 @@ struct DdplabPluginInfo {
   int32_t cxx11_abi;          // _GLIBCXX_USE_CXX11_ABI
   int32_t protobuf_version;   // GOOGLE_PROTOBUF_VERSION
   int32_t cuda_build;         // DDPLAB_CUDA_BUILD
-  // Full name of the configuration message, e.g. "ddplab.plugins.bf16.v1.Config".
-  const char* config_type;
+  // The configuration message's descriptor, from the plugin's own generated code: its
+  // .proto file joins the experiment schema (core/plugin_schema.h).
+  const google::protobuf::Descriptor* (*config_descriptor)();
   // A ddplab::PluginStatus.
   int32_t status;
-  // Registers the plugin's callbacks; may Reject() the configuration.
+  // Parses the configuration and registers the plugin's behaviour; may Reject() it.
   void (*register_callbacks)(ddplab::PluginRegistrar& registrar);
 };
 
@@ -175,19 +183,35 @@ typedef DdplabPluginInfo (*DdplabGetPluginInfoFn)();
 
 #define DDPLAB_PLUGIN_ENTRY_SYMBOL "ddplabGetPluginInfo"
 
-// Defines a plugin's entry point with this build's identity.
-#define DDPLAB_PLUGIN(NAME, VERSION, CONFIG_TYPE, STATUS, REGISTER)                             \
-  extern "C" __attribute__((visibility("default"))) DdplabPluginInfo ddplabGetPluginInfo() { \
-    return DdplabPluginInfo{DDPLAB_PLUGIN_API_VERSION,                                     \
-                            NAME,                                                          \
-                            VERSION,                                                       \
-                            TORCH_VERSION,                                                 \
-                            _GLIBCXX_USE_CXX11_ABI,                                        \
-                            GOOGLE_PROTOBUF_VERSION,                                       \
-                            DDPLAB_CUDA_BUILD,                                             \
-                            CONFIG_TYPE,                                                   \
-                            static_cast<int32_t>(STATUS),                                  \
-                            REGISTER};                                                     \
+namespace ddplab::internal_plugin_api {
+
+// The plugin's configuration parsed into its own message, then its Register.
+template <typename Config, void (*Register)(const Config&, PluginRegistrar&)>
+void RegisterTyped(PluginRegistrar& registrar) {
+  Config config;
+  if (!config.ParseFromString(registrar.config_bytes())) {
+    registrar.Reject("its configuration is not a " + Config::descriptor()->full_name() + " message");
+    return;
+  }
+  Register(config, registrar);
+}
+
+}  // namespace ddplab::internal_plugin_api
+
+// Defines a plugin's entry point with this build's identity. CONFIG is the plugin's
+// configuration message (C++ type); REGISTER a void(const CONFIG&, PluginRegistrar&).
+#define DDPLAB_PLUGIN(NAME, VERSION, CONFIG, STATUS, REGISTER)                                        \
+  extern "C" __attribute__((visibility("default"))) DdplabPluginInfo ddplabGetPluginInfo() {       \
+    return DdplabPluginInfo{DDPLAB_PLUGIN_API_VERSION,                                           \
+                            NAME,                                                                \
+                            VERSION,                                                             \
+                            TORCH_VERSION,                                                       \
+                            _GLIBCXX_USE_CXX11_ABI,                                              \
+                            GOOGLE_PROTOBUF_VERSION,                                             \
+                            DDPLAB_CUDA_BUILD,                                                   \
+                            &CONFIG::descriptor,                                                 \
+                            static_cast<int32_t>(STATUS),                                        \
+                            &::ddplab::internal_plugin_api::RegisterTyped<CONFIG, REGISTER>};    \
   }
 
 #endif  // DDPLAB_CORE_PLUGIN_API_H_

@@ -18,7 +18,7 @@ std::string FormatNumber(double value) {
   return out.str();
 }
 
-std::string ExplainRenamedField(const std::string& parser_message) {
+std::string ExplainRenamedField(const std::string& parser_message, const google::protobuf::DescriptorPool& pool) {
   // protobuf's words: Message type "ddplab.plugins.powersgd.v1.Config" has no field named "rank".
   const std::string kType = "Message type \"", kField = "\" has no field named \"";
   const size_t type_at = parser_message.find(kType), field_at = parser_message.find(kField);
@@ -27,7 +27,7 @@ std::string ExplainRenamedField(const std::string& parser_message) {
   if (name_end == std::string::npos) return parser_message;
   const std::string type = parser_message.substr(type_at + kType.size(), field_at - type_at - kType.size());
   const std::string old_name = parser_message.substr(name_at, name_end - name_at);
-  const Descriptor* d = google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(type);
+  const Descriptor* d = pool.FindMessageTypeByName(type);
   for (int f = 0; d != nullptr && f < d->field_count(); ++f) {
     const FieldDescriptor* field = d->field(f);
     if (field->options().GetExtension(v1::formerly) == old_name) {
@@ -36,12 +36,6 @@ std::string ExplainRenamedField(const std::string& parser_message) {
     }
   }
   return parser_message;
-}
-
-std::string PluginName(const v1::Plugin& plugin) {
-  const google::protobuf::OneofDescriptor* oneof = v1::Plugin::descriptor()->FindOneofByName("config");
-  const FieldDescriptor* field = plugin.GetReflection()->GetOneofFieldDescriptor(plugin, oneof);
-  return field ? field->name() : "";
 }
 
 std::pair<std::string, std::string> BrokenRule(const google::protobuf::Message& config, const std::string& path) {
@@ -97,13 +91,12 @@ std::pair<std::string, std::string> SweepContradiction(const google::protobuf::M
   return {};
 }
 
-std::vector<v1::Experiment> ExpandPluginSweeps(const v1::Experiment& e) {
+std::vector<v1::Experiment> ExpandPluginSweeps(const v1::Experiment& e, const ExperimentSchema& schema) {
   std::vector<v1::Experiment> out;
   for (int i = 0; i < e.plugin_size() && out.empty(); ++i) {
-    const v1::Plugin& plugin = e.plugin(i);
-    const FieldDescriptor* entry = v1::Plugin::descriptor()->FindFieldByName(PluginName(plugin));
-    if (entry == nullptr) continue;
-    const google::protobuf::Message& config = plugin.GetReflection()->GetMessage(plugin, entry);
+    std::unique_ptr<google::protobuf::Message> own = schema.Config(e.plugin(i));
+    if (own == nullptr) continue;
+    const google::protobuf::Message& config = *own;
     const Descriptor* d = config.GetDescriptor();
     const google::protobuf::Reflection* r = config.GetReflection();
     for (int f = 0; f < d->field_count() && out.empty(); ++f) {
@@ -118,10 +111,11 @@ std::vector<v1::Experiment> ExpandPluginSweeps(const v1::Experiment& e) {
         const double value = r->GetRepeatedDouble(config, field, k);
         v1::Experiment one = e;
         one.set_name(absl::StrCat(e.name(), "_", value, sweep.suffix()));
-        v1::Plugin& mine = *one.mutable_plugin(i);
-        google::protobuf::Message* own = mine.GetReflection()->MutableMessage(&mine, entry);
-        own->GetReflection()->ClearField(own, field);
-        own->GetReflection()->SetDouble(own, of, value);
+        std::unique_ptr<google::protobuf::Message> swept(config.New());
+        swept->CopyFrom(config);
+        swept->GetReflection()->ClearField(swept.get(), field);
+        swept->GetReflection()->SetDouble(swept.get(), of, value);
+        one.mutable_plugin(i)->set_config(swept->SerializeAsString());
         out.push_back(std::move(one));
       }
     }

@@ -2,7 +2,7 @@
 // from the options declared beside its fields (proto/ddplab/v1/options.proto): the field
 // rules (ddplab.v1.rules) and sweeps (ddplab.v1.sweep).
 //
-//   std::pair<std::string, std::string> bad = ddplab::BrokenRule(config, "plugin[0].bucket_sizing");
+//   std::pair<std::string, std::string> bad = ddplab::BrokenRule(*schema.Config(entry), "plugin[0].bucket_sizing");
 //   // {"plugin[0].bucket_sizing.bucket_cap_mb", "must be > 0, got -1"}
 #ifndef DDPLAB_CORE_PLUGIN_CONFIG_H_
 #define DDPLAB_CORE_PLUGIN_CONFIG_H_
@@ -11,13 +11,11 @@
 #include <utility>
 #include <vector>
 
+#include "core/plugin_schema.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "google/protobuf/message.h"
 
 namespace ddplab {
-
-// The name of the plugin a Plugin entry selects (the field set in its oneof), or "".
-std::string PluginName(const v1::Plugin& plugin);
 
 // The first broken field rule of `config` (a plugin's configuration, at `path`, e.g.
 // "plugin[1].bucket_sizing") as {field path, what is wrong}; an empty path if none. A
@@ -29,13 +27,13 @@ std::pair<std::string, std::string> SweepContradiction(const google::protobuf::M
                                                        const std::string& path);
 
 // The runs of `e`'s first plugin sweep: one per value, named <name>_<value><suffix>, with
-// the swept field set to the value; none if no plugin sweeps.
-std::vector<v1::Experiment> ExpandPluginSweeps(const v1::Experiment& e);
+// the swept field set to the value; none if no plugin sweeps. `schema` reads the entries.
+std::vector<v1::Experiment> ExpandPluginSweeps(const v1::Experiment& e, const ExperimentSchema& schema);
 
 // The text parser's "Message type \"T\" has no field named \"x\"." when a field of T
-// was called x before (ddplab.v1.formerly): the message, saying what x is called now.
-// Any other message as it is.
-std::string ExplainRenamedField(const std::string& parser_message);
+// (in `pool`) was called x before (ddplab.v1.formerly): the message, saying what x is
+// called now. Any other message as it is.
+std::string ExplainRenamedField(const std::string& parser_message, const google::protobuf::DescriptorPool& pool);
 
 // A number as people write it: 25, 0.5, 1e+300.
 std::string FormatNumber(double value);

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/experiment.h"
@@ -23,8 +24,19 @@ bool IsFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+// Where plugin `name` is in `dir`: <dir>/<name>/lib<name>.so (the layout of plugins/ in
+// the binary's runfiles) or <dir>/lib<name>.so; "" if neither is a file.
 std::string LibraryPath(const std::string& dir, absl::string_view name) {
-  return absl::StrCat(dir, "/", name, "/lib", name, ".so");
+  for (std::string path : {absl::StrCat(dir, "/", name, "/lib", name, ".so"), absl::StrCat(dir, "/lib", name, ".so")}) {
+    if (IsFile(path)) return path;
+  }
+  return "";
+}
+
+// Whether two paths name one file (a link to it, another path to it).
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 std::string Describe(const BuildIdentity& id) {
@@ -86,10 +98,10 @@ std::string PointName(ExtensionPoint point) {
 // The registrar handed to one plugin's register_callbacks: it records into `set`.
 class Registrar : public PluginRegistrar {
  public:
-  Registrar(const google::protobuf::Message& config, std::string plugin, PluginSet& set)
+  Registrar(const std::string& config, std::string plugin, PluginSet& set)
       : config_(config), plugin_(std::move(plugin)), set_(set) {}
 
-  const google::protobuf::Message& config() const override { return config_; }
+  const std::string& config_bytes() const override { return config_; }
   void Reject(const std::string& message) override {
     if (error_.empty()) error_ = message;
   }
@@ -137,7 +149,7 @@ class Registrar : public PluginRegistrar {
 
  private:
   void Take(ExtensionPoint point) { set_.takers_[point].push_back(plugin_); }
-  const google::protobuf::Message& config_;
+  const std::string& config_;
   std::string plugin_;
   PluginSet& set_;
   std::string error_, field_;
@@ -189,7 +201,9 @@ std::vector<std::string> PluginHost::Available() const {
     while (struct dirent* entry = readdir(d)) {
       std::string name = entry->d_name;
       if (name == "." || name == "..") continue;
-      if (IsFile(LibraryPath(dir, name))) names.insert(name);
+      // lib<name>.so, or a directory <name> holding it.
+      if (absl::StartsWith(name, "lib") && absl::EndsWith(name, ".so")) name = name.substr(3, name.size() - 6);
+      if (!name.empty() && !LibraryPath(dir, name).empty()) names.insert(name);
     }
     closedir(d);
   }
@@ -207,11 +221,8 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
     }
   } else {
     for (const std::string& dir : search_dirs_) {
-      std::string candidate = LibraryPath(dir, name);
-      if (IsFile(candidate)) {
-        path = candidate;
-        break;
-      }
+      path = LibraryPath(dir, name);
+      if (!path.empty()) break;
     }
     if (path.empty()) {
       std::vector<std::string> available = Available();
@@ -222,6 +233,14 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
     }
   }
   if (auto it = loaded_.find(path); it != loaded_.end()) return it->second.get();
+  // Its configuration's .proto would be registered twice, which protobuf does not survive.
+  for (const auto& [other_path, other] : loaded_) {
+    if (other->name == name && !SameFile(other_path, path)) {
+      return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", path, ": plugin \"", name,
+                                                        "\" is loaded already, from ", other_path,
+                                                        "; a process loads one library per plugin"));
+    }
+  }
 
   // RTLD_LOCAL keeps one plugin's symbols from another's; the plugin resolves the host's
   // symbols from the executable, which exports them (-rdynamic).
@@ -258,40 +277,54 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
     return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", path, " has status ", info.status,
                                                       "; expected stable (0), experimental (1) or diagnostic (2)"));
   }
-  if (info.register_callbacks == nullptr || info.config_type == nullptr ||
-      info.plugin_version == nullptr) {
+  const google::protobuf::Descriptor* config = info.config_descriptor ? info.config_descriptor() : nullptr;
+  if (info.register_callbacks == nullptr || config == nullptr || info.plugin_version == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "plugin \"", name, "\": ", path,
-        " returned an incomplete DdplabPluginInfo (null register_callbacks, config_type or "
+        " returned an incomplete DdplabPluginInfo (null register_callbacks, config_descriptor or "
         "plugin_version)"));
   }
-  auto plugin = std::make_unique<LoadedPlugin>(LoadedPlugin{std::string(name), path, info});
+  auto plugin = std::make_unique<LoadedPlugin>(LoadedPlugin{std::string(name), path, info, config});
   const LoadedPlugin* result = plugin.get();
   loaded_.emplace(path, std::move(plugin));
   return result;
+}
+
+const ExperimentSchema& PluginHost::schema() {
+  if (schema_ != nullptr) return *schema_;
+  std::vector<PluginSchemaEntry> found;
+  std::map<std::string, std::string> unavailable;
+  for (const std::string& name : Available()) {
+    absl::StatusOr<const LoadedPlugin*> loaded = Load(name);
+    if (loaded.ok()) {
+      found.push_back({name, (*loaded)->config});
+    } else {
+      unavailable[name] = std::string(loaded.status().message());
+    }
+  }
+  const std::string searched = search_dirs_.empty() ? "" : absl::StrJoin(search_dirs_, ", ");
+  absl::StatusOr<std::shared_ptr<const ExperimentSchema>> built = ExperimentSchema::Build(found, unavailable, searched);
+  if (!built.ok()) {
+    for (const PluginSchemaEntry& p : found) unavailable[p.name] = std::string(built.status().message());
+    built = ExperimentSchema::Build({}, unavailable, searched);
+  }
+  schema_ = *std::move(built);
+  return *schema_;
 }
 
 absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment) {
   PluginSet set;
   for (int i = 0; i < experiment.plugin_size(); ++i) {
     const v1::Plugin& entry = experiment.plugin(i);
-    const std::string name = PluginName(entry);
+    const std::string& name = entry.name();
     const std::string where = absl::StrCat("plugin[", i, "]");
     if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": names no plugin"));
-    absl::StatusOr<const LoadedPlugin*> loaded = Load(name, entry.path());
+    absl::StatusOr<const LoadedPlugin*> loaded = Load(name);
     if (!loaded.ok()) {
       return absl::Status(loaded.status().code(), absl::StrCat(where, ": ", loaded.status().message()));
     }
     const LoadedPlugin& plugin = **loaded;
-    const google::protobuf::FieldDescriptor* field = v1::Plugin::descriptor()->FindFieldByName(name);
-    const google::protobuf::Message& config = entry.GetReflection()->GetMessage(entry, field);
-    const std::string expected = config.GetDescriptor()->full_name();
-    if (expected != plugin.info.config_type) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": plugin \"", name, "\" (", plugin.path, ") takes a ", plugin.info.config_type,
-          ", but the experiment's field ", name, " holds a ", expected));
-    }
-    internal_plugin_host::Registrar registrar(config, name, set);
+    internal_plugin_host::Registrar registrar(entry.config(), name, set);
     plugin.info.register_callbacks(registrar);
     if (!registrar.error().empty()) {
       const std::string at = registrar.field().empty() ? where : absl::StrCat(where, ".", name, ".", registrar.field());

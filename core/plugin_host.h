@@ -1,12 +1,15 @@
 // Finds, loads and checks plugins, and collects what they register.
 //
 //   ddplab::PluginHost host({runfiles_plugins_dir});
-//   absl::StatusOr<ddplab::PluginSet> plugins = host.Configure(experiment);
+//   absl::StatusOr<ddplab::v1::Suite> suite = ddplab::LoadExperimentFile(path, host.schema());
+//   absl::StatusOr<ddplab::PluginSet> plugins = host.Configure(suite->experiment(0));
 //   if (!plugins.ok()) { ... }   // unknown name, bad build, rejected config, refused pair
 //   ddplab::DataParallelEngine engine(params, group, plugins->engine_parts());
 //
-// A plugin named N is the file <dir>/N/libN.so in one of the search directories (the
-// layout of plugins/ in the binary's runfiles), or the path its experiment entry gives.
+// A plugin named N is the file <dir>/N/libN.so (the layout of plugins/ in the binary's
+// runfiles) or <dir>/libN.so in one of the search directories. Its library carries its
+// configuration message, which joins the experiment schema (host.schema(); Note [Plugin
+// configs by name], core/plugin_schema.h).
 // Composition is checked once, here, from what each plugin registered: two plugins that
 // take the same extension point, or one that refuses a point another takes
 // (PluginRegistrar::Refuse), are refused with both named.
@@ -23,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "core/engine/engine.h"
 #include "core/plugin_api.h"
+#include "core/plugin_schema.h"
 #include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab {
@@ -35,6 +39,7 @@ struct LoadedPlugin {
   std::string name;
   std::string path;
   DdplabPluginInfo info;
+  const google::protobuf::Descriptor* config;  // its configuration message
 };
 
 // This binary's build identity, as a plugin must match it.
@@ -96,9 +101,14 @@ class PluginHost {
   PluginHost(const PluginHost&) = delete;
   PluginHost& operator=(const PluginHost&) = delete;
 
-  // Loads the plugin `name`: from `explicit_path` when given, else from the search
-  // directories. Loading the same plugin twice returns the first load.
+  // Loads the plugin `name` from the search directories (`explicit_path` instead, when
+  // given). Loading the same plugin twice returns the first load.
   absl::StatusOr<const LoadedPlugin*> Load(absl::string_view name, absl::string_view explicit_path = "");
+
+  // The experiment schema with every plugin found in the search directories: the first
+  // call loads them all (one that fails to load is left out, its error kept for a file
+  // that names it).
+  const ExperimentSchema& schema();
 
   // Loads every plugin the experiment lists, hands each its configuration and collects
   // what they register. Errors start with the field at fault, "plugin[1]" or
@@ -114,6 +124,7 @@ class PluginHost {
  private:
   std::vector<std::string> search_dirs_;
   std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // by path
+  std::shared_ptr<const ExperimentSchema> schema_;
 };
 
 }  // namespace ddplab

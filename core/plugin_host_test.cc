@@ -1,9 +1,12 @@
 #include "core/plugin_host.h"
 
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/experiment.h"
 #include "gtest/gtest.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
@@ -38,7 +41,7 @@ TEST_F(PluginHostTest, LoadsAWellFormedPlugin) {
   EXPECT_EQ((*plugin)->info.api_version, static_cast<uint32_t>(DDPLAB_PLUGIN_API_VERSION));
   EXPECT_STREQ((*plugin)->info.plugin_version, "1.2.3");
   EXPECT_STREQ((*plugin)->info.torch_version, TORCH_VERSION);
-  EXPECT_STREQ((*plugin)->info.config_type, "ddplab.plugins.bucket_view.v1.Config");
+  EXPECT_EQ((*plugin)->config->full_name(), "ddplab.testdata.good.v1.Config");
 
   // Loading again returns the same library.
   absl::StatusOr<const LoadedPlugin*> again = host.Load("good");
@@ -105,15 +108,76 @@ TEST_F(PluginHostTest, RefusesAnUnknownNameAndListsTheAvailablePlugins) {
 
 TEST_F(PluginHostTest, RefusesALibraryNamedOtherThanItsPlugin) {
   PluginHost host({});
-  v1::Experiment experiment;
-  experiment.set_name("e");
-  v1::Plugin* entry = experiment.add_plugin();
-  entry->set_path(Lib("good"));
-  entry->mutable_bucket_view();
-  absl::StatusOr<PluginSet> set = host.Configure(experiment);
-  EXPECT_EQ(set.status().message(),
-            absl::StrCat("plugin[0]: plugin \"bucket_view\": ", Lib("good"),
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("bucket_view", Lib("good"));
+  EXPECT_EQ(plugin.status().message(),
+            absl::StrCat("plugin \"bucket_view\": ", Lib("good"),
                          " calls itself \"good\"; a plugin's library must be named after it"));
+}
+
+TEST_F(PluginHostTest, RefusesASecondLibraryOfAPluginAlreadyLoaded) {
+  PluginHost host({dir_});
+  ASSERT_TRUE(host.Load("good").ok());
+  absl::StatusOr<const LoadedPlugin*> again = host.Load("good", "/elsewhere/libgood.so");
+  EXPECT_EQ(again.status().message(),
+            absl::StrCat("plugin \"good\": no file at the path given: /elsewhere/libgood.so"));
+  const std::string copy = absl::StrCat(::testing::TempDir(), "/libgood_copy.so");
+  ASSERT_EQ(std::system(absl::StrCat("cp ", Lib("good"), " ", copy).c_str()), 0);
+  again = host.Load("good", copy);
+  EXPECT_EQ(again.status().message(),
+            absl::StrCat("plugin \"good\": ", copy, ": plugin \"good\" is loaded already, from ", Lib("good"),
+                         "; a process loads one library per plugin"));
+}
+
+TEST_F(PluginHostTest, FindsALibraryStandingInThePluginDirectoryItself) {
+  const std::string flat = absl::StrCat(::testing::TempDir(), "/flat_plugins");
+  // A link: the library already loaded in this process, which one process loads once.
+  ASSERT_EQ(std::system(absl::StrCat("mkdir -p ", flat, " && ln -sf ", Lib("good"), " ", flat, "/").c_str()), 0);
+  PluginHost host({flat});
+  EXPECT_EQ(host.Available(), std::vector<std::string>{"good"});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("good");
+  ASSERT_TRUE(plugin.ok()) << plugin.status();
+  EXPECT_EQ((*plugin)->path, flat + "/libgood.so");
+}
+
+// An experiment of two processes on the CPU with `plugins`, as a file names them.
+std::string ExperimentWith(const std::string& plugins) {
+  return absl::StrCat("name: \"e\"\nmodel { preset: VIT_TINY_TEST }\ndata { batch_size: 2 }\nsteps { measured: 1 }\n"
+                      "optimizer { sgd { learning_rate: 0.1 } }\ndistributed { device: CPU gpus_per_node: 2 }\n",
+                      plugins, "\n");
+}
+
+TEST_F(PluginHostTest, ReadsAPluginsOwnConfigurationByItsName) {
+  PluginHost host({dir_});
+  absl::StatusOr<v1::Suite> suite =
+      ParseExperimentText(ExperimentWith("plugin { good { number: 7 } }"), "x.textproto", host.schema());
+  ASSERT_TRUE(suite.ok()) << suite.status();
+  const v1::Plugin& entry = suite->experiment(0).plugin(0);
+  EXPECT_EQ(entry.name(), "good");
+  std::unique_ptr<google::protobuf::Message> config = host.schema().Config(entry);
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->ShortDebugString(), "number: 7");
+  EXPECT_EQ(host.schema().Print(entry, /*single_line=*/true), "good { number: 7 } ");
+  absl::StatusOr<PluginSet> set = host.Configure(suite->experiment(0));
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->plugins().size(), 1u);
+}
+
+TEST_F(PluginHostTest, ReportsThePluginsOwnCheckAtItsFileLineColumn) {
+  PluginHost host({dir_});
+  absl::StatusOr<v1::Suite> suite =
+      ParseExperimentText(ExperimentWith("plugin { good { number: 13 } }"), "x.textproto", host.schema(),
+                          [&host](const v1::Experiment& e) { return host.Configure(e).status(); });
+  EXPECT_EQ(suite.status().message(),
+            "x.textproto:7:17: plugin[0].good.number: plugin \"good\" rejected its configuration: must not be 13");
+}
+
+TEST_F(PluginHostTest, SaysWhyAPluginAFileNamesCouldNotBeLoaded) {
+  PluginHost host({dir_});
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(ExperimentWith("plugin { wrong_api {} }"), "x.textproto", host.schema());
+  EXPECT_EQ(suite.status().message(),
+            absl::StrCat("x.textproto:7:10: plugin \"wrong_api\": ", Lib("wrong_api"), " uses plugin API version ",
+                         DDPLAB_PLUGIN_API_VERSION + 1, ", this binary uses version ", DDPLAB_PLUGIN_API_VERSION,
+                         ". Rebuild the plugin against this binary's core/plugin_api.h."));
 }
 
 TEST(PluginHostIdentity, IsThisBuilds) {

@@ -12,10 +12,10 @@ namespace ddplab {
 // Then a transport sweep becomes one run per transport, named <name>_<transport>: all the
 // suite's runs over the first transport, then all over the next. Runs of one process use
 // no transport and run once, among the first.
-std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite) {
+std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite, const ExperimentSchema& schema) {
   std::vector<SuiteRun> runs;
   for (const v1::Experiment& e : suite.experiment()) {
-    std::vector<v1::Experiment> swept = ExpandPluginSweeps(e);
+    std::vector<v1::Experiment> swept = ExpandPluginSweeps(e, schema);
     if (swept.empty()) {
       runs.push_back({e, "", e.name()});
       continue;

@@ -1,13 +1,14 @@
 // A suite as the runs it makes: each plugin sweep (ddplab.v1.sweep, e.g. bucket_sizing's
 // sweep_cap_mb) and transport sweep (distributed.sweep_transport) expanded.
 //
-//   for (const ddplab::SuiteRun& run : ddplab::ExpandSweeps(suite)) Run(run.experiment);
+//   for (const ddplab::SuiteRun& run : ddplab::ExpandSweeps(suite, host.schema())) Run(run.experiment);
 #ifndef DDPLAB_CORE_SWEEPS_H_
 #define DDPLAB_CORE_SWEEPS_H_
 
 #include <string>
 #include <vector>
 
+#include "core/plugin_schema.h"
 #include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab {
@@ -23,7 +24,8 @@ struct SuiteRun {
 // <name>_<value><suffix> (sweep_cap_mb: <name>_<cap>mb); then a transport sweep one run per
 // transport, named <name>_<transport in lower case>: every run over the first transport,
 // then every run over the next. Runs of one process use no transport and run once.
-std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite);
+// `schema` reads the plugins' entries.
+std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite, const ExperimentSchema& schema);
 
 }  // namespace ddplab
 

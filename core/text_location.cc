@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -13,31 +12,14 @@ using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::TextFormat;
 
-// One step of a field path: a field and, for repeated fields, an element.
-struct PathStep {
-  const FieldDescriptor* field;
-  int index;  // -1 for singular fields
-};
-
-// Resolves "data.batch_size" or "plugin[1].bucket_sizing.sweep_cap_mb[0]" against
-// `root`. The paths are written in this file, so a bad one is a programming error.
-std::vector<PathStep> ResolvePath(const Descriptor* root, absl::string_view path) {
-  std::vector<PathStep> steps;
-  const Descriptor* message = root;
-  for (absl::string_view part : absl::StrSplit(path, '.')) {
-    int index = -1;
-    size_t bracket = part.find('[');
-    if (bracket != absl::string_view::npos) {
-      absl::string_view number = part.substr(bracket + 1, part.size() - bracket - 2);
-      if (!absl::SimpleAtoi(number, &index)) index = 0;
-      part = part.substr(0, bracket);
-    }
-    const FieldDescriptor* field = message ? message->FindFieldByName(std::string(part)) : nullptr;
-    if (field == nullptr) break;
-    steps.push_back({field, index});
-    message = field->message_type();
+// The path one field shorter: "a.b[1]" for "a.b[1].c", "a.b" for "a.b[1]", "" for "a".
+absl::string_view Parent(absl::string_view path) {
+  if (!path.empty() && path.back() == ']') {
+    const size_t open = path.rfind('[');
+    return open == absl::string_view::npos ? absl::string_view() : path.substr(0, open);
   }
-  return steps;
+  const size_t dot = path.rfind('.');
+  return dot == absl::string_view::npos ? absl::string_view() : path.substr(0, dot);
 }
 
 }  // namespace
@@ -63,35 +45,60 @@ std::string FormatLocation(absl::string_view file, int line, int column) {
   return absl::StrCat(file, ":", line + 1, ":", column + 1);
 }
 
-absl::Status Locator::Error(const Descriptor* root, absl::string_view path, absl::string_view what) const {
-  std::vector<PathStep> steps = ResolvePath(root, path);
+TextPositions::TextPositions(const google::protobuf::Message& parsed, const TextFormat::ParseInfoTree& tree) {
+  Walk(parsed, tree, "");
+}
+
+void TextPositions::Walk(const google::protobuf::Message& m, const TextFormat::ParseInfoTree& tree,
+                         const std::string& prefix) {
+  const Descriptor* d = m.GetDescriptor();
+  const google::protobuf::Reflection* r = m.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* field = d->field(i);
+    const std::string path = absl::StrCat(prefix, prefix.empty() ? "" : ".", field->name());
+    if (!field->is_repeated()) {
+      const TextFormat::ParseLocation at = tree.GetLocation(field, -1);
+      if (at.line < 0) continue;
+      at_[path] = at;
+      const TextFormat::ParseInfoTree* nested = field->message_type() ? tree.GetTreeForNested(field, -1) : nullptr;
+      if (nested != nullptr) Walk(r->GetMessage(m, field), *nested, path);
+      continue;
+    }
+    for (int k = 0; k < r->FieldSize(m, field); ++k) {
+      // A list ("f: [1, 2, 3]") records one location, its field name's: the first.
+      const TextFormat::ParseLocation at = tree.GetLocation(field, k);
+      if (at.line < 0) continue;
+      const std::string element = absl::StrCat(path, "[", k, "]");
+      at_[element] = at;
+      if (k == 0) at_[path] = at;
+      const TextFormat::ParseInfoTree* nested = field->message_type() ? tree.GetTreeForNested(field, k) : nullptr;
+      if (nested != nullptr) Walk(r->GetRepeatedMessage(m, field, k), *nested, element);
+    }
+  }
+}
+
+TextFormat::ParseLocation TextPositions::Find(absl::string_view path, size_t* matched) const {
+  for (absl::string_view p = path; !p.empty(); p = Parent(p)) {
+    if (auto it = at_.find(p); it != at_.end()) {
+      if (matched != nullptr) *matched = p.size();
+      return it->second;
+    }
+  }
+  if (matched != nullptr) *matched = 0;
+  return TextFormat::ParseLocation();
+}
+
+bool TextPositions::Written(absl::string_view path) const { return at_.find(path) != at_.end(); }
+
+absl::Status Locator::Error(absl::string_view path, absl::string_view what) const {
   TextFormat::ParseLocation best;
   size_t best_depth = 0;
-  for (const TextFormat::ParseInfoTree* tree : roots_) {
-    size_t depth = 0;
-    TextFormat::ParseLocation found;
-    for (const PathStep& step : steps) {
-      if (tree == nullptr) break;
-      if (step.field->is_repeated() && step.index < 0) {
-        // The field as a whole: its first element's location.
-        found = tree->GetLocation(step.field, 0);
-        if (found.line >= 0) depth++;
-        break;
-      }
-      if (step.field->is_repeated() && !step.field->message_type() &&
-          tree->GetLocation(step.field, step.index).line < 0) {
-        // A list ("f: [1, 2, 3]") records one location, its field name's.
-        found = tree->GetLocation(step.field, 0);
-        if (found.line >= 0) depth++;
-        break;
-      }
-      TextFormat::ParseLocation loc = tree->GetLocation(step.field, step.index);
-      if (loc.line < 0) break;
-      found = loc;
-      depth++;
-      tree = step.field->message_type() ? tree->GetTreeForNested(step.field, step.index)
-                                        : nullptr;
-    }
+  for (const std::string& root : roots_) {
+    if (positions_ == nullptr) break;
+    const std::string full = root.empty() ? std::string(path) : absl::StrCat(root, ".", path);
+    size_t matched = 0;
+    TextFormat::ParseLocation found = positions_->Find(full, &matched);
+    const size_t depth = matched > root.size() ? matched - root.size() : 0;
     if (depth > best_depth) {
       best_depth = depth;
       best = found;
@@ -110,22 +117,21 @@ absl::Status Locator::Error(const Descriptor* root, absl::string_view path, absl
 }
 
 void KeepWrittenFields(const google::protobuf::Message& own, google::protobuf::Message& resolved,
-                       const TextFormat::ParseInfoTree* tree) {
-  if (tree == nullptr) return;
+                       const TextPositions& positions, const std::string& path) {
   const Descriptor* descriptor = own.GetDescriptor();
   const google::protobuf::Reflection* from = own.GetReflection();
   const google::protobuf::Reflection* to = resolved.GetReflection();
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const FieldDescriptor* field = descriptor->field(i);
     if (field->is_repeated()) continue;
+    const std::string here = absl::StrCat(path, path.empty() ? "" : ".", field->name());
     if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-      const TextFormat::ParseInfoTree* nested = tree->GetTreeForNested(field, -1);
-      if (nested != nullptr && from->HasField(own, field)) {
-        KeepWrittenFields(from->GetMessage(own, field), *to->MutableMessage(&resolved, field), nested);
+      if (positions.Written(here) && from->HasField(own, field)) {
+        KeepWrittenFields(from->GetMessage(own, field), *to->MutableMessage(&resolved, field), positions, here);
       }
       continue;
     }
-    if (tree->GetLocation(field, -1).line < 0) continue;  // not written
+    if (!positions.Written(here)) continue;
     switch (field->cpp_type()) {
       case FieldDescriptor::CPPTYPE_BOOL:
         to->SetBool(&resolved, field, from->GetBool(own, field));

@@ -2,13 +2,14 @@
 // them: "experiments/x.textproto:7:15: data.batch_size: must be > 0, got 0".
 //
 //   google::protobuf::TextFormat::ParseInfoTree tree;   // filled by the parser
-//   ddplab::Locator at("x.textproto", {&tree}, {}, "my_experiment");
-//   return at.Error(ddplab::v1::Experiment::descriptor(), "plugin[1].bucket_sizing.bucket_cap_mb",
-//                   "must be > 0, got -1");
+//   ddplab::TextPositions positions(parsed, tree);
+//   ddplab::Locator at("x.textproto", &positions, {""}, {}, "my_experiment");
+//   return at.Error("plugin[1].bucket_sizing.bucket_cap_mb", "must be > 0, got -1");
 #ifndef DDPLAB_CORE_TEXT_LOCATION_H_
 #define DDPLAB_CORE_TEXT_LOCATION_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,12 +58,33 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
 // the same line, the column of that name instead.
 int BlameColumn(absl::string_view text, int line, int column, absl::string_view message);
 
+// Where each field of a parsed text-format message was written, by its path from the
+// message: "experiment[1].plugin[0].bucket_sizing.bucket_cap_mb". Paths, not descriptors,
+// so that a message parsed with one schema (ExperimentSchema's readable form) is located
+// after it is stored in another.
+class TextPositions {
+ public:
+  TextPositions() = default;
+  TextPositions(const google::protobuf::Message& parsed, const google::protobuf::TextFormat::ParseInfoTree& tree);
+
+  // Where the longest written prefix of `path` (whole fields and elements) stands, and in
+  // `matched` that prefix's length; line -1 and 0 if none is written.
+  google::protobuf::TextFormat::ParseLocation Find(absl::string_view path, size_t* matched = nullptr) const;
+  // Whether the field at `path` itself was written.
+  bool Written(absl::string_view path) const;
+
+ private:
+  void Walk(const google::protobuf::Message& m, const google::protobuf::TextFormat::ParseInfoTree& tree,
+            const std::string& prefix);
+  std::map<std::string, google::protobuf::TextFormat::ParseLocation, std::less<>> at_;
+};
+
 // Singular fields an experiment writes out win over the suite's defaults even when they
 // hold their type's default (false, 0, "", an enum's first value), which MergeFrom skips
 // (proto3 keeps no presence for them): e.g. profiling { bucket_timing: false } under
-// defaults that turn it on. `tree` is where `own` was parsed from.
+// defaults that turn it on. `own` was written at `path` ("experiment[2]").
 void KeepWrittenFields(const google::protobuf::Message& own, google::protobuf::Message& resolved,
-                       const google::protobuf::TextFormat::ParseInfoTree* tree);
+                       const TextPositions& positions, const std::string& path);
 
 // "file:line:column", counting from 1 as editors do (the parser counts from 0).
 std::string FormatLocation(absl::string_view file, int line, int column);
@@ -70,11 +92,13 @@ std::string FormatLocation(absl::string_view file, int line, int column);
 // Finds where fields stand in the parsed text, for error messages.
 class Locator {
  public:
-  // `roots` are searched in order (an experiment's own block, then the suite's
-  // defaults); `fallback` is where the experiment's block starts (line -1 if unknown).
-  Locator(std::string file, std::vector<const google::protobuf::TextFormat::ParseInfoTree*> roots,
+  // `roots` are the paths searched in order (an experiment's own block, "experiment[2]",
+  // then the suite's defaults, "defaults"; "" for the file's message itself); `fallback`
+  // is where the experiment's block starts (line -1 if unknown).
+  Locator(std::string file, const TextPositions* positions, std::vector<std::string> roots,
           google::protobuf::TextFormat::ParseLocation fallback, std::string experiment, const ConfigCheck* check = nullptr)
       : file_(std::move(file)),
+        positions_(positions),
         roots_(std::move(roots)),
         fallback_(fallback),
         experiment_(std::move(experiment)),
@@ -86,11 +110,12 @@ class Locator {
 
   // An error about the field at `path` (relative to `root`): "file:line:col: path: what",
   // at the deepest part of the path that the text has.
-  absl::Status Error(const google::protobuf::Descriptor* root, absl::string_view path, absl::string_view what) const;
+  absl::Status Error(absl::string_view path, absl::string_view what) const;
 
  private:
   std::string file_;
-  std::vector<const google::protobuf::TextFormat::ParseInfoTree*> roots_;
+  const TextPositions* positions_;
+  std::vector<std::string> roots_;
   google::protobuf::TextFormat::ParseLocation fallback_;
   std::string experiment_;
   const ConfigCheck* check_;

@@ -26,7 +26,7 @@ v1::Experiment Tiny(int steps) {
     steps { warmup: 2 measured: )pb", steps, R"pb( }
     optimizer { sgd { learning_rate: 0.01 momentum: 0.9 } }
     distributed { gpus_per_node: 1 device: CPU }
-  )pb"), "tiny");
+  )pb"), "tiny", *ExperimentSchema::WithoutPlugins());
   EXPECT_TRUE(suite.ok()) << suite.status();
   return suite->experiment(0);
 }

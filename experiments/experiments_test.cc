@@ -36,7 +36,7 @@ TEST(ExperimentFilesTest, EveryFileLoadsAndConfiguresItsPlugins) {
   PluginHost host({runfiles->Rlocation("ddplab/plugins")});
   for (const std::string& file : files) {
     SCOPED_TRACE(file);
-    absl::StatusOr<v1::Suite> suite = LoadExperimentFile(dir + "/" + file);
+    absl::StatusOr<v1::Suite> suite = LoadExperimentFile(dir + "/" + file, host.schema());
     ASSERT_TRUE(suite.ok()) << suite.status();
     EXPECT_GT(suite->experiment_size(), 0);
     for (const v1::Experiment& experiment : suite->experiment()) {

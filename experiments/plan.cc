@@ -143,7 +143,8 @@ absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, co
   if (suite.has_convergence()) plan.convergence = suite.convergence();
   int index = 0;
   std::vector<absl::Status> planned;
-  for (SuiteRun& run : ExpandSweeps(suite)) {
+  const ExperimentSchema& schema = options.schema ? *options.schema : *ExperimentSchema::WithoutPlugins();
+  for (SuiteRun& run : ExpandSweeps(suite, schema)) {
     PlannedRun p;
     p.index = ++index;
     p.run = std::move(run);
@@ -160,11 +161,10 @@ absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, co
   return plan;
 }
 
-std::string FormatPlan(const Plan& plan) {
+std::string FormatPlan(const Plan& plan, const ExperimentSchema& schema) {
   if (plan.tune) {
     const PlannedRun& p = plan.runs[plan.tune_base];
-    std::string text;
-    google::protobuf::TextFormat::PrintToString(p.run.experiment, &text);
+    const std::string text = schema.Print(p.run.experiment);
     return absl::StrCat("Suite \"", plan.suite, "\": --tune would tune ", p.run.experiment.name(), " (", p.processes,
                         " processes) over ", plan.tune->caps_mib.size(), " bucket caps, verifying ", plan.tune->verify,
                         " with ", plan.tune->repetitions, " run(s) each (nothing runs: --print_experiments)\n\n", text);
@@ -173,8 +173,7 @@ std::string FormatPlan(const Plan& plan) {
                                  "--print_experiments)\n");
   for (const PlannedRun& p : plan.runs) {
     if (!p.selected) continue;
-    std::string text;
-    google::protobuf::TextFormat::PrintToString(p.run.experiment, &text);
+    const std::string text = schema.Print(p.run.experiment);
     absl::StrAppend(&out, "\n== [", p.index, "/", plan.runs.size(), "] ", p.run.experiment.name(), " (", p.processes,
                     " process", p.processes == 1 ? "" : "es", ")\n", text);
   }

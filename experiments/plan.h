@@ -56,6 +56,7 @@ struct PlanOptions {
   std::string output_dir;     // overrides each experiment's output.directory
   bool profiling_with_nsys = false;
   bool tune = false;          // --tune: the suite's runs give way to the tuner's
+  const ExperimentSchema* schema = nullptr;  // the plugins found; nullptr: none
 };
 
 struct PlannedRun {
@@ -93,7 +94,7 @@ absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, co
 
 // The plan as --print_experiments shows it: each run, its processes and its experiment as
 // resolved, in text format.
-std::string FormatPlan(const Plan& plan);
+std::string FormatPlan(const Plan& plan, const ExperimentSchema& schema);
 
 }  // namespace ddplab
 

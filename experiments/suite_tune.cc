@@ -19,7 +19,9 @@ class RunnerOf : public tune::Runner {
   using CheckFn = std::function<absl::Status(const v1::Experiment&)>;
   using RunFn = std::function<absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>>(
       const std::vector<v1::Experiment>&, int)>;
-  RunnerOf(CheckFn check, RunFn run) : check_(std::move(check)), run_(std::move(run)) {}
+  RunnerOf(const ExperimentSchema& schema, CheckFn check, RunFn run)
+      : schema_(schema), check_(std::move(check)), run_(std::move(run)) {}
+  const ExperimentSchema& schema() override { return schema_; }
   absl::Status Check(const v1::Experiment& e) override { return check_(e); }
   absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> Run(const std::vector<v1::Experiment>& experiments,
                                                                  int repetitions) override {
@@ -27,6 +29,7 @@ class RunnerOf : public tune::Runner {
   }
 
  private:
+  const ExperimentSchema& schema_;
   CheckFn check_;
   RunFn run_;
 };
@@ -43,7 +46,7 @@ void SuiteRunner::RunTune(int& exit) {
                                     base.run.experiment.name(), ".json");
   request.answer_path = absl::StrCat(plan_.tune_dir, "/", base.run.experiment.name(), "_tuned.textproto");
   request.say = [](const std::string& line) { std::cout << "\n" << line << "\n" << std::flush; };
-  RunnerOf runner([this](const v1::Experiment& e) { return host_.Configure(e).status(); },
+  RunnerOf runner(host_.schema(), [this](const v1::Experiment& e) { return host_.Configure(e).status(); },
                   [this, &exit](const std::vector<v1::Experiment>& experiments, int repetitions) {
                     return RunForTuner(experiments, repetitions, exit);
                   });

@@ -138,7 +138,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   // Each experiment's plugins are configured as the file is read, so that a value a
   // plugin refuses is reported at its place in the file.
   absl::StatusOr<v1::Suite> suite =
-      LoadExperimentFile(path, [&host](const v1::Experiment& e) { return host.Configure(e).status(); });
+      LoadExperimentFile(path, host.schema(), [&host](const v1::Experiment& e) { return host.Configure(e).status(); });
   if (!suite.ok()) {
     std::cerr << "vit_ddp: " << suite.status().message() << "\n";
     return 2;
@@ -153,6 +153,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   options.output_dir = absl::GetFlag(FLAGS_output_dir);
   options.profiling_with_nsys = !in.nsys.empty();
   options.tune = absl::GetFlag(FLAGS_tune);
+  options.schema = &host.schema();
   std::optional<JobPlace> place;
   if (in.worker) {
     place = JobPlace{in.worker->launcher, in.worker->rank, in.worker->world_size, in.worker->local_world_size};
@@ -171,7 +172,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
     return 2;
   }
   if (absl::GetFlag(FLAGS_print_experiments)) {
-    std::cout << FormatPlan(plan);
+    std::cout << FormatPlan(plan, host.schema());
     return 0;
   }
   if (speaks) {

@@ -27,40 +27,24 @@ absl::StatusOr<StepInputs> InputsFromResult(const v1::RunResult& r) {
   return in;
 }
 
-namespace {
-
-// The name of the plugin an entry configures (the one field set besides `path`).
-std::string PluginName(const v1::Plugin& entry) {
-  std::vector<const google::protobuf::FieldDescriptor*> fields;
-  entry.GetReflection()->ListFields(entry, &fields);
-  for (const google::protobuf::FieldDescriptor* f : fields) {
-    if (f->name() != "path") return f->name();
-  }
-  return "";
-}
-
-}  // namespace
-
-v1::Experiment WithCap(const v1::Experiment& e, double cap, const std::string& name) {
+v1::Experiment WithCap(const v1::Experiment& e, double cap, const std::string& name, const ExperimentSchema& schema) {
   v1::Experiment out = e;
   out.set_name(name);
   out.clear_plugin();
-  out.add_plugin()->mutable_bucket_sizing()->set_bucket_cap_mb(cap);
+  *out.add_plugin() = CapEntry(cap, schema);
   for (const v1::Plugin& entry : e.plugin()) {
-    const std::string plugin = PluginName(entry);
-    if (plugin != "bucket_sizing" && plugin != "no_communication") *out.add_plugin() = entry;
+    if (entry.name() != kBucketSizing && entry.name() != kNoCommunication) *out.add_plugin() = entry;
   }
   return out;
 }
 
-std::string TunedExperimentText(const v1::Experiment& ran, double cap, const std::string& why) {
-  v1::Experiment e = WithCap(ran, cap, absl::StrCat(ran.name(), "_tuned"));
+std::string TunedExperimentText(const v1::Experiment& ran, double cap, const std::string& why,
+                                const ExperimentSchema& schema) {
+  v1::Experiment e = WithCap(ran, cap, absl::StrCat(ran.name(), "_tuned"), schema);
   e.set_description(why);
   e.clear_output();  // where results go is the command line's
   e.mutable_steps()->clear_repetitions();
-  std::string text;
-  google::protobuf::TextFormat::PrintToString(e, &text);
-  return absl::StrCat("# proto-message: ddplab.v1.Experiment\n", text);
+  return absl::StrCat("# proto-message: ddplab.v1.Experiment\n", schema.Print(e));
 }
 
 absl::StatusOr<CostCurve> CurveFromResult(const v1::RunResult& r, const std::string& type) {
@@ -93,8 +77,11 @@ absl::StatusOr<Prediction> Predict(const v1::RunResult& r, const CostCurve& curv
   const double cap = p.caps[p.fastest].cap_mib;
   p.experiment_lines = absl::StrCat("plugin { bucket_sizing { bucket_cap_mb: ", cap, " } }");
   p.pytorch = absl::StrCat("model = DDP(model, device_ids=[local_rank], bucket_cap_mb=", cap, ")");
-  p.experiment_textproto =
-      TunedExperimentText(r.resolved(), cap, absl::StrCat(r.experiment(), " with the bucket_cap_mb //tune:predict chose"));
+  // The file sets bucket_sizing's cap: only where the plugins found have it.
+  if (options.schema != nullptr && CanSetCaps(*options.schema).ok()) {
+    p.experiment_textproto = TunedExperimentText(
+        r.resolved(), cap, absl::StrCat(r.experiment(), " with the bucket_cap_mb //tune:predict chose"), *options.schema);
+  }
   return p;
 }
 

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/plugin_schema.h"
 #include "ddplab/v1/result.pb.h"
+#include "tune/bucket_caps.h"
 #include "tune/cost_curve.h"
 #include "tune/partition.h"
 #include "tune/step_model.h"
@@ -31,6 +33,8 @@ absl::StatusOr<StepInputs> InputsFromResult(const v1::RunResult& r);
 struct PredictOptions {
   std::vector<double> caps_mib = {1, 5, 10, 25, 50, 100, 200, 2000};
   Levers levers;
+  // The plugins found (PluginHost::schema()): the answer sets bucket_sizing's cap.
+  const ExperimentSchema* schema = nullptr;
 };
 
 struct Prediction {
@@ -39,7 +43,8 @@ struct Prediction {
   Verdict verdict;
   std::string experiment_lines;  // "plugin { bucket_sizing { bucket_cap_mb: 25 } }"
   // The run's experiment as it ran (RunResult.resolved), named "<name>_tuned", with that
-  // cap and without no_communication (the probe's): a file vit_ddp runs as it is.
+  // cap and without no_communication (the probe's): a file vit_ddp runs as it is. Empty
+  // where PredictOptions::schema has no bucket_sizing.
   std::string experiment_textproto;
   std::string pytorch;           // "model = DDP(model, device_ids=[local_rank], bucket_cap_mb=25)"
 };
@@ -48,12 +53,13 @@ absl::StatusOr<Prediction> Predict(const v1::RunResult& r, const CostCurve& curv
 
 // `e` named `name`, with bucket_sizing { bucket_cap_mb: cap } first in place of its own
 // bucket sizing, and without no_communication (a probe's).
-v1::Experiment WithCap(const v1::Experiment& e, double cap, const std::string& name);
+v1::Experiment WithCap(const v1::Experiment& e, double cap, const std::string& name, const ExperimentSchema& schema);
 
 // `ran` (a run's experiment, RunResult.resolved) as a file vit_ddp runs as it is: named
 // "<name>_tuned", with bucket_cap_mb `cap` (WithCap), without its output directory
 // (the command line's), `why` its description.
-std::string TunedExperimentText(const v1::Experiment& ran, double cap, const std::string& why);
+std::string TunedExperimentText(const v1::Experiment& ran, double cap, const std::string& why,
+                                const ExperimentSchema& schema);
 
 // The cost curve of a run's all-reduce sweep (RunResult.allreduce_sweep), of the rows of
 // nccl-tests' `type` ("float", "bfloat16").

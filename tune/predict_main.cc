@@ -17,6 +17,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
+#include "core/plugin_host.h"
+#include "tools/cpp/runfiles/runfiles.h"
 #include "tune/nccl_tests.h"
 #include "tune/predict.h"
 
@@ -67,10 +69,15 @@ int main(int argc, char** argv) {
     predict.caps_mib.push_back(mib);
   }
   predict.levers.wire_factor = absl::GetFlag(FLAGS_wire_factor);
+  // The plugins built beside this binary: the answer sets bucket_sizing's cap.
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(bazel::tools::cpp::runfiles::Runfiles::Create(argv[0]));
+  ddplab::PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
+  predict.schema = &host.schema();
   absl::StatusOr<ddplab::tune::Prediction> p = ddplab::tune::Predict(result, *curve, predict);
   if (!p.ok()) return Fail(result_path + ": " + std::string(p.status().message()));
   std::cout << ddplab::tune::FormatPrediction(*p);
   if (const std::string out = absl::GetFlag(FLAGS_write_experiment); !out.empty()) {
+    if (absl::Status s = ddplab::tune::CanSetCaps(host.schema()); !s.ok()) return Fail("--write_experiment: " + s.ToString());
     std::ofstream file(out);
     file << p->experiment_textproto;
     if (!file.flush()) return Fail(out + ": cannot write the experiment (--write_experiment)");

@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "core/experiment.h"
 #include "gtest/gtest.h"
+#include "plugins/testing/shipped_schema.h"
 #include "tune/nccl_tests.h"
 
 namespace ddplab::tune {
@@ -23,7 +24,7 @@ v1::RunResult ProbeRun() {
     plugin { bucket_sizing { bucket_cap_mb: 2000 } }
     plugin { static_graph {} }
     plugin { no_communication {} }
-  )pb", "probe.textproto");
+  )pb", "probe.textproto", testing::ShippedSchema());
   EXPECT_TRUE(ran.ok()) << ran.status();
   *r.mutable_resolved() = ran->experiment(0);
   r.mutable_phases()->set_forward_ms(20);
@@ -55,6 +56,7 @@ CostCurve Curve() {
 TEST(PredictTest, TheFastestCapAndItsTwoForms) {
   PredictOptions options;
   options.caps_mib = {8, 2000};
+  options.schema = &testing::ShippedSchema();
   absl::StatusOr<Prediction> p = Predict(ProbeRun(), Curve(), options);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->caps.size(), 2u);
@@ -76,15 +78,17 @@ TEST(PredictTest, TheFastestCapAndItsTwoForms) {
 TEST(PredictTest, TheTunedExperimentLoadsAsWritten) {
   PredictOptions options;
   options.caps_mib = {8, 2000};
+  options.schema = &testing::ShippedSchema();
   absl::StatusOr<Prediction> p = Predict(ProbeRun(), Curve(), options);
   ASSERT_TRUE(p.ok()) << p.status();
-  absl::StatusOr<v1::Suite> tuned = ParseExperimentText(p->experiment_textproto, "tuned.textproto");
+  absl::StatusOr<v1::Suite> tuned = ParseExperimentText(p->experiment_textproto, "tuned.textproto", testing::ShippedSchema());
   ASSERT_TRUE(tuned.ok()) << tuned.status() << "\n" << p->experiment_textproto;
   const v1::Experiment& e = tuned->experiment(0);
   EXPECT_EQ(e.name(), "probe_tuned");
   ASSERT_EQ(e.plugin_size(), 2);
-  EXPECT_EQ(e.plugin(0).bucket_sizing().bucket_cap_mb(), 8);
-  EXPECT_TRUE(e.plugin(1).has_static_graph());
+  EXPECT_EQ(CapsOf(e, testing::ShippedSchema()).cap_mb, 8);
+  EXPECT_EQ(e.plugin(0).name(), "bucket_sizing");
+  EXPECT_EQ(e.plugin(1).name(), "static_graph");
   EXPECT_NE(e.output().directory(), "results/from/the/probe");
 }
 

@@ -54,34 +54,18 @@ v1::Experiment MakeProbe(const v1::Experiment& base, Runner& runner, std::vector
   probe.set_name(absl::StrCat(base.name(), "_probe"));
   probe.set_description(absl::StrCat("the tuner's probe of ", base.name(), ": backward alone, then an all-reduce sweep"));
   probe.clear_plugin();
-  probe.add_plugin()->mutable_no_communication();
+  probe.add_plugin()->set_name(kNoCommunication);
   probe.mutable_profiling()->set_allreduce_sweep(true);
   probe.mutable_steps()->set_repetitions(1);
   for (const v1::Plugin& entry : base.plugin()) {
-    if (entry.has_bucket_sizing() || entry.has_no_communication()) continue;
+    if (entry.name() == kBucketSizing || entry.name() == kNoCommunication) continue;
     *probe.add_plugin() = entry;
     if (!runner.Check(probe).ok()) {
       probe.mutable_plugin()->RemoveLast();
-      std::string text;
-      google::protobuf::TextFormat::Printer printer;
-      printer.SetSingleLineMode(true);
-      printer.PrintToString(entry, &text);
-      left_out.push_back(text);
+      left_out.push_back(runner.schema().Print(entry, /*single_line=*/true));
     }
   }
   return probe;
-}
-
-// The bucket caps `e` runs with: bucket_sizing's, or the engine's defaults (25, first 1).
-std::pair<double, double> CapsOf(const v1::Experiment& e) {
-  for (const v1::Plugin& entry : e.plugin()) {
-    if (!entry.has_bucket_sizing()) continue;
-    const double cap = entry.bucket_sizing().bucket_cap_mb() > 0 ? entry.bucket_sizing().bucket_cap_mb() : 25;
-    const double first = entry.bucket_sizing().first_bucket_cap_mb() > 0 ? entry.bucket_sizing().first_bucket_cap_mb()
-                                                                          : std::min(1.0, cap);
-    return {cap, first};
-  }
-  return {25, 1};
 }
 
 // Bytes on the wire per gradient byte as `measured` sent them: the engine's own
@@ -146,8 +130,8 @@ absl::StatusOr<double> Solve(const std::function<absl::StatusOr<double>(double)>
 // collectives, s in [0, 1] (twice as slow at most); then, for what s cannot explain (collectives that do not
 // overlap backward), a cost per collective beyond the bare sweep's (the engine's copies,
 // hook and wait).
-absl::Status Calibrate(Model& m, const v1::Experiment& base, double measured_ms) {
-  const auto [cap, first] = CapsOf(base);
+absl::Status Calibrate(Model& m, const v1::Experiment& base, const ExperimentSchema& schema, double measured_ms) {
+  const auto [cap, first] = CapsOf(base, schema);
   auto with_s = [&](double x) {
     m.levers.overlap_slowdown = x;
     return m.StepMs(cap, first);
@@ -216,7 +200,7 @@ absl::StatusOr<Measurements> Measure(const TuneRequest& req, Runner& runner, con
 }
 
 // The model from the measurements, s calibrated on the experiment as given.
-absl::StatusOr<Model> MakeModel(const Measurements& m, const v1::Experiment& base) {
+absl::StatusOr<Model> MakeModel(const Measurements& m, const v1::Experiment& base, const ExperimentSchema& schema) {
   absl::StatusOr<StepInputs> in = InputsFromResult(m.probe);
   if (!in.ok()) return in.status();
   // bf16 on the wire: bfloat16's own curve where the sweep has one (on GPUs), looked up
@@ -230,7 +214,7 @@ absl::StatusOr<Model> MakeModel(const Measurements& m, const v1::Experiment& bas
   const v1::PhaseTimes& ph = m.probe.phases();
   model.other_ms = std::max(0.0, ph.step_ms() - ph.forward_ms() - ph.backward_ms() - ph.optimizer_ms());
   model.levers.wire_factor = WireFactor(m.base, model.in);
-  if (absl::Status s = Calibrate(model, base, StepSpread(m.base).median()); !s.ok()) return s;
+  if (absl::Status s = Calibrate(model, base, schema, StepSpread(m.base).median()); !s.ok()) return s;
   return model;
 }
 
@@ -264,7 +248,7 @@ absl::StatusOr<std::map<int, v1::RunResult>> RunCandidates(const TuneRequest& re
   std::vector<v1::Experiment> runs;
   for (int i : pick) {
     const double cap = t.candidates(i).bucket_cap_mb();
-    runs.push_back(WithCap(req.base, cap, CapRunName(req.base.name(), cap, infix)));
+    runs.push_back(WithCap(req.base, cap, CapRunName(req.base.name(), cap, infix), runner.schema()));
     runs.back().mutable_steps()->set_repetitions(static_cast<uint32_t>(req.settings.repetitions));
   }
   absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> ran = runner.Run(runs, req.settings.repetitions);
@@ -309,7 +293,7 @@ absl::StatusOr<std::map<int, v1::RunResult>> Verify(const TuneRequest& req, Runn
 double HalfWidth(const v1::Spread& s) { return s.median() > 0 ? (s.max() - s.min()) / 2 / s.median() : 0; }
 
 // The chosen candidate (fastest measured), its forms, and its gain over the experiment as given.
-absl::Status Answer(const TuneRequest& req, const Measurements& m, const Model& model,
+absl::Status Answer(const TuneRequest& req, const ExperimentSchema& schema, const Measurements& m, const Model& model,
                     const std::map<int, v1::RunResult>& results, v1::Tuning& t) {
   int chosen = results.begin()->first;
   for (const auto& [i, r] : results) {
@@ -321,14 +305,15 @@ absl::Status Answer(const TuneRequest& req, const Measurements& m, const Model& 
   t.set_pytorch(results.at(chosen).pytorch());
   t.set_textproto(TunedExperimentText(
       req.base, c.bucket_cap_mb(),
-      absl::StrCat(req.base.name(), " with the bucket_cap_mb vit_ddp --tune chose on ", req.machine.device())));
+      absl::StrCat(req.base.name(), " with the bucket_cap_mb vit_ddp --tune chose on ", req.machine.device()),
+      schema));
   if (!req.answer_path.empty()) {
     if (absl::Status s = WriteFileAtomically(req.answer_path, t.textproto()); !s.ok()) return s;
     t.set_textproto_path(req.answer_path);
   }
   // The experiment as given: the runs of a verified candidate with its buckets, else its one run.
   *t.mutable_base_step_ms() = StepSpread(m.base);
-  const auto [cap, first] = CapsOf(req.base);
+  const auto [cap, first] = CapsOf(req.base, schema);
   const std::vector<size_t> given = model.Buckets(cap, first).ends;
   for (const auto& [i, r] : results) {
     const double c_cap = t.candidates(i).bucket_cap_mb();
@@ -371,7 +356,9 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
   v1::Tuning t;
   t.set_experiment(req.base.name());
   if (req.settings.caps_mib.empty()) return absl::InvalidArgumentError("no bucket_cap_mb to choose among");
-  if (absl::Status s = runner.Check(WithCap(req.base, req.settings.caps_mib[0], req.base.name())); !s.ok()) {
+  if (absl::Status s = CanSetCaps(runner.schema()); !s.ok()) return s;
+  if (absl::Status s = runner.Check(WithCap(req.base, req.settings.caps_mib[0], req.base.name(), runner.schema()));
+      !s.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("--tune chooses bucket_cap_mb, and ", req.base.name(),
                                                       " cannot take one: ", s.message()));
   }
@@ -386,7 +373,7 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
   t.set_cached(m->cached);
   t.set_cache_path(req.cache_path);
   t.set_cache_note(m->note);
-  absl::StatusOr<Model> model = MakeModel(*m, req.base);
+  absl::StatusOr<Model> model = MakeModel(*m, req.base, runner.schema());
   if (!model.ok()) return model.status();
   t.set_slowdown(model->levers.overlap_slowdown);
   t.set_collective_overhead_us(model->overhead_us);
@@ -398,7 +385,7 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
   t.set_verdict(verdict->sentence);
   absl::StatusOr<std::map<int, v1::RunResult>> verified = Verify(req, runner, t);
   if (!verified.ok()) return verified.status();
-  if (absl::Status s = Answer(req, *m, *model, *verified, t); !s.ok()) return s;
+  if (absl::Status s = Answer(req, runner.schema(), *m, *model, *verified, t); !s.ok()) return s;
   t.set_tuning_seconds(Seconds(start));
   if (req.settings.exhaustive) {
     if (absl::Status s = Exhaustive(req, runner, t); !s.ok()) return s;

@@ -46,6 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/tune_settings.h"
+#include "core/plugin_schema.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/report.pb.h"
 #include "ddplab/v1/result.pb.h"
@@ -56,6 +57,8 @@ namespace ddplab::tune {
 class Runner {
  public:
   virtual ~Runner() = default;
+  // The plugins found, whose bucket_sizing and no_communication the tuner sets.
+  virtual const ExperimentSchema& schema() = 0;
   // OK when `e`'s plugins configure together (nothing runs).
   virtual absl::Status Check(const v1::Experiment& e) = 0;
   // Runs each experiment `repetitions` times, interleaved; per experiment its result with

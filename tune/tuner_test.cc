@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/experiment.h"
 #include "gtest/gtest.h"
+#include "plugins/testing/shipped_schema.h"
+#include "tune/bucket_caps.h"
 #include "tune/curve_testing.h"
 #include "tune/cost_curve.h"
 #include "tune/partition.h"
@@ -52,16 +54,18 @@ class FakeRunner : public Runner {
  public:
   explicit FakeRunner(const Machine& m) : m_(m) {}
 
+  const ExperimentSchema& schema() override { return testing::ShippedSchema(); }
+
   absl::Status Check(const v1::Experiment& e) override {
     bool probe = false, hook = false;
     for (const v1::Plugin& p : e.plugin()) {
-      probe |= p.has_no_communication();
-      hook |= p.has_powersgd();
+      probe |= p.name() == "no_communication";
+      hook |= p.name() == "powersgd";
     }
     bool buckets = false, zero_copy = false;
     for (const v1::Plugin& p : e.plugin()) {
-      buckets |= p.has_bucket_sizing();
-      zero_copy |= p.has_zero_copy();
+      buckets |= p.name() == "bucket_sizing";
+      zero_copy |= p.name() == "zero_copy";
     }
     if (buckets && zero_copy) return absl::InvalidArgumentError("zero_copy makes no buckets");
     return probe && hook ? absl::InvalidArgumentError("one communication hook only") : absl::OkStatus();
@@ -111,10 +115,7 @@ class FakeRunner : public Runner {
     return r;
   }
   v1::RunResult Timed(const v1::Experiment& e, int repetitions) const {
-    double cap = 25, first = 1;
-    for (const v1::Plugin& p : e.plugin()) {
-      if (p.has_bucket_sizing()) cap = p.bucket_sizing().bucket_cap_mb(), first = std::min(1.0, cap);
-    }
+    const auto [cap, first] = CapsOf(e, testing::ShippedSchema());
     v1::RunResult r;
     r.set_experiment(e.name());
     if (m_.bf16) {
@@ -138,7 +139,7 @@ v1::Experiment Base() {
     steps { warmup: 2 measured: 10 }
     optimizer { sgd { learning_rate: 0.01 } }
     plugin { static_graph {} }
-  )", "base.textproto", {});
+  )", "base.textproto", testing::ShippedSchema());
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? s->experiment(0) : v1::Experiment();
 }
@@ -156,7 +157,7 @@ TuneRequest Request(const std::string& dir) {
 }
 
 std::string Dir(const std::string& name) {
-  const std::string dir = absl::StrCat(testing::TempDir(), "/", name);
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/", name);
   std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str());
   return dir;
 }
@@ -219,20 +220,21 @@ TEST(Tuner, TheAnswerFileRunsAsWrittenWithTheChosenCap) {
   Machine m;
   FakeRunner runner(m);
   TuneRequest req = Request(Dir("answer"));
-  req.base.add_plugin()->mutable_bucket_sizing()->set_bucket_cap_mb(2);
+  *req.base.add_plugin() = CapEntry(2, testing::ShippedSchema());
   absl::StatusOr<v1::Tuning> t = Tune(req, runner);
   ASSERT_TRUE(t.ok()) << t.status();
   std::ifstream in(req.answer_path);
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_EQ(text.str(), t->textproto());
-  absl::StatusOr<v1::Suite> loaded = ParseExperimentText(text.str(), req.answer_path, {});
+  absl::StatusOr<v1::Suite> loaded = ParseExperimentText(text.str(), req.answer_path, testing::ShippedSchema());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const v1::Experiment& e = loaded->experiment(0);
   EXPECT_EQ(e.name(), "vit_tuned");
   ASSERT_EQ(e.plugin_size(), 2);
-  EXPECT_EQ(e.plugin(0).bucket_sizing().bucket_cap_mb(), t->chosen_cap_mb());
-  EXPECT_TRUE(e.plugin(1).has_static_graph());
+  EXPECT_EQ(CapsOf(e, testing::ShippedSchema()).cap_mb, t->chosen_cap_mb());
+  EXPECT_EQ(e.plugin(0).name(), "bucket_sizing");
+  EXPECT_EQ(e.plugin(1).name(), "static_graph");
   EXPECT_GT(t->gain(), t->gain_noise()) << t->text();  // 2 MiB is far from the best here
   EXPECT_NE(t->text().find("faster (noise"), std::string::npos) << t->text();
 }
@@ -299,7 +301,7 @@ TEST(Tuner, TheProbeLeavesOutAHookThatCannotRunBesideNoCommunication) {
   Machine m;
   FakeRunner runner(m);
   TuneRequest req = Request(Dir("hook"));
-  req.base.add_plugin()->mutable_powersgd()->set_matrix_approximation_rank(4);
+  *req.base.add_plugin() = *testing::ShippedSchema().Entry("powersgd", "matrix_approximation_rank: 4");
   std::vector<std::string> said;
   req.say = [&said](const std::string& line) { said.push_back(line); };
   ASSERT_TRUE(Tune(req, runner).ok());
@@ -330,7 +332,7 @@ TEST(Tuner, AnExperimentThatTakesNoBucketCapIsRefusedBeforeAnythingRuns) {
   Machine m;
   FakeRunner runner(m);
   TuneRequest req = Request(Dir("zero_copy"));
-  req.base.add_plugin()->mutable_zero_copy();
+  req.base.add_plugin()->set_name("zero_copy");
   absl::StatusOr<v1::Tuning> t = Tune(req, runner);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("--tune chooses bucket_cap_mb, and vit cannot take one: zero_copy makes no buckets"),

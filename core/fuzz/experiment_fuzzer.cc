@@ -8,15 +8,17 @@
 #include <string>
 
 #include "core/experiment.h"
+#include "plugins/testing/shipped_schema.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<ddplab::v1::Suite> suite = ddplab::ParseExperimentText(text, "fuzz.textproto");
+  const ddplab::ExperimentSchema& schema = ddplab::testing::ShippedSchema();
+  absl::StatusOr<ddplab::v1::Suite> suite = ddplab::ParseExperimentText(text, "fuzz.textproto", schema);
   if (suite.ok()) {
     for (const ddplab::v1::Experiment& e : suite->experiment()) {
-      for (const ddplab::v1::Plugin& p : e.plugin()) (void)ddplab::PluginName(p);
+      for (const ddplab::v1::Plugin& p : e.plugin()) (void)schema.Print(p);
     }
-    (void)ddplab::ExpandSweeps(*suite);
+    (void)ddplab::ExpandSweeps(*suite, schema);
   } else {
     // Every error names where it is.
     if (suite.status().message().rfind("fuzz.textproto", 0) != 0) __builtin_trap();

@@ -144,7 +144,7 @@ int Main(int argc, char** argv) {
                    "steps { measured: 1 } optimizer { sgd { learning_rate: 0.1 } } "
                    "distributed { device: ", cuda ? "CUDA" : "CPU", " gpus_per_node: 2 } ",
                    absl::GetFlag(FLAGS_plugins)),
-      "plugins");
+      "plugins", host.schema());
   if (!suite.ok()) {
     std::cerr << suite.status() << "\n";
     return 13;

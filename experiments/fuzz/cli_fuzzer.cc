@@ -16,6 +16,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_split.h"
 #include "core/experiment.h"
+#include "plugins/testing/shipped_schema.h"
 #include "experiments/cli.h"
 #include "experiments/plan.h"
 
@@ -34,10 +35,11 @@ void PlanAll(const ddplab::v1::Suite& suite) {
   options.nnodes = absl::GetFlag(FLAGS_nnodes);
   options.node_rank = absl::GetFlag(FLAGS_node_rank);
   options.output_dir = absl::GetFlag(FLAGS_output_dir);
+  options.schema = &ddplab::testing::ShippedSchema();
   for (const std::optional<ddplab::JobPlace>& place :
        {std::optional<ddplab::JobPlace>(), std::optional<ddplab::JobPlace>(ddplab::JobPlace{"torchrun", 1, 2, 2})}) {
     absl::StatusOr<ddplab::Plan> plan = ddplab::MakePlan(suite, machine, place, options);
-    if (plan.ok()) (void)ddplab::FormatPlan(*plan);
+    if (plan.ok()) (void)ddplab::FormatPlan(*plan, ddplab::testing::ShippedSchema());
   }
 }
 
@@ -60,7 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)ddplab::HelpText();
     return 0;
   }
-  absl::StatusOr<ddplab::v1::Suite> suite = ddplab::ParseExperimentText(text, "fuzz.textproto");
+  absl::StatusOr<ddplab::v1::Suite> suite =
+      ddplab::ParseExperimentText(text, "fuzz.textproto", ddplab::testing::ShippedSchema());
   if (suite.ok()) PlanAll(*suite);
   return 0;
 }

@@ -36,8 +36,7 @@ class Bf16Hook : public ddplab::HookWrapperBase {
   }
 };
 
-void Register(ddplab::PluginRegistrar& registrar) {
-  const auto& config = static_cast<const ddplab::plugins::bf16::v1::Config&>(registrar.config());
+void Register(const ddplab::plugins::bf16::v1::Config& config, ddplab::PluginRegistrar& registrar) {
   registrar.WrapCommHook(ddplab::ExtensionPoint::kCodec,
                          [](std::unique_ptr<ddplab::CommHook> inner, const ddplab::CommContext&) -> std::unique_ptr<ddplab::CommHook> {
                            return std::make_unique<Bf16Hook>(std::move(inner));
@@ -51,4 +50,4 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("bf16", "3.0.0", "ddplab.plugins.bf16.v1.Config", ddplab::PluginStatus::kStable, Register)
+DDPLAB_PLUGIN("bf16", "3.0.0", ddplab::plugins::bf16::v1::Config, ddplab::PluginStatus::kStable, Register)

@@ -175,8 +175,7 @@ class Bf16Fp32SumHook : public ddplab::CommHook {
   std::optional<ddplab::HookWorker<Task>> worker_;  // last: started once everything it uses exists
 };
 
-void Register(ddplab::PluginRegistrar& registrar) {
-  const auto& config = static_cast<const ddplab::plugins::bf16_fp32_sum::v1::Config&>(registrar.config());
+void Register(const ddplab::plugins::bf16_fp32_sum::v1::Config& config, ddplab::PluginRegistrar& registrar) {
   registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
                          [](std::unique_ptr<ddplab::CommHook>, const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
                            return std::make_unique<Bf16Fp32SumHook>(context);
@@ -189,5 +188,4 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("bf16_fp32_sum", "1.0.0", "ddplab.plugins.bf16_fp32_sum.v1.Config",
-              ddplab::PluginStatus::kExperimental, Register)
+DDPLAB_PLUGIN("bf16_fp32_sum", "1.0.0", ddplab::plugins::bf16_fp32_sum::v1::Config, ddplab::PluginStatus::kExperimental, Register)

@@ -130,7 +130,7 @@ absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugins
       absl::StrCat("name: \"w\" model { preset: VIT_TINY_TEST } data { batch_size: 4 } steps { measured: 1 } "
                    "optimizer { sgd { learning_rate: 0.1 } } distributed { device: CPU gpus_per_node: 2 } ",
                    plugins),
-      "plugins");
+      "plugins", host.schema());
   if (!suite.ok()) return suite.status();
   return host.Configure(suite->experiment(0));
 }

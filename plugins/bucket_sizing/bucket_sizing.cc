@@ -20,8 +20,7 @@ std::string Format(double value) {
   return out.str();
 }
 
-void Register(ddplab::PluginRegistrar& registrar) {
-  const auto& config = static_cast<const ddplab::plugins::bucket_sizing::v1::Config&>(registrar.config());
+void Register(const ddplab::plugins::bucket_sizing::v1::Config& config, ddplab::PluginRegistrar& registrar) {
   const double cap_mb = config.bucket_cap_mb() > 0 ? config.bucket_cap_mb() : 25;
   if (config.bucket_cap_mb() > 0 && config.first_bucket_cap_mb() > cap_mb) {
     registrar.RejectField("first_bucket_cap_mb", "must be at most bucket_cap_mb (" + Format(cap_mb) + "), got " +
@@ -40,5 +39,5 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("bucket_sizing", "2.0.0", "ddplab.plugins.bucket_sizing.v1.Config", ddplab::PluginStatus::kStable,
+DDPLAB_PLUGIN("bucket_sizing", "2.0.0", ddplab::plugins::bucket_sizing::v1::Config, ddplab::PluginStatus::kStable,
               Register)

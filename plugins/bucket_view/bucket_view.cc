@@ -95,7 +95,7 @@ class ViewLayout : public CopyLayout {
   std::vector<std::vector<at::Tensor>> storage_views_;  // per bucket and slot
 };
 
-void Register(ddplab::PluginRegistrar& registrar) {
+void Register(const ddplab::plugins::bucket_view::v1::Config&, ddplab::PluginRegistrar& registrar) {
   registrar.SetGradientLayout([](std::vector<at::Tensor>& params) -> std::unique_ptr<ddplab::GradientLayout> {
     return std::make_unique<ViewLayout>(params);
   });
@@ -106,5 +106,5 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("bucket_view", "2.0.0", "ddplab.plugins.bucket_view.v1.Config", ddplab::PluginStatus::kStable,
+DDPLAB_PLUGIN("bucket_view", "2.0.0", ddplab::plugins::bucket_view::v1::Config, ddplab::PluginStatus::kStable,
               Register)

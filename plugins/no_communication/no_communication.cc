@@ -17,7 +17,7 @@ class KeepLocalHook : public ddplab::CommHook {
   }
 };
 
-void Register(ddplab::PluginRegistrar& registrar) {
+void Register(const ddplab::plugins::no_communication::v1::Config&, ddplab::PluginRegistrar& registrar) {
   registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
                          [](std::unique_ptr<ddplab::CommHook>, const ddplab::CommContext&) -> std::unique_ptr<ddplab::CommHook> {
                            return std::make_unique<KeepLocalHook>();
@@ -26,5 +26,4 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("no_communication", "2.0.0", "ddplab.plugins.no_communication.v1.Config",
-              ddplab::PluginStatus::kDiagnostic, Register)
+DDPLAB_PLUGIN("no_communication", "2.0.0", ddplab::plugins::no_communication::v1::Config, ddplab::PluginStatus::kDiagnostic, Register)

@@ -73,7 +73,7 @@ class StepWhenReduced : public ddplab::HookWrapperBase {
   std::vector<Pending> pending_;  // this step's buckets so far
 };
 
-void Register(ddplab::PluginRegistrar& registrar) {
+void Register(const ddplab::plugins::optimizer_overlap::v1::Config&, ddplab::PluginRegistrar& registrar) {
   registrar.WrapCommHook(ddplab::ExtensionPoint::kHookWrapper,
                          [](std::unique_ptr<ddplab::CommHook> inner, const ddplab::CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
                            return std::make_unique<StepWhenReduced>(std::move(inner), context.step);
@@ -82,5 +82,4 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("optimizer_overlap", "3.0.0", "ddplab.plugins.optimizer_overlap.v1.Config",
-              ddplab::PluginStatus::kStable, Register)
+DDPLAB_PLUGIN("optimizer_overlap", "3.0.0", ddplab::plugins::optimizer_overlap::v1::Config, ddplab::PluginStatus::kStable, Register)

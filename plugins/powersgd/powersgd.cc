@@ -447,8 +447,7 @@ class PowerSgdHook : public ddplab::CommHook {
   std::optional<ddplab::HookWorker<Task>> worker_;  // last: started once everything it uses exists
 };
 
-void Register(ddplab::PluginRegistrar& registrar) {
-  const auto& config = static_cast<const ddplab::plugins::powersgd::v1::Config&>(registrar.config());
+void Register(const ddplab::plugins::powersgd::v1::Config& config, ddplab::PluginRegistrar& registrar) {
   const Settings settings = SettingsOf(config);
   if (settings.seed > 0xffffffffu) {  // numpy's RandomState, whose draws initial_q.h follows
     registrar.RejectField("random_seed", "must be below 2^32, as PyTorch's (numpy's RandomState takes no larger seed)");
@@ -464,4 +463,4 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("powersgd", "2.0.0", "ddplab.plugins.powersgd.v1.Config", ddplab::PluginStatus::kStable, Register)
+DDPLAB_PLUGIN("powersgd", "2.0.0", ddplab::plugins::powersgd::v1::Config, ddplab::PluginStatus::kStable, Register)

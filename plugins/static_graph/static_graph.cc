@@ -19,7 +19,7 @@ class UnusedFromTheFirstStep : public ddplab::MissingGradients {
   }
 };
 
-void Register(ddplab::PluginRegistrar& registrar) {
+void Register(const ddplab::plugins::static_graph::v1::Config&, ddplab::PluginRegistrar& registrar) {
   registrar.SetMissingGradients(std::make_shared<UnusedFromTheFirstStep>());
   ddplab::PyTorchForm form;
   form.ddp_arguments = {"static_graph=True"};
@@ -28,5 +28,5 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("static_graph", "2.0.0", "ddplab.plugins.static_graph.v1.Config", ddplab::PluginStatus::kStable,
+DDPLAB_PLUGIN("static_graph", "2.0.0", ddplab::plugins::static_graph::v1::Config, ddplab::PluginStatus::kStable,
               Register)

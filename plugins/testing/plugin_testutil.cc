@@ -49,7 +49,7 @@ absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text, 
         optimizer { sgd { learning_rate: 0.1 } }
       )pb",
                                                                      "distributed { ", distributed, " } ", plugins_text),
-                                                        "plugin_test");
+                                                        "plugin_test", Host().schema());
   if (!suite.ok()) return suite.status();
   return Host().Configure(suite->experiment(0));
 }
@@ -61,7 +61,7 @@ std::string PyTorchCodeFor(const std::string& plugins_text) {
   absl::StatusOr<v1::Suite> suite = ParseExperimentText(
       absl::StrCat("name: \"x\" model { preset: VIT_TINY_TEST } data { batch_size: 2 } steps { measured: 1 } "
                    "optimizer { sgd { learning_rate: 0.1 } } distributed { ", two_gpus, " } ", plugins_text),
-      "x");
+      "x", Host().schema());
   if (!suite.ok()) return std::string(suite.status().message());
   std::vector<std::string> names, ddplab_only;
   for (const LoadedPlugin* p : set->plugins()) names.push_back(p->name);
@@ -70,7 +70,7 @@ std::string PyTorchCodeFor(const std::string& plugins_text) {
 }
 
 absl::Status LoadWithPlugins(const std::string& text) {
-  return ParseExperimentText(text, "test.textproto",
+  return ParseExperimentText(text, "test.textproto", Host().schema(),
                              [](const v1::Experiment& e) { return Host().Configure(e).status(); })
       .status();
 }

@@ -50,7 +50,7 @@ class InPlaceLayout : public ddplab::GradientLayout {
   std::vector<ddplab::LayoutBucket> buckets_;
 };
 
-void Register(ddplab::PluginRegistrar& registrar) {
+void Register(const ddplab::plugins::zero_copy::v1::Config&, ddplab::PluginRegistrar& registrar) {
   registrar.SetGradientLayout([](std::vector<at::Tensor>& params) -> std::unique_ptr<ddplab::GradientLayout> {
     return std::make_unique<InPlaceLayout>(params);
   });
@@ -60,4 +60,4 @@ void Register(ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("zero_copy", "2.0.0", "ddplab.plugins.zero_copy.v1.Config", ddplab::PluginStatus::kStable, Register)
+DDPLAB_PLUGIN("zero_copy", "2.0.0", ddplab::plugins::zero_copy::v1::Config, ddplab::PluginStatus::kStable, Register)

@@ -1,5 +1,7 @@
 """C++ build settings and macros for ddplab's own code."""
 
+load("//sdk:plugin.bzl", "ddplab_plugin_library")
+
 # Warnings for ddplab's own code. Dependencies come in through -isystem and are exempt.
 DDPLAB_COPTS = [
     "-Wall",
@@ -19,13 +21,9 @@ CUDA_GENCODE = [
 HOST_LINKOPTS = ["-rdynamic", "-ldl"]
 
 def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", **kwargs):
-    """A plugin: a shared library lib<name>.so exporting only ddplabGetPluginInfo.
-
-    The plugin links against LibTorch like the host, and against nothing of the host's:
-    the plugin API and the experiment schema (its own <name>.proto among them) are
-    headers here and are resolved from the host binary when the plugin is loaded.
-    `test_srcs` become <name>_test, which loads the plugins through the real host and may
-    train with them over several processes (//plugins/testing:plugin_testutil).
+    """One of ddplab's plugins: ddplab_plugin_library() (//sdk:plugin.bzl) with ddplab's
+    warnings, and `test_srcs` as <name>_test, which loads the plugins through the real host
+    and may train with them over several processes (//plugins/testing:plugin_testutil).
     """
     native.exports_files([name + ".proto", "README.md"])
     if test_srcs:
@@ -43,13 +41,4 @@ def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", *
                 "@libtorch//:c10d",
             ],
         )
-    native.cc_binary(
-        name = "lib" + name + ".so",
-        srcs = srcs,
-        linkshared = True,
-        copts = DDPLAB_COPTS + ["-fvisibility=hidden", "-fvisibility-inlines-hidden"],
-        additional_linker_inputs = ["//tools/build_defs:plugin_exports.lds"],
-        linkopts = ["-Wl,--version-script=$(location //tools/build_defs:plugin_exports.lds)"],
-        deps = ["//core:plugin_api"] + deps,
-        **kwargs
-    )
+    ddplab_plugin_library(name = name, srcs = srcs, deps = deps, copts = DDPLAB_COPTS, **kwargs)

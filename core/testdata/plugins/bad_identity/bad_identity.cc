@@ -1,6 +1,7 @@
 // A test plugin that reports another LibTorch and the other C++ ABI, as one built
 // against a different LibTorch would.
 #include "core/plugin_api.h"
+#include "core/testdata/plugins/bad_identity/bad_identity.pb.h"
 
 namespace {
 void Register(ddplab::PluginRegistrar&) {}
@@ -9,5 +10,5 @@ void Register(ddplab::PluginRegistrar&) {}
 extern "C" __attribute__((visibility("default"))) DdplabPluginInfo ddplabGetPluginInfo() {
   return DdplabPluginInfo{DDPLAB_PLUGIN_API_VERSION, "bad_identity", "1.0.0", "0.0.1",
                           1 - _GLIBCXX_USE_CXX11_ABI, GOOGLE_PROTOBUF_VERSION, DDPLAB_CUDA_BUILD,
-                          "ddplab.plugins.bucket_view.v1.Config", 0, Register};
+                          &ddplab::testdata::bad_identity::v1::Config::descriptor, 0, Register};
 }

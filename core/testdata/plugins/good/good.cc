@@ -1,5 +1,6 @@
 // A well-formed test plugin: plans every parameter into one bucket.
 #include "core/plugin_api.h"
+#include "core/testdata/plugins/good/good.pb.h"
 
 namespace {
 
@@ -11,8 +12,15 @@ class OneBucket : public ddplab::BucketPlanner {
   std::string Describe() const override { return "one bucket"; }
 };
 
-void Register(ddplab::PluginRegistrar& registrar) { registrar.SetBucketPlanner(std::make_shared<OneBucket>()); }
+// Refuses 13, as a plugin's own check of its configuration.
+void Register(const ddplab::testdata::good::v1::Config& config, ddplab::PluginRegistrar& registrar) {
+  if (config.number() == 13) {
+    registrar.RejectField("number", "must not be 13");
+    return;
+  }
+  registrar.SetBucketPlanner(std::make_shared<OneBucket>());
+}
 
 }  // namespace
 
-DDPLAB_PLUGIN("good", "1.2.3", "ddplab.plugins.bucket_view.v1.Config", ddplab::PluginStatus::kExperimental, Register)
+DDPLAB_PLUGIN("good", "1.2.3", ddplab::testdata::good::v1::Config, ddplab::PluginStatus::kExperimental, Register)

@@ -1,0 +1,51 @@
+"""ddplab_plugin_library(): a plugin's shared library, in this repository or outside it.
+
+    load("@ddplab//sdk:plugin.bzl", "ddplab_plugin_library")
+
+    ddplab_plugin_library(
+        name = "hello",          # lib hello.so; the plugin's name in experiment files
+        srcs = ["hello.cc"],     # DDPLAB_PLUGIN(..., my::v1::Config, ...) in one of them
+    )                            # hello.proto: the plugin's configuration message
+
+<name>.proto (package of the plugin's choosing, e.g. ddplab.plugins.hello.v1) holds the
+plugin's configuration message, which the plugin's library carries: its code is compiled
+into lib<name>.so and its schema joins the experiment schema when the plugin is loaded, so
+the host is never rebuilt for a plugin. The proto may import "ddplab/v1/options.proto" for
+field rules and sweeps. Include its header as "<package path>/<name>.pb.h".
+"""
+
+def ddplab_plugin_library(name, srcs, deps = [], copts = [], **kwargs):
+    """lib<name>.so: `srcs` and <name>.proto, exporting only ddplabGetPluginInfo."""
+    proto = name + ".proto"
+    options = Label("//proto:ddplab/v1/options.proto")
+    native.genrule(
+        name = name + "_config_generate",
+        srcs = [proto, options],
+        outs = [name + ".pb.h", name + ".pb.cc"],
+        tools = ["@protobuf//:protoc"],
+        # The plugin's .proto by its path in its workspace; ddplab's options by theirs.
+        cmd = "options=$(location {}); ".format(options) +
+              "$(location @protobuf//:protoc) --proto_path=. --proto_path=$${options%ddplab/v1/options.proto} " +
+              "--cpp_out=$(GENDIR) $(location {})".format(proto),
+        testonly = kwargs.get("testonly", False),
+    )
+    native.cc_library(
+        name = name + "_config",
+        srcs = [name + ".pb.cc"],
+        hdrs = [name + ".pb.h"],
+        deps = [Label("//proto:options_cc_proto_headers"), "@protobuf"],
+        # Registers the message with the protobuf runtime when the library is loaded.
+        alwayslink = True,
+        testonly = kwargs.get("testonly", False),
+    )
+    exports = Label("//sdk:plugin_exports.lds")
+    native.cc_binary(
+        name = "lib" + name + ".so",
+        srcs = srcs,
+        linkshared = True,
+        copts = copts + ["-fvisibility=hidden", "-fvisibility-inlines-hidden"],
+        additional_linker_inputs = [exports],
+        linkopts = ["-Wl,--version-script=$(location {})".format(exports)],
+        deps = [Label("//sdk:plugin_sdk"), ":" + name + "_config"] + deps,
+        **kwargs
+    )
