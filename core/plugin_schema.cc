@@ -109,7 +109,7 @@ absl::Status ExperimentSchema::AddFile(const FileDescriptor* file, const std::ve
   }
   google::protobuf::FileDescriptorProto proto;
   file->CopyTo(&proto);
-  if (file == v1::Plugin::descriptor()->file()) {
+  if (file == v1::Plugin::descriptor()->file() && !plugins.empty()) {  // a oneof has a field
     google::protobuf::DescriptorProto* entry = nullptr;
     for (auto& message : *proto.mutable_message_type()) {
       if (message.name() == v1::Plugin::descriptor()->name()) entry = &message;

@@ -311,7 +311,8 @@ bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
             "--trace=cuda,nvtx,osrt,nccl", absl::StrCat("--output=", p.run_dir, "/", e.name(), "_rank%q{RANK}")};
   }
   args.push_back(SelfPath(in_.argv0));
-  for (const std::string& dir : in_.plugin_dirs) args.push_back(absl::StrCat("--plugin_dir=", dir));
+  // One flag: a repeated --plugin_dir replaces the one before it.
+  if (!in_.plugin_dirs.empty()) args.push_back(absl::StrCat("--plugin_dir=", absl::StrJoin(in_.plugin_dirs, ",")));
   if (in_.torch_profile) {
     args.push_back("--profile=torch");
     args.push_back(absl::StrCat("--profile_steps=", in_.profile_steps));

@@ -106,7 +106,7 @@ bad="$TEST_SRCDIR/ddplab/core/testdata/bad/unknown_plugin.textproto"
 "$bin" --experiment="$bad" >"$out" 2>"$err"
 code=$?
 [ "$code" -eq 2 ] || fail "bad file exited $code, want 2"
-grep -qF "unknown_plugin.textproto:7:10: Message type \"ddplab.v1.Plugin\" has no field named \"fancy_hook\"." "$err" \
+grep -qF "unknown_plugin.textproto:7:10: unknown plugin \"fancy_hook\": no libfancy_hook.so in " "$err" \
   || fail "bad file's error"
 
 "$bin" --experiment=/nonexistent.textproto >"$out" 2>"$err"

@@ -27,7 +27,10 @@ def ddplab_cc_proto(name, srcs, imports = [], deps = [], visibility = None):
     for s in srcs:
         base = _proto_path(s)[:-len(".proto")]
         outs += [base + ".pb.h", base + ".pb.cc"]
-    pkg = native.package_name()
+    # This package's path from the execution root: external/<repo>/ when ddplab is
+    # another workspace's dependency (a plugin built outside it, examples/).
+    repo = native.repository_name()
+    pkg = ("" if repo == "@" else "external/" + repo[1:] + "/") + native.package_name()
     native.genrule(
         name = name + "_generate",
         srcs = srcs + imports,
