@@ -17,8 +17,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
-#include "core/sgd.h"
-#include "core/vit.h"
+#include "core/training/sgd.h"
+#include "core/model/vit.h"
 
 ABSL_FLAG(std::string, dir, "", "Directory written by bench/vit_parity.py.");
 ABSL_FLAG(std::string, output, "", "Where to write the result as JSON.");

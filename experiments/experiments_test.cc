@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "core/experiment.h"
-#include "core/plugin_host.h"
+#include "core/config/experiment.h"
+#include "core/plugin/plugin_host.h"
 #include "gtest/gtest.h"
 #include "tools/cpp/runfiles/runfiles.h"
 

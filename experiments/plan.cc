@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/build_flags.h"
-#include "core/vit_config.h"
+#include "core/model/vit_config.h"
 #include "experiments/run_paths.h"
 #include "google/protobuf/text_format.h"
 

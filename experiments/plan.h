@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/sweeps.h"
-#include "core/tune_settings.h"
+#include "core/config/sweeps.h"
+#include "core/config/tune_settings.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/result.pb.h"
 
@@ -68,7 +68,7 @@ struct PlannedRun {
   bool here = true;        // this process takes part (false: another node's or rank's)
   bool launch = false;     // this process starts workers for it
   std::string run_dir;     // <output.directory>/<suite>
-  // A run of the convergence check (core/convergence.h), added after the plan's own.
+  // A run of the convergence check (core/config/convergence.h), added after the plan's own.
   std::optional<v1::ConvergenceRun> convergence;
   bool tuning = false;     // a run the tuner asked for (tune/tuner.h)
   std::string suite;       // the suite its result is filed under; "": the plan's

@@ -9,11 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/convergence.h"
-#include "core/experiment.h"  // kDefaultTimeoutSeconds
-#include "core/launcher.h"
-#include "core/report.h"
-#include "core/trainer.h"
+#include "core/config/convergence.h"
+#include "core/config/experiment.h"  // kDefaultTimeoutSeconds
+#include "core/launch/launcher.h"
+#include "core/report/report.h"
+#include "core/training/trainer.h"
 #include "experiments/run_paths.h"
 #include "google/protobuf/text_format.h"
 #include "tune/allreduce_sweep.h"
@@ -169,7 +169,7 @@ int SuiteRunner::RunAll() {
   return exit != 0 ? exit : finished;
 }
 
-// The convergence check (Note [The convergence check], core/convergence.h), after every
+// The convergence check (Note [The convergence check], core/config/convergence.h), after every
 // other run: the exact reference once per seed, then each lossy configuration of the suite
 // once (its first run, where a sweep made several). False when the suite must stop.
 bool SuiteRunner::RunConvergence(int& exit) {

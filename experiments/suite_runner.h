@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/device_report.h"
-#include "core/distributed.h"
-#include "core/launcher.h"
-#include "core/plugin_host.h"
+#include "core/report/device_report.h"
+#include "core/launch/distributed.h"
+#include "core/launch/launcher.h"
+#include "core/plugin/plugin_host.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/report.pb.h"
 #include "ddplab/v1/result.pb.h"

@@ -29,10 +29,10 @@
 #include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "core/distributed.h"
+#include "core/launch/distributed.h"
 #include "core/engine/allreduce_hook.h"
-#include "core/experiment.h"
-#include "core/plugin_host.h"
+#include "core/config/experiment.h"
+#include "core/plugin/plugin_host.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 ABSL_FLAG(std::string, dir, "", "the case's directory (manifest, gradients); the results go there");

@@ -3,7 +3,7 @@
 // per size, a few warm-up all-reduces, then the mean time of `iters` back to back
 // (CUDA events around them on a GPU, the host clock on a CPU), every rank's buffer
 // filled with its rank + 1 so that the sum is known and checked (#wrong: elements off).
-// The rows are nccl-tests' own (tune/nccl_tests.h): written in its format, they compare
+// The rows are nccl-tests' own (tune/model/nccl_tests.h): written in its format, they compare
 // with all_reduce_perf's numbers on the same machine, and make the tuner's cost curve.
 //
 //   ddplab::tune::SweepOptions options;   // 1 KiB to 256 MiB, float32
@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "core/torch_compat.h"
 #include "ddplab/v1/result.pb.h"
-#include "tune/nccl_tests.h"
+#include "tune/model/nccl_tests.h"
 
 namespace ddplab::tune {
 

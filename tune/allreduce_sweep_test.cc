@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/distributed.h"
+#include "core/launch/distributed.h"
 #include "core/testing/gloo.h"
 #include "gtest/gtest.h"
 

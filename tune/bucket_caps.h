@@ -9,7 +9,7 @@
 #define DDPLAB_TUNE_BUCKET_CAPS_H_
 
 #include "absl/status/status.h"
-#include "core/plugin_schema.h"
+#include "core/config/plugin_schema.h"
 #include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab::tune {

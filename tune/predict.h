@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/plugin_schema.h"
+#include "core/config/plugin_schema.h"
 #include "ddplab/v1/result.pb.h"
 #include "tune/bucket_caps.h"
-#include "tune/cost_curve.h"
-#include "tune/partition.h"
-#include "tune/step_model.h"
-#include "tune/verdict.h"
+#include "tune/model/cost_curve.h"
+#include "tune/model/partition.h"
+#include "tune/model/step_model.h"
+#include "tune/model/verdict.h"
 
 namespace ddplab::tune {
 

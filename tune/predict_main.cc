@@ -17,9 +17,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
-#include "core/plugin_host.h"
+#include "core/plugin/plugin_host.h"
 #include "tools/cpp/runfiles/runfiles.h"
-#include "tune/nccl_tests.h"
+#include "tune/model/nccl_tests.h"
 #include "tune/predict.h"
 
 ABSL_FLAG(std::string, result, "", "a run's result JSON (<output_dir>/<suite>/<experiment>.json)");

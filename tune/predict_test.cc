@@ -1,10 +1,10 @@
 #include "tune/predict.h"
 
 #include "absl/strings/match.h"
-#include "core/experiment.h"
+#include "core/config/experiment.h"
 #include "gtest/gtest.h"
 #include "plugins/testing/shipped_schema.h"
-#include "tune/nccl_tests.h"
+#include "tune/model/nccl_tests.h"
 
 namespace ddplab::tune {
 namespace {

@@ -13,12 +13,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "google/protobuf/text_format.h"
-#include "core/run_files.h"
-#include "tune/partition.h"
+#include "core/report/run_files.h"
+#include "tune/model/partition.h"
 #include "tune/predict.h"
-#include "tune/step_model.h"
+#include "tune/model/step_model.h"
 #include "tune/tune_cache.h"
-#include "tune/verdict.h"
+#include "tune/model/verdict.h"
 
 namespace ddplab::tune {
 namespace {

@@ -11,7 +11,7 @@
 //        all-reduce sweep over the same processes and transport
 //        (profiling.allreduce_sweep): the cost curve;
 //      - the experiment as given, once: the step with its collectives.
-//   2. model (tune/step_model.h, tune/partition.h): each cap's buckets as DDP and ddplab
+//   2. model (tune/model/step_model.h, tune/model/partition.h): each cap's buckets as DDP and ddplab
 //      make them (a first bucket of at most 1 MiB), over the ready times, its collectives
 //      from the cost curve, with the wire's bytes per gradient byte the experiment as
 //      given sent (bf16: 0.5; a compressing hook: its compression_ratio), plus the part of
@@ -26,7 +26,7 @@
 //   4. answer: the fastest measured among them as an experiment file (the experiment as
 //      given with that cap) and as PyTorch code (the run's own, from its plugins' forms),
 //      its gain over the experiment as given with both spreads, and the verdict
-//      (tune/verdict.h): compute-, latency- or bandwidth-bound, and whether compressing
+//      (tune/model/verdict.h): compute-, latency- or bandwidth-bound, and whether compressing
 //      can pay here at all.
 // With `exhaustive`, every cap then runs as often, so that the answer and the time it
 // took can be checked against the sweep it spares.
@@ -45,8 +45,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/tune_settings.h"
-#include "core/plugin_schema.h"
+#include "core/config/tune_settings.h"
+#include "core/config/plugin_schema.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/report.pb.h"
 #include "ddplab/v1/result.pb.h"

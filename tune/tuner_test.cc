@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/experiment.h"
+#include "core/config/experiment.h"
 #include "gtest/gtest.h"
 #include "plugins/testing/shipped_schema.h"
 #include "tune/bucket_caps.h"
-#include "tune/curve_testing.h"
-#include "tune/cost_curve.h"
-#include "tune/partition.h"
-#include "tune/step_model.h"
+#include "tune/model/curve_testing.h"
+#include "tune/model/cost_curve.h"
+#include "tune/model/partition.h"
+#include "tune/model/step_model.h"
 
 namespace ddplab::tune {
 namespace {

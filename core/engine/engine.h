@@ -41,7 +41,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/status/status.h"
-#include "core/distributed.h"
+#include "core/engine/process_group.h"
 #include "core/engine/comm_timer.h"
 #include "core/engine/extension_points.h"
 

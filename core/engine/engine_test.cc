@@ -6,11 +6,13 @@
 
 #include <torch/torch.h>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "core/fidelity/error_sampler.h"
+#include "core/launch/distributed.h"
 #include "core/testing/gloo.h"
 #include "gtest/gtest.h"
 

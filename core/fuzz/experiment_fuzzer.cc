@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/experiment.h"
+#include "core/config/experiment.h"
 #include "plugins/testing/shipped_schema.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

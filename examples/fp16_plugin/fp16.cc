@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "fp16.pb.h"
 
 namespace {

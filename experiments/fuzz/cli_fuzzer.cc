@@ -15,7 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_split.h"
-#include "core/experiment.h"
+#include "core/config/experiment.h"
 #include "plugins/testing/shipped_schema.h"
 #include "experiments/cli.h"
 #include "experiments/plan.h"

@@ -5,7 +5,7 @@
 // the bucket as autograd hands it over and the float32 bucket is never written; the
 // bucket is averaged in bfloat16 (NCCL divides inside the reduction) and written back
 // into the float32 gradients. A bucket handed over in another dtype is rounded here.
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "plugins/bf16/bf16.pb.h"
 
 namespace {

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "core/engine/hook_worker.h"
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "plugins/bf16_fp32_sum/bf16_fp32_sum.pb.h"
 
 namespace {

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/engine/engine.h"
-#include "core/launcher.h"
+#include "core/launch/launcher.h"
 #include "gtest/gtest.h"
 #include "plugins/testing/plugin_testutil.h"
 #include "tools/cpp/runfiles/runfiles.h"

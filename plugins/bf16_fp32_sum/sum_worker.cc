@@ -38,10 +38,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "core/distributed.h"
+#include "core/launch/distributed.h"
 #include "core/engine/allreduce_hook.h"
-#include "core/experiment.h"
-#include "core/plugin_host.h"
+#include "core/config/experiment.h"
+#include "core/plugin/plugin_host.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 ABSL_FLAG(std::string, out, "", "where rank 0 writes the measured errors");

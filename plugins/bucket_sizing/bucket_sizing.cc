@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <sstream>
 
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "plugins/bucket_sizing/bucket_sizing.pb.h"
 
 namespace {

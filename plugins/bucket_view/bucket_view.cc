@@ -7,7 +7,7 @@
 // the gradients' storage. Where the wire has another dtype (bf16), the storage is a
 // float32 buffer of its own beside the wire's bucket, and the average is cast into it.
 #include "core/engine/copy_layout.h"
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "plugins/bucket_view/bucket_view.pb.h"
 
 namespace {

@@ -3,7 +3,7 @@
 // its own gradient. Against the same configuration with communication, the difference
 // is what communicating costs this step; against one process, what running several
 // processes and the engine costs without it. Its runs are never recommended (its status).
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "plugins/no_communication/no_communication.pb.h"
 
 namespace {

@@ -16,7 +16,7 @@
 #include <exception>
 #include <vector>
 
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "plugins/optimizer_overlap/optimizer_overlap.pb.h"
 
 namespace {

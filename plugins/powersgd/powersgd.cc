@@ -61,7 +61,7 @@
 
 #include "core/engine/collectives.h"
 #include "core/engine/hook_worker.h"
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "plugins/powersgd/groups.h"
 #include "plugins/powersgd/initial_q.h"
 #include "plugins/powersgd/powersgd.pb.h"

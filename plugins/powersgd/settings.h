@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "plugins/powersgd/powersgd.pb.h"
 
 namespace ddplab::powersgd {

@@ -2,7 +2,7 @@
 // parameter that received no gradient in the first step stays unused for the rest of the
 // run: its share of every bucket is zeros, and a gradient for it later is an error.
 // Without it, every parameter must receive a gradient every step.
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "plugins/static_graph/static_graph.pb.h"
 
 namespace {

@@ -1,7 +1,7 @@
 #include "plugins/testing/plugin_testutil.h"
 
 #include "absl/strings/str_join.h"
-#include "core/pytorch_form.h"
+#include "core/plugin/pytorch_form.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/build_flags.h"
 #include "core/engine/allreduce_hook.h"
-#include "core/experiment.h"
-#include "core/launcher.h"
+#include "core/config/experiment.h"
+#include "core/launch/launcher.h"
 #include "google/protobuf/util/json_util.h"
 #include "tools/cpp/runfiles/runfiles.h"
 

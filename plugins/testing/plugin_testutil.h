@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/distributed.h"
-#include "core/plugin_host.h"
+#include "core/launch/distributed.h"
+#include "core/plugin/plugin_host.h"
 #include "ddplab/v1/result.pb.h"
 
 namespace ddplab::testing {
@@ -27,7 +27,7 @@ inline constexpr char kCpuProcesses[] = "device: CPU gpus_per_node: 2";
 absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text,
                                                const std::string& distributed = kCpuProcesses);
 
-// The PyTorch code the report gives for `plugins_text` on two GPUs (core/pytorch_form.h),
+// The PyTorch code the report gives for `plugins_text` on two GPUs (core/plugin/pytorch_form.h),
 // then "ddplab only: " and the levers PyTorch has no form of; or the configuration's error.
 std::string PyTorchCodeFor(const std::string& plugins_text);
 

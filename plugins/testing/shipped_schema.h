@@ -7,7 +7,7 @@
 #ifndef DDPLAB_PLUGINS_TESTING_SHIPPED_SCHEMA_H_
 #define DDPLAB_PLUGINS_TESTING_SHIPPED_SCHEMA_H_
 
-#include "core/plugin_schema.h"
+#include "core/config/plugin_schema.h"
 
 namespace ddplab::testing {
 

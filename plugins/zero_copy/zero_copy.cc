@@ -5,7 +5,7 @@
 // each gradient autograd allocates once, into its view). It needs the engine's own
 // all-reduce in the gradients' dtype, so it refuses a communication hook and a codec,
 // which take a flat bucket, and another layout.
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "plugins/zero_copy/zero_copy.pb.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // A test plugin that reports another LibTorch and the other C++ ABI, as one built
 // against a different LibTorch would.
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "core/testdata/plugins/bad_identity/bad_identity.pb.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // A well-formed test plugin: plans every parameter into one bucket.
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "core/testdata/plugins/good/good.pb.h"
 
 namespace {

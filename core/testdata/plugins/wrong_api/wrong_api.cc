@@ -1,5 +1,5 @@
 // A test plugin built against a future plugin API.
-#include "core/plugin_api.h"
+#include "core/plugin/plugin_api.h"
 #include "core/testdata/plugins/wrong_api/wrong_api.pb.h"
 
 namespace {

@@ -1,0 +1,322 @@
+#include "core/config/validate.h"
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/config/plugin_config.h"
+
+namespace ddplab {
+namespace {
+
+// The patch size an experiment's model uses, 0 if the model is not set.
+uint32_t PatchSize(const v1::Model& model) {
+  switch (model.architecture_case()) {
+    case v1::Model::kPreset:
+      switch (model.preset()) {
+        case v1::Model::VIT_L_32:
+        case v1::Model::VIT_B_32:
+          return 32;
+        case v1::Model::VIT_L_16:
+        case v1::Model::VIT_B_16:
+          return 16;
+        case v1::Model::VIT_TINY_TEST:
+          return 8;
+        default:
+          return 0;
+      }
+    case v1::Model::kVit:
+      return model.vit().patch_size();
+    default:
+      return 0;
+  }
+}
+
+// NCCL's MAXCHANNELS.
+constexpr uint32_t kMaxNcclChannels = 64;
+
+absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at, const ExperimentSchema& schema) {
+  std::map<std::string, int> seen;
+  for (int i = 0; i < e.plugin_size(); ++i) {
+    const v1::Plugin& plugin = e.plugin(i);
+    const std::string here = absl::StrCat("plugin[", i, "]");
+    const std::string& name = plugin.name();
+    if (name.empty()) {
+      std::vector<std::string> names = schema.plugins();
+      return at.Error(here, absl::StrCat("names no plugin: write one of ",
+                                         names.empty() ? "(none found)" : absl::StrJoin(names, ", "),
+                                         ", e.g. plugin { ", names.empty() ? "name" : names[0], " {} }"));
+    }
+    auto [first, inserted] = seen.emplace(name, i);
+    if (!inserted) {
+      return at.Error(absl::StrCat(here, ".", name),
+                      absl::StrCat("plugin \"", name, "\" is listed twice (first as plugin[", first->second, "])"));
+    }
+    if (schema.ConfigType(name) == nullptr) return at.Error(here, schema.Missing(name));
+    std::unique_ptr<google::protobuf::Message> config = schema.Config(plugin);
+    const std::string path = absl::StrCat(here, ".", name);
+    if (config == nullptr) return at.Error(path, absl::StrCat("is not a ", schema.ConfigType(name)->full_name()));
+    for (auto [where, what] : {BrokenRule(*config, path), SweepContradiction(*config, path)}) {
+      if (!where.empty()) return at.Error(where, what);
+    }
+  }
+  if (const ConfigCheck* check = at.check()) {
+    // "plugin[1].bucket_sizing.first_bucket_cap_mb: what": located like the rest.
+    if (absl::Status s = (*check)(e); !s.ok()) {
+      const std::string message(s.message());
+      const size_t colon = message.find(": ");
+      if (colon == std::string::npos || !absl::StartsWith(message, "plugin[")) return at.Error("plugin", message);
+      return at.Error(message.substr(0, colon), message.substr(colon + 2));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// model: a preset, or sizes that fit together.
+absl::Status ValidateModel(const v1::Experiment& e, const Locator& at) {
+  const v1::Model& model = e.model();
+  switch (model.architecture_case()) {
+    case v1::Model::ARCHITECTURE_NOT_SET:
+      return at.Error("model", "is required: set model.preset or model.vit");
+    case v1::Model::kPreset:
+      if (model.preset() == v1::Model::PRESET_UNSPECIFIED) {
+        return at.Error("model.preset", "must name a preset, e.g. VIT_L_32");
+      }
+      break;
+    case v1::Model::kVit: {
+      const v1::VitSizes& v = model.vit();
+      const std::pair<const char*, uint32_t> sizes[] = {
+          {"patch_size", v.patch_size()}, {"hidden_dim", v.hidden_dim()},
+          {"num_layers", v.num_layers()}, {"num_heads", v.num_heads()},
+          {"mlp_dim", v.mlp_dim()},       {"num_classes", v.num_classes()},
+      };
+      for (const auto& [field, value] : sizes) {
+        if (value == 0) return at.Error(absl::StrCat("model.vit.", field), "is required (> 0)");
+      }
+      if (v.hidden_dim() % v.num_heads() != 0) {
+        return at.Error("model.vit.hidden_dim",
+                        absl::StrCat("must be a multiple of num_heads (", v.num_heads(), "), got ",
+                                     v.hidden_dim()));
+      }
+      break;
+    }
+  }
+
+  return absl::OkStatus();
+}
+
+// data: sizes and the loader.
+absl::Status ValidateData(const v1::Experiment& e, const Locator& at) {
+  const v1::Model& model = e.model();
+  const v1::Data& data = e.data();
+  if (data.batch_size() == 0) {
+    return at.Error("data.batch_size", "is required: samples per GPU per step, > 0");
+  }
+  uint32_t patch = PatchSize(model);
+  if (patch > 0 && data.image_size() % patch != 0) {
+    return at.Error("data.image_size",
+                    absl::StrCat("must be a multiple of the patch size (", patch, "), got ",
+                                 data.image_size()));
+  }
+  if (data.num_workers() > 256) {
+    return at.Error("data.num_workers",
+                    absl::StrCat("must be at most 256, got ", data.num_workers()));
+  }
+  if (data.prefetch() > 64) {
+    return at.Error("data.prefetch", absl::StrCat("must be at most 64, got ", data.prefetch()));
+  }
+
+  return absl::OkStatus();
+}
+
+// steps and the optimizer.
+absl::Status ValidateSteps(const v1::Experiment& e, const Locator& at) {
+  if (e.steps().measured() == 0) {
+    return at.Error("steps.measured", "is required: steps to time, > 0");
+  }
+
+  if (e.steps().repetitions() > 20) {
+    return at.Error("steps.repetitions", absl::StrCat("must be at most 20, got ", e.steps().repetitions()));
+  }
+  if (e.steps().accumulation() > 1024) {
+    return at.Error("steps.accumulation",
+                    absl::StrCat("must be at most 1024, got ", e.steps().accumulation()));
+  }
+
+  if (!e.optimizer().has_sgd()) return at.Error("optimizer", "is required: set optimizer.sgd");
+  const v1::Sgd& sgd = e.optimizer().sgd();
+  if (!(sgd.learning_rate() > 0) || !std::isfinite(sgd.learning_rate())) {
+    return at.Error("optimizer.sgd.learning_rate",
+                    absl::StrCat("must be > 0, got ", FormatNumber(sgd.learning_rate())));
+  }
+  if (sgd.momentum() < 0 || !(sgd.momentum() < 1)) {
+    return at.Error("optimizer.sgd.momentum",
+                    absl::StrCat("must be in [0, 1), got ", FormatNumber(sgd.momentum())));
+  }
+  if (sgd.weight_decay() < 0 || !std::isfinite(sgd.weight_decay())) {
+    return at.Error("optimizer.sgd.weight_decay",
+                    absl::StrCat("must be >= 0, got ", FormatNumber(sgd.weight_decay())));
+  }
+
+  return absl::OkStatus();
+}
+
+// distributed.sweep_transport: NCCL transports, each once.
+absl::Status ValidateTransports(const v1::Experiment& e, const Locator& at) {
+  const v1::Distributed& dist = e.distributed();
+  const bool cpu = dist.device() == v1::Distributed::CPU;
+  for (int i = 0; i < dist.sweep_transport_size(); ++i) {
+    std::string path = absl::StrCat("distributed.sweep_transport[", i, "]");
+    if (dist.transport() != v1::Distributed::TRANSPORT_UNSPECIFIED) {
+      return at.Error("distributed.transport",
+                      "contradicts sweep_transport: a sweep sets the transport of each run; leave "
+                      "transport out");
+    }
+    if (dist.sweep_transport(i) == v1::Distributed::TRANSPORT_UNSPECIFIED) {
+      return at.Error(path, "must name a transport: NVLINK, HOST_MEMORY or NETWORK");
+    }
+    if (cpu || dist.backend() == v1::Distributed::GLOO) {
+      return at.Error(path, "selects NCCL's transport, but this experiment uses Gloo");
+    }
+    for (int j = 0; j < i; ++j) {
+      if (dist.sweep_transport(j) == dist.sweep_transport(i)) {
+        return at.Error(path,
+                        absl::StrCat("repeats ", v1::Distributed::Transport_Name(dist.sweep_transport(i)),
+                                     " (sweep_transport[", j, "])"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// distributed.nccl_env: NCCL's variables, each once, only for NCCL.
+absl::Status ValidateNcclEnv(const v1::Experiment& e, const Locator& at) {
+  const v1::Distributed& dist = e.distributed();
+  const bool cpu = dist.device() == v1::Distributed::CPU;
+  for (int i = 0; i < dist.nccl_env_size(); ++i) {
+    const v1::EnvironmentVariable& var = dist.nccl_env(i);
+    std::string path = absl::StrCat("distributed.nccl_env[", i, "]");
+    const std::string& name = var.name();
+    bool word = name.size() > 5 && absl::StartsWith(name, "NCCL_");
+    for (char c : name) {
+      if (!absl::ascii_isupper(static_cast<unsigned char>(c)) &&
+          !absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '_') {
+        word = false;
+      }
+    }
+    if (!word) {
+      return at.Error(path + ".name",
+                      absl::StrCat("must be an NCCL variable (NCCL_ and capitals, digits, _), got \"",
+                                   absl::CHexEscape(name), "\""));
+    }
+    if (var.value().empty() || var.value().find('\0') != std::string::npos) {
+      return at.Error(path + ".value", absl::StrCat("is required for ", name));
+    }
+    for (int j = 0; j < i; ++j) {
+      if (dist.nccl_env(j).name() == name) {
+        return at.Error(path + ".name",
+                        absl::StrCat(name, " is set twice (first as distributed.nccl_env[", j, "])"));
+      }
+    }
+    if (cpu || dist.backend() == v1::Distributed::GLOO) {
+      return at.Error(path, "sets NCCL's environment, but this experiment uses Gloo");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// distributed: processes, backend, NCCL's settings.
+absl::Status ValidateDistributed(const v1::Experiment& e, const Locator& at) {
+  const v1::Data& data = e.data();
+  const v1::Distributed& dist = e.distributed();
+  if (dist.gpus_per_node() > 1024) {
+    return at.Error("distributed.gpus_per_node",
+                    absl::StrCat("must be at most 1024, got ", dist.gpus_per_node()));
+  }
+  if (dist.nodes() > 65536) {
+    return at.Error("distributed.nodes", absl::StrCat("must be at most 65536, got ", dist.nodes()));
+  }
+  bool cpu = dist.device() == v1::Distributed::CPU;
+  if (cpu && dist.backend() == v1::Distributed::NCCL) {
+    return at.Error("distributed.backend",
+                    "NCCL runs on GPUs only, but distributed.device is CPU: use GLOO or leave "
+                    "backend out");
+  }
+  if (dist.transport() != v1::Distributed::TRANSPORT_UNSPECIFIED &&
+      (cpu || dist.backend() == v1::Distributed::GLOO)) {
+    return at.Error("distributed.transport",
+                    "selects NCCL's transport, but this experiment uses Gloo: leave transport "
+                    "out or use the NCCL backend on GPUs");
+  }
+  if (absl::Status s = ValidateTransports(e, at); !s.ok()) return s;
+  if (absl::Status s = ValidateNcclEnv(e, at); !s.ok()) return s;
+  if (dist.nccl_channels() > 0) {
+    if (cpu || dist.backend() == v1::Distributed::GLOO) {
+      return at.Error("distributed.nccl_channels",
+                      "sets NCCL's channels, but this experiment uses Gloo");
+    }
+    if (dist.nccl_channels() > kMaxNcclChannels) {
+      return at.Error("distributed.nccl_channels",
+                      absl::StrCat("must be at most ", kMaxNcclChannels, " (NCCL's most), got ",
+                                   dist.nccl_channels()));
+    }
+  }
+  if (dist.high_priority_compute() && cpu) {
+    return at.Error("distributed.high_priority_compute",
+                    "chooses a CUDA stream, but distributed.device is CPU");
+  }
+  if (cpu && data.pin_memory()) {
+    return at.Error("data.pin_memory",
+                    "pins host memory for copies to a GPU, but distributed.device is CPU");
+  }
+
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at, const ExperimentSchema& schema) {
+  if (e.name().empty()) return at.Error("name", "is required");
+  if (std::string bad = BadName(e.name()); !bad.empty()) return at.Error("name", bad);
+  for (auto check : {ValidateModel, ValidateData, ValidateSteps, ValidateDistributed}) {
+    if (absl::Status s = check(e, at); !s.ok()) return s;
+  }
+  if (absl::Status s = ValidatePlugins(e, at, schema); !s.ok()) return s;
+  const v1::Distributed& dist = e.distributed();
+  if (e.plugin_size() > 0 && dist.gpus_per_node() == 1 && dist.nodes() == 1 &&
+      !dist.force_engine()) {
+    return at.Error("plugin",
+                    "plugins configure the data-parallel engine, which a run of one process "
+                    "skips: set distributed.force_engine: true or run more processes");
+  }
+
+  // Output.
+  if (e.output().directory().find('\0') != std::string::npos) {
+    return at.Error("output.directory", "must not contain NUL");
+  }
+  return absl::OkStatus();
+}
+
+// What is wrong with a suite's or an experiment's name, "" if nothing: it names files
+// (<name>.trace.json, <name>_rank0.nsys-rep), which hold 255 bytes.
+constexpr size_t kMaxNameLength = 200;
+std::string BadName(absl::string_view name) {
+  if (name.size() > kMaxNameLength) {
+    return absl::StrCat("must be at most ", kMaxNameLength, " characters (it names files), got ", name.size());
+  }
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') {
+      return absl::StrCat("must be letters, digits, '_' and '-', got \"", name, "\"");
+    }
+  }
+  return "";
+}
+
+}  // namespace ddplab

@@ -1,0 +1,96 @@
+#include "core/model/vit.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/torch_compat.h"
+
+namespace ddplab {
+
+VitSelfAttentionImpl::VitSelfAttentionImpl(int64_t hidden_dim, int64_t num_heads)
+    : num_heads_(num_heads) {
+  // As torch.nn.MultiheadAttention: packed q/k/v projection (Xavier uniform, zero bias)
+  // and an output projection with zero bias.
+  in_proj_weight_ = register_parameter("in_proj_weight", torch::empty({3 * hidden_dim, hidden_dim}));
+  in_proj_bias_ = register_parameter("in_proj_bias", torch::zeros({3 * hidden_dim}));
+  torch::nn::init::xavier_uniform_(in_proj_weight_);
+  out_proj_ = register_module("out_proj", torch::nn::Linear(hidden_dim, hidden_dim));
+  torch::NoGradGuard no_grad;
+  out_proj_->bias.zero_();
+}
+
+at::Tensor VitSelfAttentionImpl::forward(const at::Tensor& x) {
+  const int64_t n = x.size(0), s = x.size(1), h = x.size(2);
+  // [N, S, 3h] -> [3, N, heads, S, head_dim]
+  at::Tensor qkv = at::linear(x, in_proj_weight_, in_proj_bias_)
+                       .view({n, s, 3, num_heads_, h / num_heads_})
+                       .permute({2, 0, 3, 1, 4});
+  at::Tensor out = compat::ScaledDotProductAttention(qkv[0], qkv[1], qkv[2]);
+  return out_proj_->forward(out.transpose(1, 2).reshape({n, s, h}));
+}
+
+VitEncoderBlockImpl::VitEncoderBlockImpl(int64_t hidden_dim, int64_t num_heads, int64_t mlp_dim) {
+  ln_1_ = register_module(
+      "ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden_dim}).eps(1e-6)));
+  self_attention_ = register_module("self_attention", VitSelfAttention(hidden_dim, num_heads));
+  ln_2_ = register_module(
+      "ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden_dim}).eps(1e-6)));
+  // torchvision's MLPBlock is a Sequential: 0 Linear, 1 GELU, 2 Dropout, 3 Linear, 4 Dropout.
+  auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
+  mlp_in_ = mlp->register_module("0", torch::nn::Linear(hidden_dim, mlp_dim));
+  mlp_out_ = mlp->register_module("3", torch::nn::Linear(mlp_dim, hidden_dim));
+  torch::NoGradGuard no_grad;
+  for (torch::nn::Linear& linear : {std::ref(mlp_in_), std::ref(mlp_out_)}) {
+    torch::nn::init::xavier_uniform_(linear->weight);
+    linear->bias.normal_(0.0, 1e-6);
+  }
+}
+
+at::Tensor VitEncoderBlockImpl::forward(const at::Tensor& x) {
+  at::Tensor y = x + self_attention_->forward(ln_1_->forward(x));
+  return y + mlp_out_->forward(at::gelu(mlp_in_->forward(ln_2_->forward(y))));
+}
+
+VitImpl::VitImpl(const VitConfig& config) : config_(config) {
+  const int64_t h = config.hidden_dim;
+  conv_proj_ = register_module(
+      "conv_proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, h, config.patch_size)
+                                         .stride(config.patch_size)));
+  class_token_ = register_parameter("class_token", torch::zeros({1, 1, h}));
+  auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
+  pos_embedding_ = encoder->register_parameter(
+      "pos_embedding", torch::empty({1, config.seq_length(), h}).normal_(0.0, 0.02));
+  auto layers = encoder->register_module("layers", std::make_shared<torch::nn::Module>());
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    layers_.push_back(layers->register_module(absl::StrCat("encoder_layer_", i),
+                                              VitEncoderBlock(h, config.num_heads, config.mlp_dim)));
+  }
+  ln_ = encoder->register_module("ln",
+                                 torch::nn::LayerNorm(torch::nn::LayerNormOptions({h}).eps(1e-6)));
+  auto heads = register_module("heads", std::make_shared<torch::nn::Module>());
+  head_ = heads->register_module("head", torch::nn::Linear(h, config.num_classes));
+
+  torch::NoGradGuard no_grad;
+  // torchvision: truncated normal with std sqrt(1 / fan_in) (its +-2 bounds are far
+  // outside that), zero bias; a zero-initialized head.
+  int64_t fan_in = 3 * config.patch_size * config.patch_size;
+  conv_proj_->weight.normal_(0.0, std::sqrt(1.0 / static_cast<double>(fan_in)));
+  conv_proj_->bias.zero_();
+  head_->weight.zero_();
+  head_->bias.zero_();
+}
+
+at::Tensor VitImpl::forward(const at::Tensor& images) {
+  const int64_t n = images.size(0);
+  // [N, 3, H, W] -> [N, h, H/p, W/p] -> [N, patches, h]
+  at::Tensor x = conv_proj_->forward(images).flatten(2).transpose(1, 2);
+  x = at::cat({class_token_.expand({n, -1, -1}), x}, 1) + pos_embedding_;
+  for (VitEncoderBlock& layer : layers_) x = layer->forward(x);
+  x = ln_->forward(x);
+  return head_->forward(x.select(1, 0));
+}
+
+}  // namespace ddplab

@@ -1,0 +1,98 @@
+#include "core/model/vit.h"
+
+#include <limits>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ddplab {
+namespace {
+
+int64_t CountParameters(const VitConfig& config) {
+  Vit model(config);
+  int64_t n = 0;
+  for (const at::Tensor& p : model->parameters()) n += p.numel();
+  return n;
+}
+
+VitConfig Preset(v1::Model::Preset preset) {
+  v1::Model model;
+  model.set_preset(preset);
+  return VitConfigForModel(model, 224).value();
+}
+
+// torchvision.models.vit_*: sum(p.numel() for p in model.parameters()).
+TEST(VitTest, ParameterCountsEqualTorchvisions) {
+  EXPECT_EQ(CountParameters(Preset(v1::Model::VIT_L_32)), 306'535'400);
+  EXPECT_EQ(CountParameters(Preset(v1::Model::VIT_B_32)), 88'224'232);
+  EXPECT_EQ(CountParameters(Preset(v1::Model::VIT_B_16)), 86'567'656);
+  EXPECT_EQ(CountParameters(Preset(v1::Model::VIT_L_16)), 304'326'632);
+}
+
+// The count from the sizes alone (for checks before anything is built) is the model's.
+TEST(VitTest, ParameterCountFromTheSizesIsTheModels) {
+  for (v1::Model::Preset preset : {v1::Model::VIT_L_32, v1::Model::VIT_B_16, v1::Model::VIT_TINY_TEST}) {
+    v1::Model model;
+    model.set_preset(preset);
+    VitConfig config = VitConfigForModel(model, 32 * 7).value();
+    EXPECT_EQ(VitParameterCount(config), CountParameters(config)) << v1::Model::Preset_Name(preset);
+  }
+}
+
+TEST(VitTest, ParameterNamesMatchTorchvisionsStateDict) {
+  v1::Model model;
+  model.set_preset(v1::Model::VIT_TINY_TEST);
+  Vit vit(VitConfigForModel(model, 32).value());
+  auto params = vit->named_parameters();
+  for (const char* name :
+       {"conv_proj.weight", "conv_proj.bias", "class_token", "encoder.pos_embedding",
+        "encoder.layers.encoder_layer_0.ln_1.weight",
+        "encoder.layers.encoder_layer_0.self_attention.in_proj_weight",
+        "encoder.layers.encoder_layer_0.self_attention.in_proj_bias",
+        "encoder.layers.encoder_layer_0.self_attention.out_proj.weight",
+        "encoder.layers.encoder_layer_1.mlp.0.weight", "encoder.layers.encoder_layer_1.mlp.3.bias",
+        "encoder.ln.weight", "heads.head.weight", "heads.head.bias"}) {
+    EXPECT_NE(params.find(name), nullptr) << name;
+  }
+  // 6 outside the encoder blocks, 12 per block, 2 for the encoder's final LayerNorm.
+  EXPECT_EQ(params.size(), 6u + 2 * 12 + 2);
+}
+
+TEST(VitTest, ForwardGivesLogitsPerSample) {
+  v1::Model model;
+  model.set_preset(v1::Model::VIT_TINY_TEST);
+  Vit vit(VitConfigForModel(model, 32).value());
+  at::Tensor logits = vit->forward(torch::randn({3, 3, 32, 32}));
+  EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{3, 10}));
+}
+
+// Attention through the fused op equals the textbook formula.
+TEST(VitTest, SelfAttentionMatchesTheFormula) {
+  torch::manual_seed(1);
+  VitSelfAttention attention(8, 2);
+  for (auto& p : attention->parameters()) p.data().normal_();
+  at::Tensor x = torch::randn({2, 5, 8});
+  at::Tensor got = attention->forward(x);
+  auto named = attention->named_parameters();
+  at::Tensor qkv = at::linear(x, named["in_proj_weight"], named["in_proj_bias"]);
+  std::vector<at::Tensor> parts = qkv.chunk(3, -1);
+  auto heads = [](const at::Tensor& t) { return t.view({2, 5, 2, 4}).transpose(1, 2); };
+  at::Tensor scores = at::matmul(heads(parts[0]), heads(parts[1]).transpose(-2, -1)) / 2.0;
+  at::Tensor out = at::matmul(at::softmax(scores, -1), heads(parts[2])).transpose(1, 2).reshape({2, 5, 8});
+  at::Tensor want = at::linear(out, named["out_proj.weight"], named["out_proj.bias"]);
+  EXPECT_TRUE(at::allclose(got, want, 1e-5, 1e-6));
+}
+
+// torchvision lists vit_l_32 at 15.38 GFLOPS, vit_b_16 at 17.56, vit_b_32 at 4.41: their
+// figures count multiply-adds. A training step is 3 forward passes of 2 FLOPs per MAC.
+TEST(VitTest, FlopsMatchTorchvisionsFigures) {
+  EXPECT_NEAR(VitTrainingFlopsPerSample(Preset(v1::Model::VIT_L_32)) / 6e9, 15.38, 0.02);
+  EXPECT_NEAR(VitTrainingFlopsPerSample(Preset(v1::Model::VIT_B_16)) / 6e9, 17.56, 0.02);
+  EXPECT_NEAR(VitTrainingFlopsPerSample(Preset(v1::Model::VIT_B_32)) / 6e9, 4.41, 0.02);
+}
+
+}  // namespace
+}  // namespace ddplab

@@ -1,0 +1,346 @@
+#include "core/plugin/plugin_host.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/config/experiment.h"
+#include "google/protobuf/descriptor.h"
+
+namespace ddplab {
+namespace {
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Where plugin `name` is in `dir`: <dir>/<name>/lib<name>.so (the layout of plugins/ in
+// the binary's runfiles) or <dir>/lib<name>.so; "" if neither is a file.
+std::string LibraryPath(const std::string& dir, absl::string_view name) {
+  for (std::string path : {absl::StrCat(dir, "/", name, "/lib", name, ".so"), absl::StrCat(dir, "/lib", name, ".so")}) {
+    if (IsFile(path)) return path;
+  }
+  return "";
+}
+
+// Whether two paths name one file (a link to it, another path to it).
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+std::string Describe(const BuildIdentity& id) {
+  return absl::StrCat("LibTorch ", id.torch_version, ", _GLIBCXX_USE_CXX11_ABI=", id.cxx11_abi,
+                      ", protobuf ", id.protobuf_version, ", ", id.cuda_build ? "CUDA" : "CPU",
+                      " build");
+}
+
+// Compares the plugin's build identity with the host's; names every difference.
+absl::Status CheckIdentity(const std::string& path, const DdplabPluginInfo& info) {
+  BuildIdentity host = HostBuildIdentity();
+  BuildIdentity plugin{info.torch_version ? info.torch_version : "(null)", info.cxx11_abi,
+                       info.protobuf_version, info.cuda_build};
+  std::vector<std::string> diffs;
+  if (plugin.torch_version != host.torch_version) {
+    diffs.push_back(absl::StrCat("LibTorch ", plugin.torch_version, " (host: ",
+                                 host.torch_version, ")"));
+  }
+  if (plugin.cxx11_abi != host.cxx11_abi) {
+    diffs.push_back(absl::StrCat("_GLIBCXX_USE_CXX11_ABI=", plugin.cxx11_abi, " (host: ",
+                                 host.cxx11_abi, ")"));
+  }
+  if (plugin.protobuf_version != host.protobuf_version) {
+    diffs.push_back(absl::StrCat("protobuf ", plugin.protobuf_version, " (host: ",
+                                 host.protobuf_version, ")"));
+  }
+  if (plugin.cuda_build != host.cuda_build) {
+    diffs.push_back(absl::StrCat(plugin.cuda_build ? "CUDA" : "CPU", " build (host: ",
+                                 host.cuda_build ? "CUDA" : "CPU", ")"));
+  }
+  if (diffs.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "plugin ", path, " was built against ", absl::StrJoin(diffs, ", "),
+      "; this binary is ", Describe(host), ". Rebuild the plugin with this binary's build."));
+}
+
+}  // namespace
+
+namespace internal_plugin_host {
+
+std::string PointName(ExtensionPoint point) {
+  switch (point) {
+    case ExtensionPoint::kBucketPlanner:
+      return "bucket planning";
+    case ExtensionPoint::kMissingGradients:
+      return "unused parameters";
+    case ExtensionPoint::kGradientLayout:
+      return "the gradient layout";
+    case ExtensionPoint::kCommHook:
+      return "the communication hook";
+    case ExtensionPoint::kCodec:
+      return "a wire codec";
+    case ExtensionPoint::kHookWrapper:
+      return "a hook wrapper";
+  }
+  return "an extension point";
+}
+
+// The registrar handed to one plugin's register_callbacks: it records into `set`.
+class Registrar : public PluginRegistrar {
+ public:
+  Registrar(const std::string& config, std::string plugin, PluginSet& set)
+      : config_(config), plugin_(std::move(plugin)), set_(set) {}
+
+  const std::string& config_bytes() const override { return config_; }
+  void Reject(const std::string& message) override {
+    if (error_.empty()) error_ = message;
+  }
+  void RejectField(const std::string& field, const std::string& message) override {
+    if (error_.empty()) {
+      error_ = message;
+      field_ = field;
+    }
+  }
+  void SetBucketPlanner(std::shared_ptr<const BucketPlanner> planner) override {
+    Take(ExtensionPoint::kBucketPlanner);
+    set_.parts_.planner = std::move(planner);
+  }
+  void SetMissingGradients(std::shared_ptr<const MissingGradients> policy) override {
+    Take(ExtensionPoint::kMissingGradients);
+    set_.parts_.missing_gradients = std::move(policy);
+  }
+  void SetGradientLayout(LayoutFactory factory) override {
+    Take(ExtensionPoint::kGradientLayout);
+    set_.parts_.layout = std::move(factory);
+  }
+  void WrapCommHook(ExtensionPoint point, HookWrapper wrapper) override {
+    if (point != ExtensionPoint::kCommHook && point != ExtensionPoint::kCodec && point != ExtensionPoint::kHookWrapper) {
+      Reject("WrapCommHook takes the role kCommHook, kCodec or kHookWrapper");
+      return;
+    }
+    Take(point);
+    set_.hooks_[point].push_back(std::move(wrapper));
+  }
+  void Refuse(ExtensionPoint point, const std::string& why) override {
+    set_.refusals_.push_back({plugin_, point, why});
+  }
+  void Lossy(int every) override {
+    set_.lossy_ = true;
+    int& current = set_.sample_error_every_;
+    if (every > 0 && (current == 0 || every < current)) current = every;
+  }
+  void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) override {
+    if (callbacks) set_.step_callbacks_.push_back(std::move(callbacks));
+  }
+  void DescribeInPyTorch(const PyTorchForm& form) override { set_.pytorch_[plugin_] = form; }
+
+  const std::string& error() const { return error_; }
+  const std::string& field() const { return field_; }
+
+ private:
+  void Take(ExtensionPoint point) { set_.takers_[point].push_back(plugin_); }
+  const std::string& config_;
+  std::string plugin_;
+  PluginSet& set_;
+  std::string error_, field_;
+};
+
+}  // namespace internal_plugin_host
+
+BuildIdentity HostBuildIdentity() {
+  return BuildIdentity{TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI, GOOGLE_PROTOBUF_VERSION, DDPLAB_CUDA_BUILD};
+}
+
+absl::Status PluginSet::CheckComposition() const {
+  auto refuse = [](const std::string& plugin, const std::string& other, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("plugin \"", plugin, "\" does not compose with plugin \"",
+                                                   other, "\": ", why, "; list one of them"));
+  };
+  for (const auto& [point, takers] : takers_) {
+    // Codecs and wrappers stack, any number of them; every other point is one plugin's.
+    const bool stacks = point == ExtensionPoint::kCodec || point == ExtensionPoint::kHookWrapper;
+    if (stacks || takers.size() < 2) continue;
+    return refuse(takers[1], takers[0],
+                  absl::StrCat("both take ", internal_plugin_host::PointName(point)));
+  }
+  for (const Refusal& r : refusals_) {
+    auto it = takers_.find(r.point);
+    if (it == takers_.end()) continue;
+    for (const std::string& other : it->second) {
+      if (other != r.plugin) return refuse(r.plugin, other, r.why);
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool PluginSet::diagnostic() const {
+  for (const LoadedPlugin* p : plugins_) {
+    if (p->info.status == static_cast<int32_t>(PluginStatus::kDiagnostic)) return true;
+  }
+  return false;
+}
+
+PluginHost::PluginHost(std::vector<std::string> search_dirs)
+    : search_dirs_(std::move(search_dirs)) {}
+
+std::vector<std::string> PluginHost::Available() const {
+  std::set<std::string> names;
+  for (const std::string& dir : search_dirs_) {
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) continue;
+    while (struct dirent* entry = readdir(d)) {
+      std::string name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      // lib<name>.so, or a directory <name> holding it.
+      if (absl::StartsWith(name, "lib") && absl::EndsWith(name, ".so")) name = name.substr(3, name.size() - 6);
+      if (!name.empty() && !LibraryPath(dir, name).empty()) names.insert(name);
+    }
+    closedir(d);
+  }
+  return {names.begin(), names.end()};
+}
+
+absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
+                                                     absl::string_view explicit_path) {
+  std::string path;
+  if (!explicit_path.empty()) {
+    path = std::string(explicit_path);
+    if (!IsFile(path)) {
+      return absl::NotFoundError(
+          absl::StrCat("plugin \"", name, "\": no file at the path given: ", path));
+    }
+  } else {
+    for (const std::string& dir : search_dirs_) {
+      path = LibraryPath(dir, name);
+      if (!path.empty()) break;
+    }
+    if (path.empty()) {
+      std::vector<std::string> available = Available();
+      return absl::NotFoundError(absl::StrCat(
+          "unknown plugin \"", name, "\": no lib", name, ".so in ",
+          search_dirs_.empty() ? "(no plugin directory)" : absl::StrJoin(search_dirs_, ", "),
+          ". Available: ", available.empty() ? "none" : absl::StrJoin(available, ", ")));
+    }
+  }
+  if (auto it = loaded_.find(path); it != loaded_.end()) return it->second.get();
+  // Its configuration's .proto would be registered twice, which protobuf does not survive.
+  for (const auto& [other_path, other] : loaded_) {
+    if (other->name == name && !SameFile(other_path, path)) {
+      return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", path, ": plugin \"", name,
+                                                        "\" is loaded already, from ", other_path,
+                                                        "; a process loads one library per plugin"));
+    }
+  }
+
+  // RTLD_LOCAL keeps one plugin's symbols from another's; the plugin resolves the host's
+  // symbols from the executable, which exports them (-rdynamic).
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    return absl::FailedPreconditionError(
+        absl::StrCat("plugin \"", name, "\": cannot load ", path, ": ", err ? err : "unknown error"));
+  }
+  dlerror();
+  void* symbol = dlsym(handle, DDPLAB_PLUGIN_ENTRY_SYMBOL);
+  if (symbol == nullptr) {
+    // Never unloaded: a library's static destructors may have registered with the host.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path, " exports no ", DDPLAB_PLUGIN_ENTRY_SYMBOL,
+        "(): not a ddplab plugin (define its entry with DDPLAB_PLUGIN)"));
+  }
+  auto get_info = reinterpret_cast<DdplabGetPluginInfoFn>(symbol);
+  DdplabPluginInfo info = get_info();
+  if (info.api_version != DDPLAB_PLUGIN_API_VERSION) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path, " uses plugin API version ", info.api_version,
+        ", this binary uses version ", DDPLAB_PLUGIN_API_VERSION,
+        ". Rebuild the plugin against this binary's core/plugin_api.h."));
+  }
+  if (absl::Status s = CheckIdentity(path, info); !s.ok()) return s;
+  if (info.name == nullptr || name != info.name) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path, " calls itself \"", info.name ? info.name : "(null)",
+        "\"; a plugin's library must be named after it"));
+  }
+  if (info.status < static_cast<int32_t>(PluginStatus::kStable) ||
+      info.status > static_cast<int32_t>(PluginStatus::kDiagnostic)) {
+    return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", path, " has status ", info.status,
+                                                      "; expected stable (0), experimental (1) or diagnostic (2)"));
+  }
+  const google::protobuf::Descriptor* config = info.config_descriptor ? info.config_descriptor() : nullptr;
+  if (info.register_callbacks == nullptr || config == nullptr || info.plugin_version == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path,
+        " returned an incomplete DdplabPluginInfo (null register_callbacks, config_descriptor or "
+        "plugin_version)"));
+  }
+  auto plugin = std::make_unique<LoadedPlugin>(LoadedPlugin{std::string(name), path, info, config});
+  const LoadedPlugin* result = plugin.get();
+  loaded_.emplace(path, std::move(plugin));
+  return result;
+}
+
+const ExperimentSchema& PluginHost::schema() {
+  if (schema_ != nullptr) return *schema_;
+  std::vector<PluginSchemaEntry> found;
+  std::map<std::string, std::string> unavailable;
+  for (const std::string& name : Available()) {
+    absl::StatusOr<const LoadedPlugin*> loaded = Load(name);
+    if (loaded.ok()) {
+      found.push_back({name, (*loaded)->config});
+    } else {
+      unavailable[name] = std::string(loaded.status().message());
+    }
+  }
+  const std::string searched = search_dirs_.empty() ? "" : absl::StrJoin(search_dirs_, ", ");
+  absl::StatusOr<std::shared_ptr<const ExperimentSchema>> built = ExperimentSchema::Build(found, unavailable, searched);
+  if (!built.ok()) {
+    for (const PluginSchemaEntry& p : found) unavailable[p.name] = std::string(built.status().message());
+    built = ExperimentSchema::Build({}, unavailable, searched);
+  }
+  schema_ = *std::move(built);
+  return *schema_;
+}
+
+absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment) {
+  PluginSet set;
+  for (int i = 0; i < experiment.plugin_size(); ++i) {
+    const v1::Plugin& entry = experiment.plugin(i);
+    const std::string& name = entry.name();
+    const std::string where = absl::StrCat("plugin[", i, "]");
+    if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": names no plugin"));
+    absl::StatusOr<const LoadedPlugin*> loaded = Load(name);
+    if (!loaded.ok()) {
+      return absl::Status(loaded.status().code(), absl::StrCat(where, ": ", loaded.status().message()));
+    }
+    const LoadedPlugin& plugin = **loaded;
+    internal_plugin_host::Registrar registrar(entry.config(), name, set);
+    plugin.info.register_callbacks(registrar);
+    if (!registrar.error().empty()) {
+      const std::string at = registrar.field().empty() ? where : absl::StrCat(where, ".", name, ".", registrar.field());
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, ": plugin \"", name, "\" rejected its configuration: ", registrar.error()));
+    }
+    set.plugins_.push_back(&plugin);
+    if (absl::Status s = set.CheckComposition(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+    }
+  }
+  for (ExtensionPoint role : {ExtensionPoint::kCommHook, ExtensionPoint::kCodec, ExtensionPoint::kHookWrapper}) {
+    for (HookWrapper& wrapper : set.hooks_[role]) set.parts_.hooks.push_back(std::move(wrapper));
+  }
+  set.hooks_.clear();
+  return set;
+}
+
+}  // namespace ddplab

@@ -1,0 +1,132 @@
+// Finds, loads and checks plugins, and collects what they register.
+//
+//   ddplab::PluginHost host({runfiles_plugins_dir});
+//   absl::StatusOr<ddplab::v1::Suite> suite = ddplab::LoadExperimentFile(path, host.schema());
+//   absl::StatusOr<ddplab::PluginSet> plugins = host.Configure(suite->experiment(0));
+//   if (!plugins.ok()) { ... }   // unknown name, bad build, rejected config, refused pair
+//   ddplab::DataParallelEngine engine(params, group, plugins->engine_parts());
+//
+// A plugin named N is the file <dir>/N/libN.so (the layout of plugins/ in the binary's
+// runfiles) or <dir>/libN.so in one of the search directories. Its library carries its
+// configuration message, which joins the experiment schema (host.schema(); Note [Plugin
+// configs by name], core/config/plugin_schema.h).
+// Composition is checked once, here, from what each plugin registered: two plugins that
+// take the same extension point, or one that refuses a point another takes
+// (PluginRegistrar::Refuse), are refused with both named.
+
+#ifndef DDPLAB_CORE_PLUGIN_HOST_H_
+#define DDPLAB_CORE_PLUGIN_HOST_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/engine/engine.h"
+#include "core/plugin/plugin_api.h"
+#include "core/config/plugin_schema.h"
+#include "ddplab/v1/experiment.pb.h"
+
+namespace ddplab {
+namespace internal_plugin_host {
+class Registrar;
+}  // namespace internal_plugin_host
+
+// A loaded plugin library. The library stays loaded for the life of the process.
+struct LoadedPlugin {
+  std::string name;
+  std::string path;
+  DdplabPluginInfo info;
+  const google::protobuf::Descriptor* config;  // its configuration message
+};
+
+// This binary's build identity, as a plugin must match it.
+struct BuildIdentity {
+  std::string torch_version;
+  int cxx11_abi;
+  int protobuf_version;
+  int cuda_build;
+};
+BuildIdentity HostBuildIdentity();
+
+// What the plugins of one experiment registered.
+class PluginSet {
+ public:
+  PluginSet() = default;
+  PluginSet(PluginSet&&) = default;
+  PluginSet& operator=(PluginSet&&) = default;
+
+  // The engine's parts: the defaults where no plugin took a point.
+  const EngineParts& engine_parts() const { return parts_; }
+  const std::vector<std::unique_ptr<StepCallbacks>>& step_callbacks() const { return step_callbacks_; }
+  // The plugins in the order they were configured.
+  const std::vector<const LoadedPlugin*>& plugins() const { return plugins_; }
+  // A plugin of diagnostic status is listed: the run is not a way to train.
+  bool diagnostic() const;
+  // A plugin's reduction is lossy (PluginRegistrar::Lossy), and how often its error is
+  // sampled (0: never).
+  bool lossy() const { return lossy_; }
+  int sample_error_every() const { return sample_error_every_; }
+  // Each plugin's PyTorch form, by plugin name; a plugin that gave none is absent.
+  const std::map<std::string, PyTorchForm>& pytorch_forms() const { return pytorch_; }
+
+ private:
+  friend class PluginHost;
+  friend class internal_plugin_host::Registrar;
+  // Refuses points taken twice, or taken where another plugin refuses them.
+  absl::Status CheckComposition() const;
+  struct Refusal {
+    std::string plugin;
+    ExtensionPoint point;
+    std::string why;
+  };
+  EngineParts parts_;
+  std::map<ExtensionPoint, std::vector<std::string>> takers_;  // by point, in order
+  std::vector<Refusal> refusals_;
+  std::vector<const LoadedPlugin*> plugins_;
+  std::vector<std::unique_ptr<StepCallbacks>> step_callbacks_;
+  std::map<std::string, PyTorchForm> pytorch_;
+  // The hook chain by role, in listing order (engine_parts() has them in chain order).
+  std::map<ExtensionPoint, std::vector<HookWrapper>> hooks_;
+  bool lossy_ = false;
+  int sample_error_every_ = 0;
+};
+
+class PluginHost {
+ public:
+  // `search_dirs` are tried in order for plugins found by name.
+  explicit PluginHost(std::vector<std::string> search_dirs);
+  PluginHost(const PluginHost&) = delete;
+  PluginHost& operator=(const PluginHost&) = delete;
+
+  // Loads the plugin `name` from the search directories (`explicit_path` instead, when
+  // given). Loading the same plugin twice returns the first load.
+  absl::StatusOr<const LoadedPlugin*> Load(absl::string_view name, absl::string_view explicit_path = "");
+
+  // The experiment schema with every plugin found in the search directories: the first
+  // call loads them all (one that fails to load is left out, its error kept for a file
+  // that names it).
+  const ExperimentSchema& schema();
+
+  // Loads every plugin the experiment lists, hands each its configuration and collects
+  // what they register. Errors start with the field at fault, "plugin[1]" or
+  // "plugin[1].bucket_sizing.first_bucket_cap_mb", then ": " and what is wrong, so that the
+  // experiment loader can point at the text (ConfigCheck, core/config/experiment.h).
+  absl::StatusOr<PluginSet> Configure(const v1::Experiment& experiment);
+
+  // The names of the plugins found in the search directories, sorted.
+  std::vector<std::string> Available() const;
+
+  const std::vector<std::string>& search_dirs() const { return search_dirs_; }
+
+ private:
+  std::vector<std::string> search_dirs_;
+  std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // by path
+  std::shared_ptr<const ExperimentSchema> schema_;
+};
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_CORE_PLUGIN_HOST_H_

@@ -1,0 +1,199 @@
+#include "core/plugin/plugin_host.h"
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/config/experiment.h"
+#include "gtest/gtest.h"
+#include "tools/cpp/runfiles/runfiles.h"
+
+namespace ddplab {
+namespace {
+
+using bazel::tools::cpp::runfiles::Runfiles;
+
+class PluginHostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    runfiles_.reset(Runfiles::CreateForTest(&error));
+    ASSERT_NE(runfiles_, nullptr) << error;
+    dir_ = runfiles_->Rlocation("ddplab/core/testdata/plugins");
+  }
+
+  std::string Lib(const std::string& name) const {
+    return absl::StrCat(dir_, "/", name, "/lib", name, ".so");
+  }
+
+  std::unique_ptr<Runfiles> runfiles_;
+  std::string dir_;
+};
+
+TEST_F(PluginHostTest, LoadsAWellFormedPlugin) {
+  PluginHost host({dir_});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("good");
+  ASSERT_TRUE(plugin.ok()) << plugin.status();
+  EXPECT_EQ((*plugin)->name, "good");
+  EXPECT_EQ((*plugin)->path, Lib("good"));
+  EXPECT_EQ((*plugin)->info.api_version, static_cast<uint32_t>(DDPLAB_PLUGIN_API_VERSION));
+  EXPECT_STREQ((*plugin)->info.plugin_version, "1.2.3");
+  EXPECT_STREQ((*plugin)->info.torch_version, TORCH_VERSION);
+  EXPECT_EQ((*plugin)->config->full_name(), "ddplab.testdata.good.v1.Config");
+
+  // Loading again returns the same library.
+  absl::StatusOr<const LoadedPlugin*> again = host.Load("good");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *plugin);
+}
+
+TEST_F(PluginHostTest, LoadsFromAnExplicitPath) {
+  PluginHost host({});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("good", Lib("good"));
+  ASSERT_TRUE(plugin.ok()) << plugin.status();
+  EXPECT_EQ((*plugin)->path, Lib("good"));
+}
+
+TEST_F(PluginHostTest, RefusesAnExplicitPathWithNoFile) {
+  PluginHost host({dir_});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("good", "/nonexistent/libgood.so");
+  EXPECT_EQ(plugin.status().message(),
+            "plugin \"good\": no file at the path given: /nonexistent/libgood.so");
+}
+
+TEST_F(PluginHostTest, RefusesAWrongApiVersion) {
+  PluginHost host({dir_});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("wrong_api");
+  EXPECT_EQ(plugin.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(plugin.status().message(),
+            absl::StrCat("plugin \"wrong_api\": ", Lib("wrong_api"), " uses plugin API version ",
+                         DDPLAB_PLUGIN_API_VERSION + 1, ", this binary uses version ",
+                         DDPLAB_PLUGIN_API_VERSION,
+                         ". Rebuild the plugin against this binary's core/plugin_api.h."));
+}
+
+TEST_F(PluginHostTest, RefusesALibraryWithoutTheEntrySymbol) {
+  PluginHost host({dir_});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("no_entry");
+  EXPECT_EQ(plugin.status().message(),
+            absl::StrCat("plugin \"no_entry\": ", Lib("no_entry"),
+                         " exports no ddplabGetPluginInfo(): not a ddplab plugin (define its "
+                         "entry with DDPLAB_PLUGIN)"));
+}
+
+TEST_F(PluginHostTest, RefusesAMismatchedBuildIdentity) {
+  PluginHost host({dir_});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("bad_identity");
+  BuildIdentity id = HostBuildIdentity();
+  EXPECT_EQ(plugin.status().message(),
+            absl::StrCat("plugin ", Lib("bad_identity"),
+                         " was built against LibTorch 0.0.1 (host: ", id.torch_version,
+                         "), _GLIBCXX_USE_CXX11_ABI=", 1 - id.cxx11_abi, " (host: ", id.cxx11_abi,
+                         "); this binary is LibTorch ", id.torch_version,
+                         ", _GLIBCXX_USE_CXX11_ABI=", id.cxx11_abi, ", protobuf ",
+                         id.protobuf_version, ", ", id.cuda_build ? "CUDA" : "CPU",
+                         " build. Rebuild the plugin with this binary's build."));
+}
+
+TEST_F(PluginHostTest, RefusesAnUnknownNameAndListsTheAvailablePlugins) {
+  PluginHost host({dir_});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("nope");
+  EXPECT_EQ(plugin.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(plugin.status().message(),
+            absl::StrCat("unknown plugin \"nope\": no libnope.so in ", dir_,
+                         ". Available: bad_identity, good, no_entry, wrong_api"));
+}
+
+TEST_F(PluginHostTest, RefusesALibraryNamedOtherThanItsPlugin) {
+  PluginHost host({});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("bucket_view", Lib("good"));
+  EXPECT_EQ(plugin.status().message(),
+            absl::StrCat("plugin \"bucket_view\": ", Lib("good"),
+                         " calls itself \"good\"; a plugin's library must be named after it"));
+}
+
+TEST_F(PluginHostTest, RefusesASecondLibraryOfAPluginAlreadyLoaded) {
+  PluginHost host({dir_});
+  ASSERT_TRUE(host.Load("good").ok());
+  absl::StatusOr<const LoadedPlugin*> again = host.Load("good", "/elsewhere/libgood.so");
+  EXPECT_EQ(again.status().message(),
+            absl::StrCat("plugin \"good\": no file at the path given: /elsewhere/libgood.so"));
+  const std::string copy = absl::StrCat(::testing::TempDir(), "/libgood_copy.so");
+  ASSERT_EQ(std::system(absl::StrCat("cp ", Lib("good"), " ", copy).c_str()), 0);
+  again = host.Load("good", copy);
+  EXPECT_EQ(again.status().message(),
+            absl::StrCat("plugin \"good\": ", copy, ": plugin \"good\" is loaded already, from ", Lib("good"),
+                         "; a process loads one library per plugin"));
+}
+
+TEST_F(PluginHostTest, FindsALibraryStandingInThePluginDirectoryItself) {
+  const std::string flat = absl::StrCat(::testing::TempDir(), "/flat_plugins");
+  // A link: the library already loaded in this process, which one process loads once.
+  ASSERT_EQ(std::system(absl::StrCat("mkdir -p ", flat, " && ln -sf ", Lib("good"), " ", flat, "/").c_str()), 0);
+  PluginHost host({flat});
+  EXPECT_EQ(host.Available(), std::vector<std::string>{"good"});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("good");
+  ASSERT_TRUE(plugin.ok()) << plugin.status();
+  EXPECT_EQ((*plugin)->path, flat + "/libgood.so");
+}
+
+// An experiment of two processes on the CPU with `plugins`, as a file names them.
+std::string ExperimentWith(const std::string& plugins) {
+  return absl::StrCat("name: \"e\"\nmodel { preset: VIT_TINY_TEST }\ndata { batch_size: 2 }\nsteps { measured: 1 }\n"
+                      "optimizer { sgd { learning_rate: 0.1 } }\ndistributed { device: CPU gpus_per_node: 2 }\n",
+                      plugins, "\n");
+}
+
+TEST_F(PluginHostTest, ReadsAPluginsOwnConfigurationByItsName) {
+  PluginHost host({dir_});
+  absl::StatusOr<v1::Suite> suite =
+      ParseExperimentText(ExperimentWith("plugin { good { number: 7 } }"), "x.textproto", host.schema());
+  ASSERT_TRUE(suite.ok()) << suite.status();
+  const v1::Plugin& entry = suite->experiment(0).plugin(0);
+  EXPECT_EQ(entry.name(), "good");
+  std::unique_ptr<google::protobuf::Message> config = host.schema().Config(entry);
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->ShortDebugString(), "number: 7");
+  EXPECT_EQ(host.schema().Print(entry, /*single_line=*/true), "good { number: 7 } ");
+  absl::StatusOr<PluginSet> set = host.Configure(suite->experiment(0));
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->plugins().size(), 1u);
+}
+
+TEST_F(PluginHostTest, ReportsThePluginsOwnCheckAtItsFileLineColumn) {
+  PluginHost host({dir_});
+  absl::StatusOr<v1::Suite> suite =
+      ParseExperimentText(ExperimentWith("plugin { good { number: 13 } }"), "x.textproto", host.schema(),
+                          [&host](const v1::Experiment& e) { return host.Configure(e).status(); });
+  EXPECT_EQ(suite.status().message(),
+            "x.textproto:7:17: plugin[0].good.number: plugin \"good\" rejected its configuration: must not be 13");
+}
+
+TEST_F(PluginHostTest, SaysWhyAPluginAFileNamesCouldNotBeLoaded) {
+  PluginHost host({dir_});
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(ExperimentWith("plugin { wrong_api {} }"), "x.textproto", host.schema());
+  EXPECT_EQ(suite.status().message(),
+            absl::StrCat("x.textproto:7:10: plugin \"wrong_api\": ", Lib("wrong_api"), " uses plugin API version ",
+                         DDPLAB_PLUGIN_API_VERSION + 1, ", this binary uses version ", DDPLAB_PLUGIN_API_VERSION,
+                         ". Rebuild the plugin against this binary's core/plugin_api.h."));
+}
+
+TEST(PluginHostIdentity, IsThisBuilds) {
+  BuildIdentity id = HostBuildIdentity();
+  EXPECT_EQ(id.torch_version, TORCH_VERSION);
+  EXPECT_EQ(id.cxx11_abi, _GLIBCXX_USE_CXX11_ABI);
+  EXPECT_EQ(id.protobuf_version, GOOGLE_PROTOBUF_VERSION);
+}
+
+TEST(PluginSetTest, StartsFromPyTorchDdpDefaults) {
+  PluginSet set;
+  EXPECT_EQ(DescribeEngine(set.engine_parts()),
+            "buckets of 25 MiB, the first 1 MiB, gradients copied into flat buckets, averaged by all-reduce");
+  EXPECT_TRUE(set.engine_parts().hooks.empty());
+  EXPECT_FALSE(set.diagnostic());
+}
+
+}  // namespace
+}  // namespace ddplab

@@ -1,0 +1,60 @@
+#include "core/plugin/pytorch_form.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+
+namespace ddplab {
+
+std::string PyTorchCode(const v1::Experiment& e, const std::vector<std::string>& plugins,
+                        const std::map<std::string, PyTorchForm>& forms, std::vector<std::string>* ddplab_only) {
+  const v1::Distributed& dist = e.distributed();
+  if (dist.gpus_per_node() * std::max<uint32_t>(1, dist.nodes()) <= 1 && !dist.force_engine()) return "";
+  std::vector<std::string> arguments = {"model"};
+  if (dist.device() != v1::Distributed::CPU) arguments.push_back("device_ids=[local_rank]");
+  std::string hook, state;
+  bool wrappers_own = false;  // `hook` is a wrapper's own, standing alone
+  std::vector<std::string> wrappers;  // in the order listed: the first listed wraps outermost
+  for (const std::string& plugin : plugins) {
+    auto it = forms.find(plugin);
+    if (it == forms.end()) {
+      ddplab_only->push_back(plugin);
+      continue;
+    }
+    const PyTorchForm& f = it->second;
+    arguments.insert(arguments.end(), f.ddp_arguments.begin(), f.ddp_arguments.end());
+    if (!f.hook_wrapper.empty()) {
+      wrappers.push_back(f.hook_wrapper);
+      if (hook.empty()) {
+        hook = f.hook;
+        wrappers_own = true;
+      }
+    } else if (!f.hook.empty()) {
+      hook = f.hook;
+      state = f.hook_state;
+      wrappers_own = false;
+    }
+    ddplab_only->insert(ddplab_only->end(), f.not_in_pytorch.begin(), f.not_in_pytorch.end());
+  }
+  // A wrapper with no hook to wrap is its own hook, not wrapped again.
+  if (wrappers_own && wrappers.size() == 1) wrappers.clear();
+  if (dist.high_priority_compute()) ddplab_only->push_back("distributed.high_priority_compute");
+  std::string code;
+  if (dist.nccl_channels() > 0) absl::StrAppend(&code, "# environment: NCCL_MAX_NCHANNELS=", dist.nccl_channels(), "\n");
+  for (const v1::EnvironmentVariable& v : dist.nccl_env()) absl::StrAppend(&code, "# environment: ", v.name(), "=", v.value(), "\n");
+  absl::StrAppend(&code, "from torch.nn.parallel import DistributedDataParallel as DDP\n");
+  if (!hook.empty()) {
+    absl::StrAppend(&code, "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook as powerSGD\n");
+  }
+  absl::StrAppend(&code, "model = DDP(", absl::StrJoin(arguments, ", "), ")\n");
+  if (!hook.empty()) {
+    std::string registered = hook;
+    for (auto w = wrappers.rbegin(); w != wrappers.rend(); ++w) registered = absl::StrCat(*w, "(", registered, ")");
+    if (!state.empty()) absl::StrAppend(&code, "state = ", state, "\n");
+    absl::StrAppend(&code, "model.register_comm_hook(", state.empty() ? "None" : "state", ", ", registered, ")\n");
+  }
+  return code;
+}
+
+}  // namespace ddplab

@@ -1,0 +1,28 @@
+// A run's levers as PyTorch code, assembled from what each plugin says of itself
+// (PyTorchForm, core/plugin/plugin_api.h) and the experiment's own settings; the levers PyTorch
+// has no form of are listed apart, as needing ddplab's engine.
+//
+//   std::vector<std::string> ddplab_only;
+//   std::string code = ddplab::PyTorchCode(experiment, plugin_names, plugins.pytorch_forms(), &ddplab_only);
+//   // model = DDP(model, device_ids=[local_rank], bucket_cap_mb=25, static_graph=True)
+#ifndef DDPLAB_CORE_PYTORCH_FORM_H_
+#define DDPLAB_CORE_PYTORCH_FORM_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/plugin/plugin_api.h"
+#include "ddplab/v1/experiment.pb.h"
+
+namespace ddplab {
+
+// Python lines that wrap `model` in DDP as `e` with `plugins` (in the order listed)
+// configures ddplab; `forms` by plugin name. Plugins without a form, and settings PyTorch
+// lacks, go into `ddplab_only`. A run of one process without the engine: "".
+std::string PyTorchCode(const v1::Experiment& e, const std::vector<std::string>& plugins,
+                        const std::map<std::string, PyTorchForm>& forms, std::vector<std::string>* ddplab_only);
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_CORE_PYTORCH_FORM_H_

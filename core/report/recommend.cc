@@ -1,0 +1,122 @@
+// The report's recommendation over the runs of several processes on one transport: the
+// fastest by median steps/s, named a winner only when it is ahead by more than the spread
+// of the repetitions, with its PyTorch form and what of it needs ddplab's engine.
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/report/report.h"
+
+namespace ddplab {
+namespace internal_report {
+namespace {
+
+std::string RateWithSpread(const v1::ReportRow& r) {
+  const v1::Spread& s = r.steps_per_s();
+  if (s.count() <= 1) return absl::StrFormat("%.3f steps/s", s.median());
+  return absl::StrFormat("%.3f steps/s (median of %d, %.3f-%.3f)", s.median(), s.count(), s.min(), s.max());
+}
+
+// Whether `a` (the faster by median) is ahead of `b` by more than their spread: a's
+// slowest repetition above b's fastest.
+bool AheadBeyondNoise(const v1::ReportRow& a, const v1::ReportRow& b) {
+  return a.steps_per_s().min() > b.steps_per_s().max();
+}
+
+void SayCommunication(const v1::ReportRow& r, std::string& out) {
+  const v1::StepParts& p = r.parts();
+  absl::StrAppendFormat(&out, " Of its %.1f ms step, communication costs %.2f ms of exposed wait", p.step_ms(),
+                        p.exposed_comm_ms());
+  if (p.compute_slowdown_ms() > 0) {
+    absl::StrAppendFormat(&out, " and %.2f ms of compute slowed beside it (forward and backward against one GPU's)",
+                          p.compute_slowdown_ms());
+  }
+  absl::StrAppend(&out, ".");
+}
+
+void SayPyTorch(const v1::ReportRow& r, v1::Recommendation& rec) {
+  rec.set_pytorch(r.pytorch());
+  *rec.mutable_ddplab_only() = r.ddplab_only();
+  if (r.ddplab_only_size() > 0) {
+    absl::StrAppend(rec.mutable_text(), " PyTorch's DDP has no form of ", absl::StrJoin(r.ddplab_only(), ", "),
+                    ": that part of the gain needs ddplab's engine.");
+  }
+}
+
+}  // namespace
+
+v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows, const std::string& transport) {
+  std::vector<const v1::ReportRow*> by_rate = rows;
+  std::stable_sort(by_rate.begin(), by_rate.end(), [](const v1::ReportRow* a, const v1::ReportRow* b) {
+    return a->steps_per_s().median() > b->steps_per_s().median();
+  });
+  const v1::ReportRow& best = *by_rate[0];
+  const v1::ReportRow* second = by_rate.size() > 1 ? by_rate[1] : nullptr;
+  v1::Recommendation rec;
+  rec.set_transport(transport);
+  rec.set_fastest(best.experiment());
+  std::string& out = *rec.mutable_text();
+  if (second != nullptr) {
+    rec.set_runner_up(second->experiment());
+    rec.set_within_noise(!AheadBeyondNoise(best, *second));
+  }
+  if (rec.within_noise()) {
+    out = absl::StrCat(best.experiment(), " and ", second->experiment(), " are within noise: ", RateWithSpread(best),
+                       " and ", RateWithSpread(*second), " on ", best.gpus(), " processes overlap; neither wins.");
+  } else {
+    out = absl::StrCat(best.experiment(), " is the fastest on this machine, ", RateWithSpread(best), " on ",
+                       best.gpus(), best.gpus() == 1 ? " process" : " processes");
+    if (second != nullptr && best.steps_per_s().count() <= 1) absl::StrAppend(&out, " (one repetition: noise unknown)");
+    if (best.has_vs_naive() && best.vs_naive() != 1) {
+      absl::StrAppendFormat(&out, ", %.0f%% over naive_ddp (one bucket after backward)", 100 * (best.vs_naive() - 1));
+    }
+    if (best.has_vs_single()) absl::StrAppendFormat(&out, ", %.3f of one GPU's step rate", best.vs_single().median());
+    absl::StrAppend(&out, ".");
+  }
+  SayCommunication(best, out);
+  const v1::ReportRow* use = &best;
+  if (best.has_gradient_error()) {
+    absl::StrAppendFormat(&out, " It is lossy: gradients differ from exact all-reduce by %.1e (relative)",
+                          best.gradient_error());
+    if (best.has_effective_error()) {
+      absl::StrAppendFormat(&out, ", summed over %d steps by %.1e", best.effective_error_steps(), best.effective_error());
+    }
+    absl::StrAppend(&out, ".");
+    // Note [The convergence check] (core/config/convergence.h): lossy only with a verdict.
+    const bool trusted = best.has_convergence() && best.convergence().within();
+    if (trusted) {
+      absl::StrAppend(&out, " In the convergence check it trains as the exact reference does: ",
+                      best.convergence().text(), ".");
+    } else if (best.has_convergence()) {
+      absl::StrAppend(&out, " In the convergence check it trains worse than the exact reference: ",
+                      best.convergence().text(), "; it is not the recommendation.");
+    } else {
+      absl::StrAppend(&out, " The suite did not check that it converges (its convergence field): it is not the "
+                      "recommendation.");
+    }
+    const v1::ReportRow* exact = nullptr;
+    for (const v1::ReportRow* r : by_rate) {
+      if (!r->has_gradient_error()) {
+        exact = r;
+        break;
+      }
+    }
+    if (exact != nullptr) {
+      rec.set_fastest_exact(exact->experiment());
+      absl::StrAppend(&out, " The fastest exact one is ", exact->experiment(), ", ", RateWithSpread(*exact));
+      if (exact->has_vs_single()) absl::StrAppendFormat(&out, " (%.3f of one GPU's)", exact->vs_single().median());
+      absl::StrAppend(&out, ".");
+    }
+    if (!trusted) use = exact;
+  }
+  if (use != nullptr) {
+    rec.set_recommended(use->experiment());
+    SayPyTorch(*use, rec);
+  }
+  return rec;
+}
+
+}  // namespace internal_report
+}  // namespace ddplab

@@ -1,0 +1,36 @@
+// The convergence check's verdicts in words, for report.md and report.html (Note [The
+// convergence check], core/config/convergence.h).
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/report/report_html.h"
+
+namespace ddplab {
+namespace internal_report {
+
+std::vector<std::string> ConvergenceLines(const v1::SuiteReport& report) {
+  std::vector<std::string> lines;
+  for (const v1::ReportRow& row : report.rows()) {
+    if (!row.has_convergence()) continue;
+    const v1::ConvergenceVerdict& v = row.convergence();
+    lines.push_back(absl::StrCat(row.experiment(), ": ", v.text()));
+  }
+  return lines;
+}
+
+std::string ConvergenceHeading(const v1::SuiteReport& report) {
+  for (const v1::ReportRow& row : report.rows()) {
+    if (!row.has_convergence()) continue;
+    const v1::ConvergenceVerdict& v = row.convergence();
+    return absl::StrFormat(
+        "Convergence check: %d steps on the learnable task from the same weights and batches; the exact "
+        "reference %s over %d seeds fell from %.4f; final loss = the mean of the last %d steps",
+        v.steps(), v.exact(), v.exact_final().count(), v.first_loss(), v.final_steps());
+  }
+  return "";
+}
+
+}  // namespace internal_report
+}  // namespace ddplab

@@ -1,0 +1,221 @@
+#include "core/report/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace ddplab {
+namespace {
+
+v1::RunResult Run(const std::string& name, int world, double steps_per_s, bool engine) {
+  v1::RunResult r;
+  r.set_suite("s");
+  r.set_experiment(name);
+  r.set_world_size(world);
+  r.set_steps_per_s(steps_per_s);
+  r.set_engine(engine);
+  r.set_transport("NVLINK");
+  r.set_peak_memory_gib(4.82);
+  r.set_tflops_per_gpu(37.2);
+  return r;
+}
+
+std::vector<v1::RunResult> Runs() {
+  std::vector<v1::RunResult> runs{Run("single_gpu", 1, 12.5, false), Run("naive_ddp", 4, 11.0, true),
+                                   Run("bf16", 4, 11.8, true)};
+  runs[1].set_exposed_comm_ms(7.0);
+  runs[2].set_exposed_comm_ms(0.1);
+  runs[2].set_gradient_error(3e-3);
+  runs[2].set_gradient_error_samples(4);
+  runs[2].add_bucket_bytes(100);
+  runs[2].add_bucket_bytes(400);
+  runs[2].add_bucket_busbw_gbps(80);
+  runs[2].add_bucket_busbw_gbps(300);
+  runs[2].set_nccl_transport("P2P");
+  return runs;
+}
+
+TEST(ReportTest, RatiosAgainstTheSingleProcessRunAndNaive) {
+  v1::SuiteReport report = MakeReport(Runs());
+  ASSERT_EQ(report.rows_size(), 3);
+  EXPECT_EQ(report.suite(), "s");
+  EXPECT_DOUBLE_EQ(report.rows(1).vs_single().median(), 11.0 / 12.5);
+  EXPECT_FALSE(report.rows(0).has_vs_naive());  // the single run has no engine
+  EXPECT_DOUBLE_EQ(report.rows(2).vs_naive(), 11.8 / 11.0);
+  EXPECT_DOUBLE_EQ(report.rows(2).busbw_gbps(), 300);  // the largest bucket's
+  EXPECT_EQ(report.rows(0).transport(), "");
+  EXPECT_EQ(report.repetitions(), 1u);
+}
+
+// Repetitions: medians and spread; the recommendation names a winner only when its
+// slowest repetition beats the runner-up's fastest, and says "within noise" otherwise.
+TEST(ReportTest, RepetitionsGiveMedianAndSpreadAndNoWinnerWithinNoise) {
+  std::vector<v1::RunResult> runs = Runs();
+  const auto repeat = [](v1::RunResult& r, std::vector<double> rates) {
+    for (double rate : rates) r.add_repetitions()->set_steps_per_s(rate);
+  };
+  repeat(runs[0], {12.4, 12.5, 12.6});
+  repeat(runs[1], {11.70, 11.75, 11.9});
+  repeat(runs[2], {11.78, 11.80, 11.85});
+  v1::SuiteReport report = MakeReport(runs);
+  EXPECT_EQ(report.repetitions(), 3u);
+  EXPECT_DOUBLE_EQ(report.rows(2).steps_per_s().median(), 11.80);
+  EXPECT_DOUBLE_EQ(report.rows(2).steps_per_s().min(), 11.78);
+  EXPECT_EQ(report.rows(2).steps_per_s().count(), 3u);
+  EXPECT_DOUBLE_EQ(report.rows(1).vs_single().max(), 11.9 / 12.5);
+  ASSERT_EQ(report.recommendations_size(), 1);
+  EXPECT_TRUE(report.recommendations(0).within_noise());
+  EXPECT_NE(report.recommendations(0).text().find("bf16 and naive_ddp are within noise"), std::string::npos)
+      << report.recommendations(0).text();
+  EXPECT_NE(FormatMarkdown(report).find("| 11.800 [11.780-11.850] |"), std::string::npos) << FormatMarkdown(report);
+  // Apart: a winner.
+  runs[1].clear_repetitions();
+  repeat(runs[1], {11.0, 11.1, 11.2});
+  report = MakeReport(runs);
+  EXPECT_FALSE(report.recommendations(0).within_noise());
+  EXPECT_EQ(report.recommendations(0).fastest(), "bf16");
+}
+
+// Where the step goes: the single-process run's forward and backward, the rest of this
+// run's compute as slowed by communication, the exposed wait.
+TEST(ReportTest, SplitsTheStepAgainstOneGpus) {
+  std::vector<v1::RunResult> runs = Runs();
+  const auto phases = [](v1::RunResult& r, double forward, double backward, double optimizer, double step) {
+    r.mutable_phases()->set_forward_ms(forward);
+    r.mutable_phases()->set_backward_ms(backward);
+    r.mutable_phases()->set_optimizer_ms(optimizer);
+    r.mutable_phases()->set_step_ms(step);
+  };
+  phases(runs[0], 28, 50, 1, 80);
+  phases(runs[1], 28.5, 63, 1, 93);  // exposed 7.0: backward's compute 56, 6 over one GPU's
+  const v1::SuiteReport report = MakeReport(runs);
+  const v1::StepParts& p = report.rows(1).parts();
+  EXPECT_DOUBLE_EQ(p.forward_ms(), 28);
+  EXPECT_DOUBLE_EQ(p.backward_single_ms(), 50);
+  EXPECT_DOUBLE_EQ(p.compute_slowdown_ms(), 0.5 + 6);
+  EXPECT_DOUBLE_EQ(p.exposed_comm_ms(), 7);
+  EXPECT_DOUBLE_EQ(p.other_ms(), 93 - 28.5 - 56 - 7 - 1);
+}
+
+// The no_communication diagnostic exchanges nothing: however fast, it is never the
+// recommendation.
+TEST(ReportTest, NeverRecommendsARunThatExchangedNothing) {
+  std::vector<v1::RunResult> runs = Runs();
+  runs.push_back(::ddplab::Run("no_communication", 4, 12.4, true));
+  runs.back().set_diagnostic(true);
+  v1::SuiteReport report = MakeReport(runs);
+  ASSERT_EQ(report.rows_size(), 4);
+  EXPECT_TRUE(report.rows(3).diagnostic());
+  const std::string text = FormatRecommendations(report);
+  EXPECT_EQ(text.find("no_communication"), std::string::npos) << text;
+  EXPECT_NE(text.find("bf16 is the fastest"), std::string::npos) << text;
+}
+
+// The recommendation of a lossy winner gives the fastest exact one's PyTorch form, and
+// says what of it needs ddplab's engine.
+TEST(ReportTest, RecommendsInPyTorchsWords) {
+  std::vector<v1::RunResult> runs = Runs();
+  runs[1].set_pytorch("model = DDP(model, device_ids=[local_rank], bucket_cap_mb=2000)\n");
+  runs[1].add_ddplab_only("zero_copy");
+  v1::SuiteReport report = MakeReport(runs);
+  const v1::Recommendation& r = report.recommendations(0);
+  EXPECT_EQ(r.fastest(), "bf16");
+  EXPECT_EQ(r.fastest_exact(), "naive_ddp");
+  EXPECT_EQ(r.pytorch(), runs[1].pytorch());
+  EXPECT_NE(r.text().find("PyTorch's DDP has no form of zero_copy"), std::string::npos) << r.text();
+  EXPECT_NE(FormatMarkdown(report).find("```python\nmodel = DDP(model, device_ids=[local_rank], bucket_cap_mb=2000)\n```"),
+            std::string::npos);
+}
+
+// A lossy run's effective error over its longest window of steps stands beside its
+// per-step error, in the row, the table and the recommendation; its cosine in the row.
+TEST(ReportTest, LossyRowsShowTheErrorOverTheLongestWindow) {
+  std::vector<v1::RunResult> runs = Runs();
+  runs[2].set_gradient_cosine(0.99);
+  for (const auto& [steps, error] : {std::pair<int, double>{1, 3e-3}, {2, 2e-3}, {8, 1e-3}}) {
+    v1::EffectiveError* e = runs[2].add_effective_error();
+    e->set_steps(steps);
+    e->set_error(error);
+  }
+  const v1::SuiteReport report = MakeReport(runs);
+  const v1::ReportRow& bf16 = report.rows(2);
+  EXPECT_DOUBLE_EQ(bf16.gradient_cosine(), 0.99);
+  EXPECT_DOUBLE_EQ(bf16.effective_error(), 1e-3);
+  EXPECT_EQ(bf16.effective_error_steps(), 8u);
+  EXPECT_FALSE(report.rows(1).has_effective_error());
+  EXPECT_FALSE(report.rows(1).has_gradient_cosine());
+  EXPECT_NE(FormatMarkdown(report).find("| 3.00e-03 (8-step 1.00e-03) |"), std::string::npos) << FormatMarkdown(report);
+  EXPECT_NE(report.recommendations(0).text().find(
+                "differ from exact all-reduce by 3.0e-03 (relative), summed over 8 steps by 1.0e-03."),
+            std::string::npos)
+      << report.recommendations(0).text();
+  // A result from before windows (no effective_error) has no cosine either.
+  runs[2].clear_effective_error();
+  EXPECT_FALSE(MakeReport(runs).rows(2).has_gradient_cosine());
+}
+
+// report.json is protobuf's JSON: valid JSON with a NaN in a row; the table's figures
+// are the JSON's.
+TEST(ReportTest, JsonIsValidWithANanAndAgreesWithTheTable) {
+  std::vector<v1::RunResult> runs = Runs();
+  runs[2].set_gradient_error(std::nan(""));
+  v1::SuiteReport report = MakeReport(runs);
+  const std::string json = FormatJson(report);
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) << json;
+  v1::SuiteReport back;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &back).ok());
+  EXPECT_TRUE(std::isnan(back.rows(2).gradient_error()));
+  const auto& rows = parsed.fields().at("rows").list_value().values();
+  ASSERT_EQ(rows.size(), 3);
+  EXPECT_EQ(rows[1].struct_value().fields().count("gradient_error"), 0u);  // missing: left out
+  std::vector<std::string> lines = absl::StrSplit(FormatMarkdown(report), '\n', absl::SkipEmpty());
+  const auto table = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+    return absl::StartsWith(l, "| naive_ddp |");
+  });
+  ASSERT_NE(table, lines.end());
+  const auto& f = rows[1].struct_value().fields();
+  EXPECT_NE(table->find(absl::StrFormat(" %.3f ", f.at("steps_per_s").struct_value().fields().at("median").number_value())),
+            std::string::npos);
+}
+
+// report.csv: one header, numbers as plain numbers, a missing value as an empty cell.
+TEST(ReportTest, CsvHoldsNumbersAndEmptyCells) {
+  v1::SuiteReport report = MakeReport(Runs());
+  std::vector<std::string> csv = absl::StrSplit(FormatCsv(report), '\n', absl::SkipEmpty());
+  ASSERT_EQ(csv.size(), 4u);
+  std::vector<std::string> header = absl::StrSplit(csv[0], ',');
+  std::vector<std::string> bf16 = absl::StrSplit(csv[3], ',');
+  std::vector<std::string> single = absl::StrSplit(csv[1], ',');
+  ASSERT_EQ(bf16.size(), header.size());
+  const auto column = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  EXPECT_EQ(bf16[column("steps_per_s")], "11.8");
+  EXPECT_EQ(bf16[column("gradient_error")], "0.003");
+  EXPECT_EQ(bf16[column("nccl_transport")], "P2P");
+  EXPECT_EQ(single[column("vs_naive")], "");
+  EXPECT_EQ(single[column("busbw_gbps")], "");
+}
+
+TEST(NcclTransportTest, ReadsTheChannelLines) {
+  EXPECT_EQ(NcclTransportFromLog("host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+                                 "host:1:2 [0] NCCL INFO Connected all rings\n"),
+            "P2P");
+  EXPECT_EQ(NcclTransportFromLog("NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n"), "SHM");
+  EXPECT_EQ(NcclTransportFromLog("NCCL INFO Channel 00/0 : 1[1] -> 0[0] [send] via NET/Socket/0\n"), "NET");
+  EXPECT_EQ(NcclTransportFromLog("NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n"
+                                 "NCCL INFO Channel 01 : 1[1] -> 2[2] via SHM/direct/direct\n"),
+            "P2P+SHM");
+  EXPECT_EQ(NcclTransportFromLog("NCCL INFO Bootstrap : Using eth0\n"), "");
+}
+
+}  // namespace
+}  // namespace ddplab

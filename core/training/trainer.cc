@@ -1,0 +1,477 @@
+#include "core/training/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/build_flags.h"
+#include "core/report/device_report.h"
+#include "core/engine/engine.h"
+#include "core/fidelity/error_sampler.h"
+#include "core/fidelity/fidelity_result.h"
+#include "core/training/nvtx.h"
+#include "core/training/progress.h"
+#include "core/plugin/pytorch_form.h"
+#include "core/training/run_trace.h"
+#include "core/training/sgd.h"
+#include "core/training/step_timer.h"
+#include "core/training/synthetic_data.h"
+#include "core/training/torch_profile.h"
+#include "core/model/vit.h"
+
+#if defined(DDPLAB_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_profiler_api.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ddplab {
+namespace {
+
+void Synchronize(const at::Device& device) {
+#if defined(DDPLAB_CUDA)
+  if (device.is_cuda()) {
+    cudaDeviceSynchronize();
+    return;
+  }
+#endif
+  (void)device;
+}
+
+absl::StatusOr<at::Device> ChooseDevice(const v1::Experiment& e, int local_rank) {
+  v1::Distributed::Device want = e.distributed().device();
+  bool has_gpu = DDPLAB_CUDA_BUILD && torch::cuda::is_available();
+  if (want == v1::Distributed::CPU || (want == v1::Distributed::DEVICE_UNSPECIFIED && !has_gpu)) {
+    return at::Device(at::kCPU);
+  }
+  if (!DDPLAB_CUDA_BUILD) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "experiment \"", e.name(), "\" asks for distributed.device CUDA, but this is a CPU build"));
+  }
+  int count = static_cast<int>(torch::cuda::device_count());
+  if (local_rank >= count) {
+    return absl::FailedPreconditionError(absl::StrCat("experiment \"", e.name(), "\" needs GPU ",
+                                                      local_rank, " but this machine has ", count));
+  }
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+}
+
+// One process's run of an experiment: Setup, then every step, then the Result.
+class Training {
+ public:
+  Training(const v1::Experiment& e, const TrainOptions& options, at::Device device)
+      : e_(e),
+        options_(options),
+        device_(device),
+        cuda_(device.is_cuda()),
+        nvtx_(e.profiling().nvtx()),
+        rank_(options.worker ? options.worker->rank : 0),
+        world_(options.worker ? options.worker->world_size : 1),
+        warmup_(static_cast<int>(e.steps().warmup())),
+        measured_(static_cast<int>(e.steps().measured())),
+        // Profiled steps (TrainOptions::torch_profile_path) follow the measured ones.
+        profiled_(options.torch_profile_path.empty() ? 0 : std::max(options.torch_profile_steps, 0)),
+        timer_(cuda_, measured_),
+        progress_(options.progress_label, static_cast<int>(e.steps().warmup())) {}
+
+  absl::Status Setup();
+  absl::Status Steps();
+  absl::StatusOr<v1::RunResult> Result();
+
+ private:
+  absl::Status StartEngine();
+  absl::Status BeforeStep(int step);
+  absl::Status Step(int step);
+  void MicroBatch(int micro, bool timed, int m);
+  absl::Status AfterStep(int step);
+  absl::Status Barrier(bool opening);
+  absl::Status FillPhases(v1::RunResult& r);
+  void FillEngine(v1::RunResult& r);
+
+  const v1::Experiment& e_;
+  const TrainOptions& options_;
+  const at::Device device_;
+  const bool cuda_, nvtx_;
+  const int rank_, world_, warmup_, measured_, profiled_;
+#if defined(DDPLAB_CUDA)
+  std::optional<c10::cuda::CUDAGuard> guard_;
+  std::optional<c10::cuda::CUDAStreamGuard> stream_guard_;
+#endif
+  std::optional<VitConfig> config_;
+  Vit model_{nullptr};
+  int64_t parameters_ = 0;
+  std::unique_ptr<Sgd> optimizer_;
+  std::unique_ptr<DataParallelEngine> engine_;
+  std::shared_ptr<ErrorSampler> sampler_;  // a lossy plugin's error, where it asks
+  ProcessGroupPtr group_;  // the engine's
+  std::unique_ptr<SyntheticData> data_;
+  std::unique_ptr<TorchProfile> profile_;
+  StepTimer timer_;
+  Progress progress_;
+  at::Tensor loss_;
+  std::vector<at::Tensor> losses_;
+  double host_wait_before_ = 0, host_wait_after_ = 0;  // around the measured steps
+  std::chrono::steady_clock::time_point window_start_, window_end_, trace_origin_;
+  // The barrier after the measured window, as this rank entered and left it.
+  std::chrono::steady_clock::time_point closing_enter_, closing_exit_;
+};
+
+absl::Status Training::Setup() {
+#if defined(DDPLAB_CUDA)
+  if (cuda_) guard_.emplace(device_);
+  // Everything below is queued on the current stream: a high-priority one if asked.
+  if (cuda_ && e_.distributed().high_priority_compute()) {
+    stream_guard_.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_.index()));
+  }
+#endif
+  absl::StatusOr<VitConfig> config = VitConfigForModel(e_.model(), e_.data().image_size());
+  if (!config.ok()) return config.status();
+  config_ = *config;
+  // The same weights on every run with the same seed, made on the host as PyTorch does.
+  torch::manual_seed(e_.data().seed());
+  model_ = Vit(*config_);
+  model_->to(device_);
+  model_->train();
+  for (const at::Tensor& p : model_->parameters()) parameters_ += p.numel();
+  const v1::Sgd& sgd = e_.optimizer().sgd();
+  optimizer_ = std::make_unique<Sgd>(model_->parameters(), sgd.learning_rate(), sgd.momentum(), sgd.weight_decay());
+  // The data-parallel engine, for runs of several processes or when asked for.
+  if (world_ > 1 || e_.distributed().force_engine()) {
+    if (absl::Status s = StartEngine(); !s.ok()) return s;
+  }
+  SyntheticData::Options data;
+  data.batch_size = e_.data().batch_size();
+  data.image_size = e_.data().image_size();
+  data.num_classes = config_->num_classes;
+  data.num_workers = static_cast<int>(e_.data().num_workers());
+  data.pin_memory = e_.data().pin_memory();
+  data.prefetch = static_cast<int>(e_.data().prefetch());
+  data.task = e_.data().task();
+  data.seed = e_.data().seed();
+  data.rank = rank_;
+  data.device = device_;
+  data_ = std::make_unique<SyntheticData>(data);
+  return absl::OkStatus();
+}
+
+absl::Status Training::StartEngine() {
+  // One process alone (no worker environment) meets no one: its store is in memory.
+  WorkerEnv env;
+  if (options_.worker) env = *options_.worker;
+  // NCCL reads its environment when the communicator is created.
+  EnvironmentList nccl_variables = cuda_ ? NcclEnvironment(e_.distributed()) : EnvironmentList();
+  // Per-bucket timing on NCCL's stream, when asked for (it costs a little of the step).
+  if (cuda_ && e_.profiling().bucket_timing()) nccl_variables.emplace_back("TORCH_NCCL_ENABLE_TIMING", "1");
+  ScopedEnvironment nccl_env(nccl_variables);
+  GroupOptions group_options;
+  group_options.nccl_channels = static_cast<int>(e_.distributed().nccl_channels());
+  absl::StatusOr<std::vector<ProcessGroupPtr>> group = CreateProcessGroups(
+      env, cuda_, std::chrono::seconds(e_.distributed().timeout_seconds()), {group_options}, options_.store);
+  if (!group.ok()) return group.status();
+  group_ = group->front();
+  EngineParts parts = options_.plugins ? options_.plugins->engine_parts() : EngineParts();
+  if (options_.plugins) sampler_ = AddErrorSampler(model_->parameters(), options_.plugins->sample_error_every(), parts);
+  engine_ = std::make_unique<DataParallelEngine>(model_->parameters(), group_, parts);
+  engine_->BroadcastParameters();
+  Sgd* optimizer = optimizer_.get();
+  engine_->SetParameterStep([optimizer](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
+    optimizer->StepParameters(indices, grads);
+  });
+  return absl::OkStatus();
+}
+
+// Waits for every rank (nothing for one process: Note [One process issues no
+// collective], engine.cc). `opening` the measured window: its end is the trace's time 0
+// (Note [One clock for all ranks], run_trace.h).
+absl::Status Training::Barrier(bool opening) {
+  if (!group_ || world_ == 1) return absl::OkStatus();
+  try {
+    group_->barrier()->wait();
+    const bool one_host = !options_.worker || !SeveralNodes(*options_.worker);
+    if (opening) trace_origin_ = RunTrace::AgreeOnOrigin(*group_, device_, one_host, std::chrono::steady_clock::now());
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("rank ", rank_, ": the barrier around the measured steps failed: ",
+                                               compat::WhatWithoutBacktrace(e)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Training::Steps() {
+  const int total = warmup_ + measured_ + profiled_ + static_cast<int>(e_.steps().cooldown());
+  for (int step = 0; step < total; ++step) {
+    progress_.Update(step, total);
+    if (absl::Status s = BeforeStep(step); !s.ok()) return s;
+    if (options_.plugins) {
+      for (const auto& callbacks : options_.plugins->step_callbacks()) callbacks->OnStepBegin(step);
+    }
+    if (absl::Status s = Step(step); !s.ok()) return s;
+    if (options_.plugins) {
+      for (const auto& callbacks : options_.plugins->step_callbacks()) callbacks->OnStepEnd(step);
+    }
+    if (absl::Status s = AfterStep(step); !s.ok()) return s;
+  }
+  Synchronize(device_);
+  return absl::OkStatus();
+}
+
+// The measured window starts, or the profiled steps.
+absl::Status Training::BeforeStep(int step) {
+  if (engine_ && step == warmup_ - 1) engine_->RecordReadyTimes();  // for the tuner
+  if (step == warmup_) {
+    Synchronize(device_);
+    // First: it frees what sampling the warm-up held, before the peak is reset.
+    if (sampler_) sampler_->DropWindow();
+    if (engine_) engine_->StartTiming(/*bucket_times=*/e_.profiling().bucket_timing());
+#if defined(DDPLAB_CUDA)
+    if (cuda_) {
+      c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+      cudaProfilerStart();
+    }
+#endif
+    host_wait_before_ = data_->host_wait_seconds();
+    trace_origin_ = std::chrono::steady_clock::now();
+    if (absl::Status s = Barrier(/*opening=*/true); !s.ok()) return s;
+    window_start_ = std::chrono::steady_clock::now();
+  }
+  if (profiled_ > 0 && step == warmup_ + measured_) {
+    if (sampler_) sampler_->Pause(true);
+    Synchronize(device_);
+    absl::StatusOr<std::unique_ptr<TorchProfile>> started = TorchProfile::Start(cuda_);
+    if (!started.ok()) return started.status();
+    profile_ = std::move(*started);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Training::Step(int step) {
+  const int m = step - warmup_;  // index among measured steps
+  const bool timed = m >= 0 && m < measured_;
+  // The step's name is only built when NVTX is on: nothing on the hot path otherwise.
+  NvtxRange batch_range(nvtx_, nvtx_ ? absl::StrCat("Batch ", step).c_str() : "");
+  if (timed) timer_.Mark(m, kStart);
+  // Gradient accumulation: micro-batches 0..n-2 accumulate locally, the last one
+  // reduces. "get batch" and "forward" time the first micro-batch; "backward" runs from
+  // there to the end of the last backward.
+  const int micro_batches = static_cast<int>(e_.steps().accumulation());
+  for (int micro = 0; micro < micro_batches; ++micro) {
+    MicroBatch(micro, timed, m);
+    if (engine_) {
+      if (absl::Status s = engine_->EndBackward(); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("rank ", rank_, ", step ", step, ": ", s.message()));
+      }
+    }
+  }
+  if (timed) timer_.Mark(m, kBackward);
+  {
+    NvtxRange r(nvtx_, "optimizer step");
+    RECORD_USER_SCOPE("optimizer step");  // for LibTorch's profiler, when on
+    // Where a plugin updates each bucket's parameters as its average comes in, the
+    // engine has updated every parameter already.
+    if (!engine_ || !engine_->updated_parameters()) optimizer_->Step();
+  }
+  if (timed) timer_.Mark(m, kOptimizer);
+  // The last micro-batch's loss, undivided.
+  losses_.push_back(micro_batches > 1 ? loss_.detach() * static_cast<double>(micro_batches) : loss_.detach());
+  return absl::OkStatus();
+}
+
+// Get batch, forward and backward of one micro-batch (`micro` of the step); measured
+// step `m` when `timed`.
+void Training::MicroBatch(int micro, bool timed, int m) {
+  const int micro_batches = static_cast<int>(e_.steps().accumulation());
+  Batch batch;
+  {
+    NvtxRange r(nvtx_, "get batch");
+    RECORD_USER_SCOPE("get batch");  // for LibTorch's profiler, when on
+    batch = data_->Next();
+  }
+  if (timed && micro == 0) timer_.Mark(m, kBatch);
+  {
+    NvtxRange r(nvtx_, "forward");
+    RECORD_USER_SCOPE("forward");  // for LibTorch's profiler, when on
+    loss_ = at::cross_entropy_loss(model_->forward(batch.images), batch.labels);
+    if (micro_batches > 1) loss_ = loss_ / micro_batches;
+  }
+  if (timed && micro == 0) timer_.Mark(m, kForward);
+  NvtxRange r(nvtx_, "backward");
+  RECORD_USER_SCOPE("backward");  // for LibTorch's profiler, when on
+  if (micro == 0) {
+    if (engine_) {
+      engine_->ZeroGrad();
+    } else {
+      optimizer_->ZeroGrad();
+    }
+  }
+  if (engine_) engine_->BeginStep(/*sync=*/micro == micro_batches - 1);
+  loss_.backward();
+}
+
+// The profiled steps or the measured window end.
+absl::Status Training::AfterStep(int step) {
+  if (profile_ && step == warmup_ + measured_ + profiled_ - 1) {
+    if (sampler_) sampler_->Pause(false);
+    Synchronize(device_);
+    absl::StatusOr<TorchProfile::Summary> written = profile_->StopAndWrite(
+        options_.torch_profile_path, TorchProfile::Job{rank_, world_, cuda_ ? "nccl" : "gloo"});
+    profile_.reset();
+    if (!written.ok()) return written.status();
+    if (cuda_ && written->gpu_events == 0) {
+      std::cerr << "rank " << rank_ << ": the profile " << options_.torch_profile_path
+                << " has no GPU activity: this LibTorch's profiler records none (no Kineto or CUPTI)\n";
+    }
+  }
+  if (step == warmup_ + measured_ - 1) {
+    Synchronize(device_);
+    window_end_ = std::chrono::steady_clock::now();
+    host_wait_after_ = data_->host_wait_seconds();
+    if (engine_) engine_->FinishTiming();
+#if defined(DDPLAB_CUDA)
+    if (cuda_) cudaProfilerStop();
+#endif
+    closing_enter_ = std::chrono::steady_clock::now();
+    if (absl::Status s = Barrier(/*opening=*/false); !s.ok()) return s;
+    closing_exit_ = std::chrono::steady_clock::now();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::RunResult> Training::Result() {
+  v1::RunResult r;
+  r.set_suite(options_.suite);
+  r.set_experiment(e_.name());
+  *r.mutable_resolved() = e_;
+  r.set_schema(kResultSchema);
+  r.set_date(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
+  DeviceReport report = CollectDeviceReport();
+  r.set_device(cuda_ && static_cast<size_t>(device_.index()) < report.gpus.size() ? report.gpus[device_.index()].name
+                                                                                   : "cpu");
+  r.set_world_size(world_);
+  r.set_torch_version(report.torch_version);
+  r.set_cuda_runtime(report.cuda_runtime);
+  r.set_nccl_version(report.nccl_version);
+  r.set_model(e_.model().has_vit() ? "custom" : v1::Model::Preset_Name(e_.model().preset()));
+  r.set_parameters(parameters_);
+  r.set_batch_size(e_.data().batch_size());
+  r.set_measured_steps(measured_);
+  const double seconds = std::chrono::duration<double>(window_end_ - window_start_).count();
+  r.set_measured_seconds(seconds);
+  r.set_steps_per_s(measured_ / seconds);
+  const double samples_per_step = static_cast<double>(e_.data().batch_size()) * e_.steps().accumulation();
+  r.set_samples_per_s(measured_ * samples_per_step * world_ / seconds);
+  r.set_tflops_per_gpu(VitTrainingFlopsPerSample(*config_) * samples_per_step * measured_ / seconds / 1e12);
+#if defined(DDPLAB_CUDA)
+  if (cuda_) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
+    r.set_peak_memory_gib(static_cast<double>(stats.allocated_bytes[0].peak) / (1 << 30));
+  }
+#endif
+  if (absl::Status s = FillPhases(r); !s.ok()) return s;
+  r.set_host_data_wait_ms((host_wait_after_ - host_wait_before_) * 1e3 / measured_);
+  for (const at::Tensor& loss : losses_) r.add_loss(loss.item<float>());
+  if (engine_) FillEngine(r);
+  if (options_.after_steps && group_ && world_ > 1) {
+    if (absl::Status s = options_.after_steps(*group_, device_, r); !s.ok()) return s;
+  }
+  // The run is measured and kept whatever this says.
+  if (absl::Status s = engine_ ? engine_->ShutDown() : absl::OkStatus(); !s.ok()) {
+    std::cerr << "ddplab: rank " << rank_ << ": " << s << "\n";
+  }
+  r.set_transport(v1::Distributed::Transport_Name(e_.distributed().transport()));
+  if (options_.plugins) {
+    for (const LoadedPlugin* p : options_.plugins->plugins()) r.add_plugins(p->name);
+    r.set_diagnostic(options_.plugins->diagnostic());
+    std::vector<std::string> ddplab_only;
+    r.set_pytorch(PyTorchCode(e_, {r.plugins().begin(), r.plugins().end()}, options_.plugins->pytorch_forms(),
+                              &ddplab_only));
+    for (const std::string& lever : ddplab_only) r.add_ddplab_only(lever);
+  }
+  return r;
+}
+
+// Each phase's mean over the measured steps; this rank's timeline of them, where asked.
+absl::Status Training::FillPhases(v1::RunResult& r) {
+  double sums[kNumPoints] = {};
+  for (int m = 0; m < measured_; ++m) {
+    sums[kBatch] += timer_.Ms(m, kStart, kBatch);
+    sums[kForward] += timer_.Ms(m, kBatch, kForward);
+    sums[kBackward] += timer_.Ms(m, kForward, kBackward);
+    sums[kOptimizer] += timer_.Ms(m, kBackward, kOptimizer);
+  }
+  if (!options_.trace_path.empty()) {
+    RunTrace trace(rank_, trace_origin_);
+    trace.AddSteps(timer_, measured_, warmup_);
+    if (engine_) trace.AddBuckets(engine_->stats());
+    if (group_ && world_ > 1) trace.AddSpan("barrier", closing_enter_, closing_exit_);
+    if (absl::Status written = trace.Write(options_.trace_path); !written.ok()) return written;
+  }
+  v1::PhaseTimes* phases = r.mutable_phases();
+  phases->set_get_batch_ms(sums[kBatch] / measured_);
+  phases->set_forward_ms(sums[kForward] / measured_);
+  phases->set_backward_ms(sums[kBackward] / measured_);
+  phases->set_optimizer_ms(sums[kOptimizer] / measured_);
+  // Step time from the wall clock: the events miss the gaps between steps.
+  phases->set_step_ms(r.measured_seconds() * 1e3 / measured_);
+  r.set_data_wait_fraction(phases->get_batch_ms() / phases->step_ms());
+  return absl::OkStatus();
+}
+
+void Training::FillEngine(v1::RunResult& r) {
+  const EngineStats& stats = engine_->stats();
+  r.set_engine(true);
+  r.set_engine_options(engine_->Describe());
+  for (int64_t bytes : stats.bucket_bytes) r.add_bucket_bytes(bytes);
+  if (stats.timed_steps > 0) r.set_exposed_comm_ms(stats.exposed_comm_ms / stats.timed_steps);
+  for (double ms : stats.bucket_allreduce_ms) r.add_bucket_allreduce_ms(ms);
+  for (double gbps : stats.bucket_busbw_gbps) r.add_bucket_busbw_gbps(gbps);
+  if (sampler_) FillFidelity(sampler_->stats(), model_->named_parameters().keys(), r);
+  r.set_wire_bytes(stats.sent_bytes);
+  r.set_wire_dtype(stats.sent_dtype);
+  for (const auto& [name, value] : engine_->hook_stats()) (*r.mutable_hook_stats())[name] = value;
+  const auto named = model_->named_parameters();
+  for (const auto& [index, ms] : stats.gradient_ready_ms) {
+    v1::GradientReady* g = r.add_gradient_ready();
+    g->set_parameter(static_cast<int32_t>(index));
+    g->set_ready_ms(ms);
+    if (index >= named.size()) continue;
+    g->set_name(named[index].key());
+    g->set_bytes(named[index].value().numel() * named[index].value().element_size());
+  }
+}
+
+absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainOptions& options) {
+  absl::StatusOr<at::Device> device = ChooseDevice(e, options.worker ? options.worker->local_rank : 0);
+  if (!device.ok()) return device.status();
+  Training training(e, options, *device);
+  if (absl::Status s = training.Setup(); !s.ok()) return s;
+  if (absl::Status s = training.Steps(); !s.ok()) return s;
+  return training.Result();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions& options) {
+  // LibTorch and c10d report failures as exceptions: a collective that timed out because
+  // another rank stalled, a peer that went away, a device out of memory. They end this
+  // run with an error that says what happened, not with std::terminate.
+  try {
+    return TrainOrThrow(e, options);
+  } catch (const std::exception& ex) {
+    return absl::AbortedError(absl::StrCat("rank ", options.worker ? options.worker->rank : 0,
+                                           ": training failed: ", compat::WhatWithoutBacktrace(ex)));
+  }
+}
+
+}  // namespace ddplab

@@ -1,0 +1,151 @@
+#include "core/training/trainer.h"
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "core/config/experiment.h"
+#include "core/testing/gloo.h"
+#include "core/model/vit.h"
+#include "core/model/vit_config.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace ddplab {
+namespace {
+
+v1::Experiment Tiny(int steps) {
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(absl::StrCat(R"pb(
+    name: "tiny"
+    model { preset: VIT_TINY_TEST }
+    data { batch_size: 16 image_size: 32 num_workers: 2 task: LEARNABLE seed: 3 }
+    steps { warmup: 2 measured: )pb", steps, R"pb( }
+    optimizer { sgd { learning_rate: 0.01 momentum: 0.9 } }
+    distributed { gpus_per_node: 1 device: CPU }
+  )pb"), "tiny", *ExperimentSchema::WithoutPlugins());
+  EXPECT_TRUE(suite.ok()) << suite.status();
+  return suite->experiment(0);
+}
+
+double Mean(const v1::RunResult& r, int from, int to) {
+  double sum = 0;
+  for (int i = from; i < to; ++i) sum += r.loss(i);
+  return sum / (to - from);
+}
+
+// The small preset learns the learnable task on the CPU: the loss falls.
+TEST(TrainerTest, LossFallsOnTheLearnableTask) {
+  absl::StatusOr<v1::RunResult> r = Train(Tiny(40), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->loss_size(), 42);
+  double first = Mean(*r, 0, 5), last = Mean(*r, 37, 42);
+  std::string curve;
+  for (float l : r->loss()) curve += absl::StrCat(l, " ");
+  EXPECT_LT(last, 0.5 * first) << "loss " << first << " -> " << last << ": " << curve;
+  EXPECT_EQ(r->measured_steps(), 40u);
+  EXPECT_GT(r->steps_per_s(), 0);
+  EXPECT_EQ(r->device(), "cpu");
+  EXPECT_EQ(r->model(), "VIT_TINY_TEST");
+  EXPECT_GT(r->phases().forward_ms(), 0);
+  EXPECT_GT(r->phases().backward_ms(), 0);
+}
+
+// Two micro-batches of 8 per step: the same samples per step as one batch of 16, and
+// the learnable task still learns.
+TEST(TrainerTest, GradientAccumulationLearnsToo) {
+  v1::Experiment e = Tiny(30);
+  e.mutable_data()->set_batch_size(8);
+  e.mutable_steps()->set_accumulation(2);
+  absl::StatusOr<v1::RunResult> r = Train(e, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(Mean(*r, 27, 32), 0.6 * Mean(*r, 0, 5));
+  EXPECT_NEAR(r->samples_per_s(), r->steps_per_s() * 16, 1e-6 * r->samples_per_s());
+}
+
+TEST(TrainerTest, WritesTheResultAsJson) {
+  TrainOptions options;
+  options.suite = "s";
+  absl::StatusOr<v1::RunResult> r = Train(Tiny(2), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::string dir = absl::StrCat(testing::TempDir(), "/results");
+  absl::StatusOr<std::string> path = WriteRunResult(*r, dir);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir + "/s/tiny.json");
+  std::ifstream in(*path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("\"steps_per_s\""), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("\"experiment\": \"tiny\""), std::string::npos) << text.str();
+}
+
+// LibTorch's profiler over steps after the measured ones: they run (their losses are
+// there) and the trace holds their phases (one "forward" and one "backward" scope each,
+// and none of the measured steps'), with the operators they ran.
+TEST(TrainerTest, TorchProfileTracesTheStepsAfterTheMeasuredOnes) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/tiny.torch_trace.json");
+  std::remove(path.c_str());
+  TrainOptions options;
+  options.torch_profile_path = path;
+  options.torch_profile_steps = 2;
+  absl::StatusOr<v1::RunResult> r = Train(Tiny(3), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->measured_steps(), 3u);
+  EXPECT_EQ(r->loss_size(), 2 + 3 + 2);  // warm-up, measured, profiled
+  // Kineto's own file where LibTorch has Kineto, ours where it has none: both are Chrome
+  // traces, a JSON object with "traceEvents".
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  google::protobuf::Struct trace;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(text.str(), &trace).ok()) << text.str().substr(0, 300);
+  ASSERT_TRUE(trace.fields().contains("traceEvents"));
+  // Host-side events (ours: "cpu"; Kineto's: "user_annotation" for scopes, "cpu_op").
+  auto count = [&](const std::string& name) {
+    int n = 0;
+    for (const google::protobuf::Value& v : trace.fields().at("traceEvents").list_value().values()) {
+      const auto& f = v.struct_value().fields();
+      if (!f.contains("name") || f.at("name").string_value() != name || !f.contains("cat")) continue;
+      const std::string& cat = f.at("cat").string_value();
+      n += cat == "cpu" || cat == "user_annotation" || cat == "cpu_op";
+    }
+    return n;
+  };
+  EXPECT_EQ(count("forward"), 2);
+  EXPECT_EQ(count("backward"), 2);
+  EXPECT_EQ(count("optimizer step"), 2);
+  EXPECT_GT(count("aten::addmm"), 0);
+}
+
+// With the engine, the last warm-up step's gradient ready times: every parameter once,
+// named, in the order backward produced them (the head's before the patch embedding's),
+// at nondecreasing times within that step's backward.
+TEST(TrainerTest, RecordsWhenEachGradientIsReady) {
+  REQUIRE_GLOO();  // the engine's group of one process
+  v1::Experiment e = Tiny(2);
+  e.mutable_distributed()->set_force_engine(true);
+  absl::StatusOr<v1::RunResult> r = Train(e, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->gradient_ready_size(), Vit(*VitConfigForModel(e.model(), e.data().image_size()))->parameters().size());
+  int64_t bytes = 0;
+  std::set<int> seen;
+  for (int k = 0; k < r->gradient_ready_size(); ++k) {
+    const v1::GradientReady& g = r->gradient_ready(k);
+    EXPECT_FALSE(g.name().empty());
+    EXPECT_TRUE(seen.insert(g.parameter()).second) << g.name();
+    bytes += g.bytes();
+    if (k > 0) {
+      EXPECT_GE(g.ready_ms(), r->gradient_ready(k - 1).ready_ms()) << g.name();
+    }
+  }
+  EXPECT_EQ(bytes, r->parameters() * 4);
+  EXPECT_GT(r->gradient_ready(0).ready_ms(), 0);
+  EXPECT_GT(r->gradient_ready(0).parameter(), r->gradient_ready(r->gradient_ready_size() - 1).parameter());
+}
+
+}  // namespace
+}  // namespace ddplab
