@@ -47,8 +47,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
 // What --help prints: usage and vit_ddp's flags with their defaults.
 std::string HelpText();
 
-// ddplab's version ("0.8.0"); the changes of each are in README.md.
-inline constexpr char kVersion[] = "0.8.0";
+// ddplab's version ("0.9.0"); the changes of each are in README.md.
+inline constexpr char kVersion[] = "0.9.0";
 
 // What --version prints: ddplab's version and `build` (what it was built with).
 std::string VersionText(const std::string& build);

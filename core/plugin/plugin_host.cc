@@ -264,7 +264,7 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
     return absl::FailedPreconditionError(absl::StrCat(
         "plugin \"", name, "\": ", path, " uses plugin API version ", info.api_version,
         ", this binary uses version ", DDPLAB_PLUGIN_API_VERSION,
-        ". Rebuild the plugin against this binary's core/plugin_api.h."));
+        ". Rebuild the plugin against this binary's core/plugin/plugin_api.h."));
   }
   if (absl::Status s = CheckIdentity(path, info); !s.ok()) return s;
   if (info.name == nullptr || name != info.name) {

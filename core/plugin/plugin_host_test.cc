@@ -71,7 +71,7 @@ TEST_F(PluginHostTest, RefusesAWrongApiVersion) {
             absl::StrCat("plugin \"wrong_api\": ", Lib("wrong_api"), " uses plugin API version ",
                          DDPLAB_PLUGIN_API_VERSION + 1, ", this binary uses version ",
                          DDPLAB_PLUGIN_API_VERSION,
-                         ". Rebuild the plugin against this binary's core/plugin_api.h."));
+                         ". Rebuild the plugin against this binary's core/plugin/plugin_api.h."));
 }
 
 TEST_F(PluginHostTest, RefusesALibraryWithoutTheEntrySymbol) {
@@ -177,7 +177,7 @@ TEST_F(PluginHostTest, SaysWhyAPluginAFileNamesCouldNotBeLoaded) {
   EXPECT_EQ(suite.status().message(),
             absl::StrCat("x.textproto:7:10: plugin \"wrong_api\": ", Lib("wrong_api"), " uses plugin API version ",
                          DDPLAB_PLUGIN_API_VERSION + 1, ", this binary uses version ", DDPLAB_PLUGIN_API_VERSION,
-                         ". Rebuild the plugin against this binary's core/plugin_api.h."));
+                         ". Rebuild the plugin against this binary's core/plugin/plugin_api.h."));
 }
 
 TEST(PluginHostIdentity, IsThisBuilds) {
