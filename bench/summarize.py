@@ -64,7 +64,7 @@ def main():
         ratio = ours[0].get("hook_stats", {}).get("compression_ratio")
         if ratio:
             row["ddplab_compression_ratio"] = ratio
-        elif ours[0].get("wire_dtype") == "BFloat16":
+        elif ours[0].get("sent_dtype", ours[0].get("wire_dtype")) == "BFloat16":
             row["ddplab_compression_ratio"] = 2.0
         before = [load(f) for f in sorted(glob.glob(os.path.join(a.dir, "before", config, "*", "*", config + ".json")))]
         if before:

@@ -205,7 +205,7 @@ absl::StatusOr<Model> MakeModel(const Measurements& m, const v1::Experiment& bas
   if (!in.ok()) return in.status();
   // bf16 on the wire: bfloat16's own curve where the sweep has one (on GPUs), looked up
   // at the bytes sent.
-  const bool bf16 = m.base.wire_dtype() == "BFloat16" &&
+  const bool bf16 = m.base.sent_dtype() == "BFloat16" &&
                     std::any_of(m.probe.allreduce_sweep().begin(), m.probe.allreduce_sweep().end(),
                                 [](const v1::AllReduceRow& row) { return row.type() == "bfloat16"; });
   absl::StatusOr<CostCurve> curve = CurveFromResult(m.probe, bf16 ? "bfloat16" : "float");

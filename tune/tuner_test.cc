@@ -119,7 +119,7 @@ class FakeRunner : public Runner {
     v1::RunResult r;
     r.set_experiment(e.name());
     if (m_.bf16) {
-      r.set_wire_dtype("BFloat16");
+      r.set_sent_dtype("BFloat16");
       r.set_wire_bytes(60 * 2 * kMiB);
     }
     r.set_pytorch(absl::StrCat("model = DDP(model, device_ids=[local_rank], bucket_cap_mb=", cap, ")"));

@@ -438,7 +438,7 @@ void Training::FillEngine(v1::RunResult& r) {
   for (double gbps : stats.bucket_busbw_gbps) r.add_bucket_busbw_gbps(gbps);
   if (sampler_) FillFidelity(sampler_->stats(), model_->named_parameters().keys(), r);
   r.set_wire_bytes(stats.sent_bytes);
-  r.set_wire_dtype(stats.sent_dtype);
+  r.set_sent_dtype(stats.sent_dtype);
   for (const auto& [name, value] : engine_->hook_stats()) (*r.mutable_hook_stats())[name] = value;
   const auto named = model_->named_parameters();
   for (const auto& [index, ms] : stats.gradient_ready_ms) {
