@@ -11,7 +11,10 @@
 plugin's configuration message, which the plugin's library carries: its code is compiled
 into lib<name>.so and its schema joins the experiment schema when the plugin is loaded, so
 the host is never rebuilt for a plugin. The proto may import "ddplab/v1/options.proto" for
-field rules and sweeps. Include its header as "<package path>/<name>.pb.h".
+field rules and sweeps. Include its header as "<package path>/<name>.pb.h". Its path in
+its workspace names it in the process (protobuf's registry), and so does its package: two
+plugins loaded together must not share either (a plugin's own package path and proto
+package, e.g. ddplab.plugins.<name>.v1, are safe).
 """
 
 def ddplab_plugin_library(name, srcs, deps = [], copts = [], **kwargs):

@@ -244,6 +244,9 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
 
   // RTLD_LOCAL keeps one plugin's symbols from another's; the plugin resolves the host's
   // symbols from the executable, which exports them (-rdynamic).
+  // Loading registers the library's .proto files with protobuf, which ends the process
+  // (it cannot be caught through dlopen) on a file it has already: hence one library per
+  // plugin name above, and each plugin's .proto under a path of its own (sdk/plugin.bzl).
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
