@@ -132,6 +132,9 @@ absl::Status ParseError(absl::string_view text, const std::string& file, const F
     message = name == "path" ? absl::StrCat("plugin { path: ... } is gone: a plugin is found by its name in the "
                                             "plugin directories (--plugin_dir): plugin { <name> {} }")
                              : schema.Missing(name);
+    if (const std::string closest = Closest(name, schema.plugins()); !closest.empty() && name != "path") {
+      absl::StrAppend(&message, ". Did you mean \"", closest, "\"?");
+    }
   }
   return absl::InvalidArgumentError(absl::StrCat(FormatLocation(file, errors.line(), column), ": ", message));
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/descriptor.h"
@@ -50,7 +51,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{"syntax_extra_brace", ":2:24: Expected identifier, got: }"},
         BadCase{"unknown_field",
-                ":2:8: Message type \"ddplab.v1.Data\" has no field named \"batchsize\"."},
+                ":2:8: Message type \"ddplab.v1.Data\" has no field named \"batchsize\". Did you mean "
+                "\"batch_size\"?"},
         BadCase{"wrong_type", ":2:20: Expected integer, got: \"big\""},
         BadCase{"negative_unsigned", ":2:20: Expected integer, got: -"},
         BadCase{"unknown_preset",
@@ -189,6 +191,21 @@ TEST(ExperimentTextTest, SuiteMergesDefaultsAndExperimentPluginsReplaceThem) {
   ASSERT_EQ(b.plugin_size(), 2);
   EXPECT_EQ(b.plugin(0).name(), "bucket_view");
   EXPECT_EQ(b.plugin(1).name(), "bucket_sizing");
+}
+
+TEST(ParseExperimentTextTest, AnUnknownNameSuggestsTheOneMeant) {
+  const std::string head = "name: \"x\" model { preset: VIT_TINY_TEST } data { batch_size: 2 } steps { measured: 1 }\n";
+  absl::StatusOr<v1::Suite> torchrun =
+      ParseExperimentText(head + "distributed { nproc_per_node: 2 }", "x.textproto", testing::ShippedSchema());
+  EXPECT_EQ(torchrun.status().message(),
+            "x.textproto:2:15: Message type \"ddplab.v1.Distributed\" has no field named \"nproc_per_node\". "
+            "Processes per node are gpus_per_node here (torchrun's --nproc_per_node).");
+  absl::StatusOr<v1::Suite> plugin = ParseExperimentText(head + "plugin { bf61 {} }", "x.textproto", testing::ShippedSchema());
+  EXPECT_TRUE(absl::EndsWith(plugin.status().message(), ". Did you mean \"bf16\"?")) << plugin.status();
+  EXPECT_TRUE(absl::StartsWith(plugin.status().message(), "x.textproto:2:10: unknown plugin \"bf61\"")) << plugin.status();
+  absl::StatusOr<v1::Suite> far = ParseExperimentText(head + "distributed { qqqqqqq: 1 }", "x.textproto", testing::ShippedSchema());
+  EXPECT_TRUE(absl::StrContains(far.status().message(), "no field named \"qqqqqqq\"")) << far.status();
+  EXPECT_FALSE(absl::StrContains(far.status().message(), "Did you mean")) << far.status();
 }
 
 TEST(ExpandSweepsTest, CapsThenTransportsOneProcessRunsOnce) {

@@ -1,5 +1,6 @@
 #include "core/config/plugin_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -16,6 +17,33 @@ std::string FormatNumber(double value) {
   std::ostringstream out;
   out << value;
   return out.str();
+}
+
+std::string Closest(absl::string_view name, const std::vector<std::string>& candidates) {
+  // Levenshtein distance, one row at a time.
+  auto distance = [](absl::string_view a, absl::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t above = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diagonal = above;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;  // more differs too much
+  for (const std::string& c : candidates) {
+    if (const size_t d = distance(name, c); d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
 }
 
 std::string ExplainRenamedField(const std::string& parser_message, const google::protobuf::DescriptorPool& pool) {
@@ -35,7 +63,15 @@ std::string ExplainRenamedField(const std::string& parser_message, const google:
                           ")");
     }
   }
-  return parser_message;
+  if (d == nullptr || d->full_name() == v1::Plugin::descriptor()->full_name()) return parser_message;
+  // torchrun's word for it, or a typo.
+  if (old_name == "nproc_per_node" && d->FindFieldByName("gpus_per_node") != nullptr) {
+    return absl::StrCat(parser_message, " Processes per node are gpus_per_node here (torchrun's --nproc_per_node).");
+  }
+  std::vector<std::string> names;
+  for (int f = 0; f < d->field_count(); ++f) names.push_back(d->field(f)->name());
+  const std::string closest = Closest(old_name, names);
+  return closest.empty() ? parser_message : absl::StrCat(parser_message, " Did you mean \"", closest, "\"?");
 }
 
 std::pair<std::string, std::string> BrokenRule(const google::protobuf::Message& config, const std::string& path) {

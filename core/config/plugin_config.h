@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "core/config/plugin_schema.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "google/protobuf/message.h"
@@ -32,8 +33,13 @@ std::vector<v1::Experiment> ExpandPluginSweeps(const v1::Experiment& e, const Ex
 
 // The text parser's "Message type \"T\" has no field named \"x\"." when a field of T
 // (in `pool`) was called x before (ddplab.v1.formerly): the message, saying what x is
-// called now. Any other message as it is.
+// called now; when x is a typo of a field of T, the message and "Did you mean ...?".
+// Any other message as it is.
 std::string ExplainRenamedField(const std::string& parser_message, const google::protobuf::DescriptorPool& pool);
+
+// Of `candidates`, the one closest to `name` (a typo away: an edit distance of at most a
+// third of its length, or 2), or "".
+std::string Closest(absl::string_view name, const std::vector<std::string>& candidates);
 
 // A number as people write it: 25, 0.5, 1e+300.
 std::string FormatNumber(double value);
