@@ -210,28 +210,28 @@ std::vector<std::string> PluginHost::Available() const {
   return {names.begin(), names.end()};
 }
 
+absl::StatusOr<std::string> PluginHost::Find(absl::string_view name, absl::string_view explicit_path) const {
+  if (!explicit_path.empty()) {
+    if (!IsFile(std::string(explicit_path))) {
+      return absl::NotFoundError(absl::StrCat("plugin \"", name, "\": no file at the path given: ", explicit_path));
+    }
+    return std::string(explicit_path);
+  }
+  for (const std::string& dir : search_dirs_) {
+    if (std::string path = LibraryPath(dir, name); !path.empty()) return path;
+  }
+  std::vector<std::string> available = Available();
+  return absl::NotFoundError(absl::StrCat(
+      "unknown plugin \"", name, "\": no lib", name, ".so in ",
+      search_dirs_.empty() ? "(no plugin directory)" : absl::StrJoin(search_dirs_, ", "),
+      ". Available: ", available.empty() ? "none" : absl::StrJoin(available, ", ")));
+}
+
 absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
                                                      absl::string_view explicit_path) {
-  std::string path;
-  if (!explicit_path.empty()) {
-    path = std::string(explicit_path);
-    if (!IsFile(path)) {
-      return absl::NotFoundError(
-          absl::StrCat("plugin \"", name, "\": no file at the path given: ", path));
-    }
-  } else {
-    for (const std::string& dir : search_dirs_) {
-      path = LibraryPath(dir, name);
-      if (!path.empty()) break;
-    }
-    if (path.empty()) {
-      std::vector<std::string> available = Available();
-      return absl::NotFoundError(absl::StrCat(
-          "unknown plugin \"", name, "\": no lib", name, ".so in ",
-          search_dirs_.empty() ? "(no plugin directory)" : absl::StrJoin(search_dirs_, ", "),
-          ". Available: ", available.empty() ? "none" : absl::StrJoin(available, ", ")));
-    }
-  }
+  absl::StatusOr<std::string> found = Find(name, explicit_path);
+  if (!found.ok()) return found.status();
+  const std::string& path = *found;
   if (auto it = loaded_.find(path); it != loaded_.end()) return it->second.get();
   // Its configuration's .proto would be registered twice, which protobuf does not survive.
   for (const auto& [other_path, other] : loaded_) {

@@ -122,6 +122,9 @@ class PluginHost {
   const std::vector<std::string>& search_dirs() const { return search_dirs_; }
 
  private:
+  // The library of plugin `name`: `explicit_path`, else the first in the search directories.
+  absl::StatusOr<std::string> Find(absl::string_view name, absl::string_view explicit_path) const;
+
   std::vector<std::string> search_dirs_;
   std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // by path
   std::shared_ptr<const ExperimentSchema> schema_;
