@@ -124,7 +124,7 @@ absl::Status ParseError(absl::string_view text, const std::string& file, const F
         file, ": ", errors.has_error() ? errors.message() : "not a valid text-format " + type));
   }
   const int column = BlameColumn(text, errors.line(), errors.column(), errors.message());
-  std::string message = ExplainRenamedField(errors.message(), schema.pool());
+  std::string message = ExplainUnknownField(errors.message(), schema.pool());
   const std::string kUnknown = absl::StrCat("Message type \"", v1::Plugin::descriptor()->full_name(),
                                             "\" has no field named \"");
   if (absl::StartsWith(message, kUnknown)) {

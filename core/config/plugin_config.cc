@@ -46,7 +46,7 @@ std::string Closest(absl::string_view name, const std::vector<std::string>& cand
   return best;
 }
 
-std::string ExplainRenamedField(const std::string& parser_message, const google::protobuf::DescriptorPool& pool) {
+std::string ExplainUnknownField(const std::string& parser_message, const google::protobuf::DescriptorPool& pool) {
   // protobuf's words: Message type "ddplab.plugins.powersgd.v1.Config" has no field named "rank".
   const std::string kType = "Message type \"", kField = "\" has no field named \"";
   const size_t type_at = parser_message.find(kType), field_at = parser_message.find(kField);

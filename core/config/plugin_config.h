@@ -35,7 +35,7 @@ std::vector<v1::Experiment> ExpandPluginSweeps(const v1::Experiment& e, const Ex
 // (in `pool`) was called x before (ddplab.v1.formerly): the message, saying what x is
 // called now; when x is a typo of a field of T, the message and "Did you mean ...?".
 // Any other message as it is.
-std::string ExplainRenamedField(const std::string& parser_message, const google::protobuf::DescriptorPool& pool);
+std::string ExplainUnknownField(const std::string& parser_message, const google::protobuf::DescriptorPool& pool);
 
 // Of `candidates`, the one closest to `name` (a typo away: an edit distance of at most a
 // third of its length, or 2), or "".
