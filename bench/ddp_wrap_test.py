@@ -30,15 +30,19 @@ CASES = [
      dict(cap_mib=25, static_graph=False, view=False, hook="bf16", ddplab_only="")),
     ("plugin { bucket_sizing { bucket_cap_mb: 100 } } plugin { powersgd { matrix_approximation_rank: 4 } }",
      # ddplab compresses from the first step by default; PyTorch's state can start at 2 at the
-     # earliest with error feedback, and the code says that it differs there.
+     # earliest with error feedback, and the code says that it differs there. The code is for
+     # training: PowerSGD starts at PyTorch's default, with a comment saying why.
      dict(cap_mib=100, static_graph=False, view=False, hook="powersgd",
           ddplab_only="powersgd.start_powerSGD_iter below 2",
-          state=dict(matrix_approximation_rank=4, start_powerSGD_iter=2, use_error_feedback=True,
+          comment="start_powerSGD_iter=1000,  # for training: PyTorch's default; its docs advise about "
+                  "10% of the steps (this run compressed from step 2)",
+          state=dict(matrix_approximation_rank=4, start_powerSGD_iter=1000, use_error_feedback=True,
                      warm_start=True))),
     ("plugin { static_graph {} } plugin { bf16 {} } plugin { powersgd { matrix_approximation_rank: 1 "
      "use_error_feedback: false warm_start: false random_seed: 7 start_powerSGD_iter: 10 } }",
      dict(cap_mib=25, static_graph=True, view=False, hook="bf16(powersgd)", ddplab_only="",
-          state=dict(matrix_approximation_rank=1, start_powerSGD_iter=10, use_error_feedback=False,
+          comment="(this run compressed from step 10)",
+          state=dict(matrix_approximation_rank=1, start_powerSGD_iter=1000, use_error_feedback=False,
                      warm_start=False, random_seed=7))),
     ("plugin { zero_copy {} }",
      dict(cap_mib=25, static_graph=False, view=False, hook=None, ddplab_only="zero_copy")),
@@ -106,6 +110,8 @@ class DdpWrapTest(unittest.TestCase):
             with self.subTest(configuration=configuration):
                 code = self.codes[configuration]
                 self.assertIn("ddplab only: " + want["ddplab_only"] + "\n", code + "\n")
+                if "comment" in want:
+                    self.assertIn(want["comment"], code)
                 torch.manual_seed(0)
                 model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(),
                                             torch.nn.Linear(96, 10)).to(DEVICE)
@@ -124,7 +130,11 @@ class DdpWrapTest(unittest.TestCase):
                         self.assertEqual(getattr(ddp.hook_state, field), value, field)
                 if "bf16" in (want["hook"] or "") and DEVICE.type == "cpu":
                     continue  # Debian's Gloo has no bfloat16 all-reduce: it cannot train here
-                # It trains: a few steps past PowerSGD's uncompressed ones.
+                # It trains as the benchmark runs it: PowerSGD from step 2 (ddp_wrap's
+                # start_powerSGD_iter), a few steps past its uncompressed ones.
+                ddp = ddp_wrap.wrap(model, code, local_rank=0, start_powerSGD_iter=2)
+                if "powersgd" in (want["hook"] or ""):
+                    self.assertEqual(ddp.hook_state.start_powerSGD_iter, 2)
                 optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
                 for step in range(12):
                     x, y = torch.randn(8, 64, device=DEVICE), torch.randint(10, (8,), device=DEVICE)

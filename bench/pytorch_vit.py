@@ -54,7 +54,8 @@ def main():
     p.add_argument("--comm_hook", choices=["bf16", "powersgd"], help="DDP communication hook")
     p.add_argument("--powersgd_rank", type=int, default=1)
     p.add_argument("--start_powersgd_iter", type=int, default=2,
-                   help="PyTorch's default is 1000, which a short run never reaches")
+                   help="PyTorch's default is 1000, which a short run never reaches; "
+                        "with --ddp_code, it replaces the code's (a training value)")
     p.add_argument("--optimizer_in_backward", action="store_true",
                    help="each parameter's SGD step inside backward, after its bucket's all-reduce "
                         "(torch.distributed.optim._apply_optimizer_in_backward, which DDP picks up)")
@@ -89,7 +90,7 @@ def main():
     if a.ddp and a.ddp_code:
         import ddp_wrap
         with open(a.ddp_code) as f:
-            model = ddp_wrap.wrap(model, f.read(), local_rank)
+            model = ddp_wrap.wrap(model, f.read(), local_rank, start_powerSGD_iter=a.start_powersgd_iter)
     elif a.ddp:
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[local_rank], bucket_cap_mb=a.bucket_cap_mb,

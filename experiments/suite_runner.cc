@@ -441,7 +441,10 @@ int SuiteRunner::Finish() {
   }
   for (const std::vector<PlannedRun>* more : {&convergence_runs_, &tune_runs_}) {
     for (const PlannedRun& p : *more) {
-      if (auto it = results_.find(p.index); it != results_.end()) rows.push_back(it->second);
+      auto it = results_.find(p.index);
+      // The tuner's probe exchanges nothing: its ready times and sweep are in its own
+      // file, not a row to compare.
+      if (it != results_.end() && !(p.tuning && it->second.diagnostic())) rows.push_back(it->second);
     }
   }
   if (!results_.empty()) {

@@ -7,30 +7,64 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/plugin/pytorch_form.h"
 #include "experiments/suite_runner.h"
 #include "tune/tuner.h"
 
 namespace ddplab {
 namespace {
 
-// A tune::Runner of two functions.
+// `e`'s levers as PyTorch code to train with (tune::Runner::TrainingCode): a plugin that
+// configures lossy alone is left out and named.
+absl::StatusOr<std::string> TrainingCodeOf(PluginHost& host, const v1::Experiment& e) {
+  absl::StatusOr<PluginSet> all = host.Configure(e);
+  if (!all.ok()) return all.status();
+  v1::Experiment exact = e;
+  std::vector<std::string> lossy;
+  if (all->lossy()) {
+    exact.clear_plugin();
+    for (const v1::Plugin& entry : e.plugin()) {
+      v1::Experiment alone = e;
+      alone.clear_plugin();
+      *alone.add_plugin() = entry;
+      absl::StatusOr<PluginSet> one = host.Configure(alone);
+      if (one.ok() && one->lossy()) {
+        lossy.push_back(entry.name());
+      } else {
+        *exact.add_plugin() = entry;
+      }
+    }
+  }
+  absl::StatusOr<PluginSet> kept = host.Configure(exact);
+  if (!kept.ok()) return kept.status();
+  std::vector<std::string> names, ddplab_only;
+  for (const LoadedPlugin* p : kept->plugins()) names.push_back(p->name);
+  std::string code = PyTorchCode(exact, names, kept->pytorch_forms(), &ddplab_only);
+  if (!lossy.empty()) {
+    code = absl::StrCat("# left out: ", absl::StrJoin(lossy, ", "),
+                        " (lossy: train with it once a suite's convergence check says \"within\")\n", code);
+  }
+  if (!ddplab_only.empty()) absl::StrAppend(&code, "# ddplab only, not in PyTorch: ", absl::StrJoin(ddplab_only, ", "), "\n");
+  return code;
+}
+
+// A tune::Runner over the suite's plugin host and a function that runs.
 class RunnerOf : public tune::Runner {
  public:
-  using CheckFn = std::function<absl::Status(const v1::Experiment&)>;
   using RunFn = std::function<absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>>(
       const std::vector<v1::Experiment>&, int)>;
-  RunnerOf(const ExperimentSchema& schema, CheckFn check, RunFn run)
-      : schema_(schema), check_(std::move(check)), run_(std::move(run)) {}
-  const ExperimentSchema& schema() override { return schema_; }
-  absl::Status Check(const v1::Experiment& e) override { return check_(e); }
+  RunnerOf(PluginHost& host, RunFn run) : host_(host), run_(std::move(run)) {}
+  const ExperimentSchema& schema() override { return host_.schema(); }
+  absl::Status Check(const v1::Experiment& e) override { return host_.Configure(e).status(); }
+  absl::StatusOr<std::string> TrainingCode(const v1::Experiment& e) override { return TrainingCodeOf(host_, e); }
   absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> Run(const std::vector<v1::Experiment>& experiments,
                                                                  int repetitions) override {
     return run_(experiments, repetitions);
   }
 
  private:
-  const ExperimentSchema& schema_;
-  CheckFn check_;
+  PluginHost& host_;
   RunFn run_;
 };
 
@@ -46,10 +80,9 @@ void SuiteRunner::RunTune(int& exit) {
                                     base.run.experiment.name(), ".json");
   request.answer_path = absl::StrCat(plan_.tune_dir, "/", base.run.experiment.name(), "_tuned.textproto");
   request.say = [](const std::string& line) { std::cout << "\n" << line << "\n" << std::flush; };
-  RunnerOf runner(host_.schema(), [this](const v1::Experiment& e) { return host_.Configure(e).status(); },
-                  [this, &exit](const std::vector<v1::Experiment>& experiments, int repetitions) {
-                    return RunForTuner(experiments, repetitions, exit);
-                  });
+  RunnerOf runner(host_, [this, &exit](const std::vector<v1::Experiment>& experiments, int repetitions) {
+    return RunForTuner(experiments, repetitions, exit);
+  });
   std::cout << "\n== tuning " << base.run.experiment.name() << " (" << base.processes << " processes): "
             << plan_.tune->caps_mib.size() << " bucket caps, the " << plan_.tune->verify << " fastest predicted verified "
             << plan_.tune->repetitions << " time(s) each\n";

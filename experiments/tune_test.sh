@@ -28,7 +28,7 @@ grep -q -- "--tune would tune ddp (2 processes) over 4 bucket caps, verifying 2 
 grep -q "tune: measuring the probe" "$out" || fail "no probe"
 grep -q "^== one " "$out" && fail "the suite's own run ran"
 grep -q "^## Tuning ddp" "$out" || fail "no tuning section"
-grep -qE "^Tuned ddp: bucket_cap_mb [0-9.]+, [0-9.]+ ms per step" "$out" || fail "no answer"
+grep -qE "^Tuned ddp: (keep )?bucket_cap_mb [0-9.]+[ .]" "$out" || fail "no answer"
 grep -q "^Calibrated on the experiment as given" "$out" || fail "no calibration"
 grep -qE "^(Compute|Latency|Bandwidth)-bound" "$out" || fail "no verdict"
 dir="$results/tune_cpu_tune"
@@ -39,17 +39,40 @@ done
 [ -e "$results/tune_cpu" ] && fail "the suite's own directory was written"
 grep -q '"allreduce_sweep"' "$dir/ddp_probe.json" || fail "the probe has no all-reduce sweep"
 grep -q '"chosen_cap_mb"' "$dir/report.json" || fail "report.json has no tuning"
-cap=$(sed -n 's/^Tuned ddp: bucket_cap_mb \([0-9.]*\),.*/\1/p' "$out")
-# The PyTorch code is the chosen run's own (its plugins' forms, which //bench:ddp_wrap_test
-# checks against DDP): the cap chosen and the experiment's static_graph.
+cap=$(sed -En 's/^Tuned ddp: (keep )?bucket_cap_mb ([0-9.]*[0-9])[ .].*/\2/p' "$out")
+# One answer: the text's cap is the file's, the code's and the verdict's. The PyTorch code
+# is the answer's own (its plugins' forms, which //bench:ddp_wrap_test checks against
+# DDP), fenced: the cap and the experiment's static_graph.
 grep -qE "^model = DDP\(model, bucket_cap_mb=$cap, static_graph=True\)" "$out" ||
   fail "the PyTorch code is not of cap $cap with static_graph"
+grep -B3 "^model = DDP" "$out" | grep -q '^```python' || fail "the code is not fenced"
+grep -q "bucket_cap_mb: $cap\b" "$dir/ddp_tuned.textproto" || fail "the tuned file is not of cap $cap"
+grep -qE "^(Compute|Latency|Bandwidth)-bound: with bucket_cap_mb $cap \(" "$out" || fail "the verdict is not of cap $cap"
+grep -qE "[-][0-9.]+% less" "$out" && fail "a negative \"less\""
+grep -q "^| ddp_probe " "$out" && fail "the probe is a row of the report"
+grep -q "^Recommendation" "$out" && fail "a recommendation beside the tuner's answer"
+grep -q "^Run it: bazel run //experiments:vit_ddp -- --experiment=$dir/ddp_tuned.textproto" "$out" ||
+  fail "no command to run the answer"
 
 # The answer runs as written, with the chosen cap.
 "$bin" --experiment="$dir/ddp_tuned.textproto" --output_dir="$results/answer" >"$out" 2>"$err" ||
   fail "the answer's file exited $?"
 grep -q "buckets of $cap MiB" "$out" || fail "the answer's run is not of cap $cap"
 grep -q "static_graph" "$out" || fail "the answer lost the experiment's static_graph"
+
+# Nothing to tune: caps of 1 MiB and more make one bucket of the 0.2 MiB of gradients, as
+# the experiment's own 25 does. Its cap is the answer, nothing else runs, and a lossy
+# lever (bf16, whose convergence the tuner does not check) is left out of the code.
+one="$TEST_TMPDIR/one_bucket.textproto"
+sed -e 's/bucket_cap_mb: \[0.01, 0.05, 0.1, 1\]/bucket_cap_mb: [1, 5, 25]/' -e 's/plugin { static_graph {} }/plugin { bf16 {} }/' \
+  "$suite" >"$one"
+"$bin" --experiment="$one" --tune --only=ddp --output_dir="$results/one" >"$out" 2>"$err" || fail "--tune of one bucket exited $?"
+grep -q "^Nothing to tune in ddp: every bucket_cap_mb tried (1 to 25) makes the buckets it makes already (1 bucket), so keep bucket_cap_mb 25." "$out" ||
+  fail "no nothing-to-tune answer"
+grep -q "tune: verifying" "$out" && fail "verified with nothing to tune"
+grep -q "^# left out: bf16 (lossy" "$out" || fail "the lossy lever is not said to be left out"
+grep -q "register_comm_hook" "$out" && fail "the code has the lossy hook"
+grep -q "bucket_cap_mb: 25\b" "$results/one/tune_cpu_tune/ddp_tuned.textproto" || fail "the file does not keep cap 25"
 
 # A second tuning reuses the measurements: only the verified candidates run.
 "$bin" --experiment="$suite" --tune --output_dir="$results" >"$out" 2>"$err" || fail "second --tune exited $?"

@@ -290,27 +290,35 @@ absl::StatusOr<std::map<int, v1::RunResult>> Verify(const TuneRequest& req, Runn
   return results;
 }
 
-double HalfWidth(const v1::Spread& s) { return s.median() > 0 ? (s.max() - s.min()) / 2 / s.median() : 0; }
-
-// The chosen candidate (fastest measured), its forms, and its gain over the experiment as given.
-absl::Status Answer(const TuneRequest& req, const ExperimentSchema& schema, const Measurements& m, const Model& model,
-                    const std::map<int, v1::RunResult>& results, v1::Tuning& t) {
-  int chosen = results.begin()->first;
-  for (const auto& [i, r] : results) {
-    if (t.candidates(i).measured_step_ms().median() < t.candidates(chosen).measured_step_ms().median()) chosen = i;
-  }
-  const v1::TuneCandidate& c = t.candidates(chosen);
-  t.set_chosen_cap_mb(c.bucket_cap_mb());
-  t.set_chosen_experiment(c.experiment());
-  t.set_pytorch(results.at(chosen).pytorch());
+// The answer `cap` as an experiment file (written to answer_path) and as PyTorch code for
+// training (Runner::TrainingCode).
+absl::Status WriteAnswer(const TuneRequest& req, const ExperimentSchema& schema, Runner& runner, double cap,
+                         v1::Tuning& t) {
+  t.set_chosen_cap_mb(cap);
   t.set_textproto(TunedExperimentText(
-      req.base, c.bucket_cap_mb(),
-      absl::StrCat(req.base.name(), " with the bucket_cap_mb vit_ddp --tune chose on ", req.machine.device()),
+      req.base, cap, absl::StrCat(req.base.name(), " with the bucket_cap_mb vit_ddp --tune chose on ", req.machine.device()),
       schema));
   if (!req.answer_path.empty()) {
     if (absl::Status s = WriteFileAtomically(req.answer_path, t.textproto()); !s.ok()) return s;
     t.set_textproto_path(req.answer_path);
   }
+  absl::StatusOr<std::string> code = runner.TrainingCode(WithCap(req.base, cap, req.base.name(), schema));
+  if (!code.ok()) return code.status();
+  t.set_pytorch(*code);
+  return absl::OkStatus();
+}
+
+double HalfWidth(const v1::Spread& s) { return s.median() > 0 ? (s.max() - s.min()) / 2 / s.median() : 0; }
+
+// The chosen candidate (fastest measured), its forms, and its gain over the experiment as given.
+absl::Status Answer(const TuneRequest& req, const ExperimentSchema& schema, Runner& runner, const Measurements& m,
+                    const Model& model, const std::map<int, v1::RunResult>& results, v1::Tuning& t) {
+  int chosen = results.begin()->first;
+  for (const auto& [i, r] : results) {
+    if (t.candidates(i).measured_step_ms().median() < t.candidates(chosen).measured_step_ms().median()) chosen = i;
+  }
+  const v1::TuneCandidate& c = t.candidates(chosen);
+  t.set_chosen_experiment(c.experiment());
   // The experiment as given: the runs of a verified candidate with its buckets, else its one run.
   *t.mutable_base_step_ms() = StepSpread(m.base);
   const auto [cap, first] = CapsOf(req.base, schema);
@@ -323,6 +331,51 @@ absl::Status Answer(const TuneRequest& req, const ExperimentSchema& schema, cons
   }
   t.set_gain(t.base_step_ms().median() / c.measured_step_ms().median() - 1);
   t.set_gain_noise(HalfWidth(t.base_step_ms()) + HalfWidth(c.measured_step_ms()));
+  // Where the chosen makes the experiment's own buckets, or is no faster beyond the noise,
+  // the answer is the experiment's own cap: the text, the file and the code say the same.
+  const bool keep = (t.base_same_as() == c.bucket_cap_mb() && t.base_same_as() > 0) || t.gain() <= t.gain_noise();
+  return WriteAnswer(req, schema, runner, keep ? cap : c.bucket_cap_mb(), t);
+}
+
+// Nothing to tune: every cap makes the buckets the experiment as given makes. The answer
+// is its own cap, unverified (its run is the measurement); nothing else runs.
+absl::Status NothingToTune(const TuneRequest& req, Runner& runner, const Measurements& m, const Model& model,
+                           v1::Tuning& t) {
+  const auto [cap, first] = CapsOf(req.base, runner.schema());
+  t.set_nothing_to_tune(true);
+  t.set_chosen_experiment(m.base.experiment());
+  *t.mutable_base_step_ms() = StepSpread(m.base);
+  absl::StatusOr<double> predicted = model.StepMs(cap, first);
+  if (!predicted.ok()) return predicted.status();
+  t.set_base_predicted_step_ms(*predicted);
+  return WriteAnswer(req, runner.schema(), runner, cap, t);
+}
+
+// Whether every candidate makes the experiment's own buckets.
+bool EveryCapMakesTheGivenBuckets(const TuneRequest& req, const ExperimentSchema& schema, const Model& model,
+                                  const v1::Tuning& t) {
+  const auto [cap, first] = CapsOf(req.base, schema);
+  const std::vector<size_t> given = model.Buckets(cap, first).ends;
+  for (const v1::TuneCandidate& c : t.candidates()) {
+    if (model.Buckets(c.bucket_cap_mb(), std::min(1.0, c.bucket_cap_mb())).ends != given) return false;
+  }
+  return true;
+}
+
+// The verdict on the answer's buckets, whose predicted step is the table's.
+absl::Status JudgeAnswer(const TuneRequest& req, const ExperimentSchema& schema, const Model& model,
+                         v1::Tuning& t) {
+  const auto [cap, first] = CapsOf(req.base, schema);
+  const double chosen = t.chosen_cap_mb();
+  VerdictOptions options;
+  options.buckets = chosen == cap ? model.Buckets(cap, first) : model.Buckets(chosen, std::min(1.0, chosen));
+  options.buckets_name = absl::StrFormat("bucket_cap_mb %g", chosen);
+  options.other_ms = model.other_ms;
+  absl::StatusOr<Verdict> verdict = Judge(model.in, model.curve, model.levers, options);
+  if (!verdict.ok()) return verdict.status();
+  t.set_bound(std::string(BoundednessName(verdict->bound)));
+  t.set_compression_can_pay(verdict->compression_can_pay);
+  t.set_verdict(verdict->sentence);
   return absl::OkStatus();
 }
 
@@ -378,16 +431,17 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
   t.set_slowdown(model->levers.overlap_slowdown);
   t.set_collective_overhead_us(model->overhead_us);
   if (absl::Status s = PredictCaps(*model, req.settings, t); !s.ok()) return s;
-  absl::StatusOr<Verdict> verdict = Judge(model->in, model->curve, model->levers);
-  if (!verdict.ok()) return verdict.status();
-  t.set_bound(std::string(BoundednessName(verdict->bound)));
-  t.set_compression_can_pay(verdict->compression_can_pay);
-  t.set_verdict(verdict->sentence);
-  absl::StatusOr<std::map<int, v1::RunResult>> verified = Verify(req, runner, t);
-  if (!verified.ok()) return verified.status();
-  if (absl::Status s = Answer(req, runner.schema(), *m, *model, *verified, t); !s.ok()) return s;
+  if (EveryCapMakesTheGivenBuckets(req, runner.schema(), *model, t)) {
+    req.say("tune: every bucket_cap_mb makes the experiment's own buckets: nothing to verify");
+    if (absl::Status s = NothingToTune(req, runner, *m, *model, t); !s.ok()) return s;
+  } else {
+    absl::StatusOr<std::map<int, v1::RunResult>> verified = Verify(req, runner, t);
+    if (!verified.ok()) return verified.status();
+    if (absl::Status s = Answer(req, runner.schema(), runner, *m, *model, *verified, t); !s.ok()) return s;
+  }
+  if (absl::Status s = JudgeAnswer(req, runner.schema(), *model, t); !s.ok()) return s;
   t.set_tuning_seconds(Seconds(start));
-  if (req.settings.exhaustive) {
+  if (req.settings.exhaustive && !t.nothing_to_tune()) {
     if (absl::Status s = Exhaustive(req, runner, t); !s.ok()) return s;
   }
   t.set_text(TuningText(t));
@@ -396,56 +450,6 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
 
 std::string CapRunName(const std::string& base, double cap, const std::string& infix) {
   return absl::StrCat(base, infix, "_", absl::StrReplaceAll(absl::StrCat(cap), {{".", "p"}}), "mb");
-}
-
-std::string TuningText(const v1::Tuning& t) {
-  const v1::TuneCandidate* chosen = nullptr;
-  for (const v1::TuneCandidate& c : t.candidates()) {
-    if (c.experiment() == t.chosen_experiment() && !c.experiment().empty()) chosen = &c;
-  }
-  if (chosen == nullptr) return "The tuner verified no candidate.\n";
-  const v1::Spread& ms = chosen->measured_step_ms();
-  std::string out = absl::StrFormat(
-      "Tuned %s: bucket_cap_mb %g, %.2f ms per step [%.2f-%.2f] over %d run(s), predicted %.2f ms (off by %+.1f%%).\n",
-      t.experiment(), t.chosen_cap_mb(), ms.median(), ms.min(), ms.max(), ms.count(), chosen->predicted_step_ms(),
-      chosen->error() * 100);
-  if (t.base_same_as() == t.chosen_cap_mb() && t.base_same_as() > 0) {
-    absl::StrAppend(&out, "The experiment as given makes the same buckets: keep it as it is.\n");
-  } else if (t.gain() > t.gain_noise()) {
-    absl::StrAppendFormat(&out, "Against the experiment as given (%.2f ms%s): %.1f%% faster (noise %.1f%%).\n",
-                          t.base_step_ms().median(), t.base_step_ms().count() == 1 ? ", one run" : "",
-                          t.gain() * 100, t.gain_noise() * 100);
-  } else {
-    absl::StrAppendFormat(&out,
-                          "Against the experiment as given (%.2f ms): no faster beyond the noise (%+.1f%%, noise "
-                          "%.1f%%): keep it as it is.\n",
-                          t.base_step_ms().median(), t.gain() * 100, t.gain_noise() * 100);
-  }
-  std::vector<std::string> missed;
-  for (const v1::TuneCandidate& c : t.candidates()) {
-    if (c.missed()) {
-      missed.push_back(absl::StrFormat("cap %g predicted %.2f ms, measured %.2f (%+.1f%%)", c.bucket_cap_mb(),
-                                       c.predicted_step_ms(), c.measured_step_ms().median(), c.error() * 100));
-    }
-  }
-  absl::StrAppend(&out, missed.empty() ? "The model was within 5% of every verified candidate.\n"
-                                       : absl::StrCat("The model missed: ", absl::StrJoin(missed, "; "), ".\n"));
-  absl::StrAppendFormat(&out,
-                        "Calibrated on the experiment as given: backward %.0f%% slower beside collectives, %.0f us "
-                        "per collective beyond the bare all-reduce's.\n",
-                        t.slowdown() * 100, t.collective_overhead_us());
-  absl::StrAppend(&out, t.verdict(), "\n");
-  absl::StrAppendFormat(&out, "Tuning took %.0f s%s.\n", t.tuning_seconds(),
-                        t.cached() ? " (the probe and sweep from this machine's cache)" : "");
-  if (t.exhaustive_seconds() > 0) {
-    absl::StrAppendFormat(&out,
-                          "The exhaustive sweep of the same caps took %.0f s and found bucket_cap_mb %g fastest; "
-                          "the tuned cap runs at %.1f%% of its steps/s there.\n",
-                          t.exhaustive_seconds(), t.exhaustive_best_cap_mb(), t.vs_exhaustive_best() * 100);
-  }
-  if (!t.textproto_path().empty()) absl::StrAppend(&out, "Run it: vit_ddp --experiment=", t.textproto_path(), "\n");
-  if (!t.pytorch().empty()) absl::StrAppend(&out, "In PyTorch:\n", t.pytorch(), "\n");
-  return out;
 }
 
 }  // namespace ddplab::tune

@@ -23,11 +23,15 @@
 //   3. verify: the `verify` fastest predicted run `repetitions` times each; each is
 //      reported predicted against measured (median, min and max), and a miss above 5%
 //      is said.
-//   4. answer: the fastest measured among them as an experiment file (the experiment as
-//      given with that cap) and as PyTorch code (the run's own, from its plugins' forms),
-//      its gain over the experiment as given with both spreads, and the verdict
-//      (tune/model/verdict.h): compute-, latency- or bandwidth-bound, and whether compressing
-//      can pay here at all.
+//   4. answer: the fastest measured among them, unless it makes the experiment's own
+//      buckets or is no faster beyond the noise (then the experiment's own cap), as an
+//      experiment file (the experiment as given with that cap) and as PyTorch code to
+//      train with (Runner::TrainingCode: lossy levers left out, their convergence
+//      unchecked), its gain over the experiment as given with both spreads, and the
+//      verdict on its buckets (tune/model/verdict.h): compute-, latency- or
+//      bandwidth-bound, and whether compressing can pay here at all.
+// Where every cap makes the experiment's own buckets, that is the answer: nothing is
+// verified, and its cap is kept.
 // With `exhaustive`, every cap then runs as often, so that the answer and the time it
 // took can be checked against the sweep it spares.
 //
@@ -61,6 +65,10 @@ class Runner {
   virtual const ExperimentSchema& schema() = 0;
   // OK when `e`'s plugins configure together (nothing runs).
   virtual absl::Status Check(const v1::Experiment& e) = 0;
+  // `e`'s levers as PyTorch code to train with: a lossy lever only with a convergence
+  // verdict, which the tuner has none of, so lossy levers are left out and named in a
+  // comment (a suite's convergence check judges them).
+  virtual absl::StatusOr<std::string> TrainingCode(const v1::Experiment& e) = 0;
   // Runs each experiment `repetitions` times, interleaved; per experiment its result with
   // every repetition (RunResult.repetitions), or why it has none. An error when nothing
   // more may run (the job was stopped).

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/config/experiment.h"
 #include "gtest/gtest.h"
 #include "plugins/testing/shipped_schema.h"
@@ -69,6 +71,14 @@ class FakeRunner : public Runner {
     }
     if (buckets && zero_copy) return absl::InvalidArgumentError("zero_copy makes no buckets");
     return probe && hook ? absl::InvalidArgumentError("one communication hook only") : absl::OkStatus();
+  }
+
+  // The run's code, with bf16 (lossy here) left out as the host leaves lossy levers out.
+  absl::StatusOr<std::string> TrainingCode(const v1::Experiment& e) override {
+    bool bf16 = false;
+    for (const v1::Plugin& p : e.plugin()) bf16 |= p.name() == "bf16";
+    return absl::StrCat(bf16 ? "# left out: bf16\n" : "", "model = DDP(model, device_ids=[local_rank], bucket_cap_mb=",
+                        CapsOf(e, testing::ShippedSchema()).cap_mb, ")");
   }
 
   absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> Run(const std::vector<v1::Experiment>& es,
@@ -171,6 +181,24 @@ double TrueBest(const Machine& m, const std::vector<double>& caps) {
   return best;
 }
 
+// The answer's text, file and code say one cap, and the verdict's step is the table's.
+void ExpectOneAnswer(const v1::Tuning& t, const TuneRequest& req) {
+  absl::StatusOr<v1::Suite> file = ParseExperimentText(t.textproto(), req.answer_path, testing::ShippedSchema());
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(CapsOf(file->experiment(0), testing::ShippedSchema()).cap_mb, t.chosen_cap_mb());
+  EXPECT_NE(t.pytorch().find(absl::StrCat("bucket_cap_mb=", t.chosen_cap_mb(), ")")), std::string::npos) << t.pytorch();
+  EXPECT_NE(t.text().find(absl::StrFormat("bucket_cap_mb %g", t.chosen_cap_mb())), std::string::npos) << t.text();
+  EXPECT_NE(t.verdict().find(absl::StrFormat("with bucket_cap_mb %g (", t.chosen_cap_mb())), std::string::npos)
+      << t.verdict();
+  for (const v1::TuneCandidate& c : t.candidates()) {
+    if (c.bucket_cap_mb() != t.chosen_cap_mb()) continue;
+    EXPECT_NE(t.verdict().find(absl::StrFormat("of the predicted %.3g ms step", c.predicted_step_ms())),
+              std::string::npos)
+        << t.verdict();
+  }
+  EXPECT_FALSE(std::regex_search(t.text(), std::regex("-[0-9.]+% less"))) << t.text();
+}
+
 TEST(Tuner, ChoosesTheFastestCapFromThePredictionAndVerifiesIt) {
   Machine m;
   FakeRunner runner(m);
@@ -198,6 +226,64 @@ TEST(Tuner, ChoosesTheFastestCapFromThePredictionAndVerifiesIt) {
   EXPECT_EQ(runner.names[4], "vit_sweep_1mb");
   EXPECT_NE(t->text().find("within 5% of every verified"), std::string::npos) << t->text();
   EXPECT_NE(t->pytorch().find(absl::StrCat("bucket_cap_mb=", t->chosen_cap_mb())), std::string::npos);
+  ExpectOneAnswer(*t, req);
+}
+
+TEST(Tuner, NothingToTuneIsAnAnswerThatKeepsTheCapAndRunsNothingMore) {
+  // Gradients of 0.2 MiB in all: every cap (its first bucket 1 MiB) makes one bucket,
+  // as the experiment's own 25 does.
+  Machine m;
+  for (Gradient& g : m.gradients) g.bytes = 3 * 1024;
+  FakeRunner runner(m);
+  TuneRequest req = Request(Dir("nothing"));
+  req.settings.exhaustive = true;
+  absl::StatusOr<v1::Tuning> t = Tune(req, runner);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->nothing_to_tune());
+  EXPECT_EQ(runner.names, (std::vector<std::string>{"vit_probe", "vit"}));  // nothing verified, no sweep
+  EXPECT_EQ(t->chosen_cap_mb(), 25);
+  EXPECT_NE(t->text().find("Nothing to tune in vit: every bucket_cap_mb tried (1 to 2000) makes the buckets it "
+                           "makes already (1 bucket), so keep bucket_cap_mb 25."),
+            std::string::npos)
+      << t->text();
+  EXPECT_EQ(t->text().find("faster"), std::string::npos) << t->text();
+  EXPECT_NE(t->verdict().find("with bucket_cap_mb 25 (1 bucket)"), std::string::npos) << t->verdict();
+  EXPECT_NE(t->verdict().find(absl::StrFormat("of the predicted %.3g ms step", t->base_predicted_step_ms())),
+            std::string::npos)
+      << t->verdict();
+  EXPECT_NE(t->pytorch().find("bucket_cap_mb=25)"), std::string::npos) << t->pytorch();
+}
+
+TEST(Tuner, AChosenCapWithTheExperimentsBucketsKeepsTheExperimentsCap) {
+  // The experiment's 2500 MiB makes the buckets of 2000 (the first gradient, then the
+  // rest), the faster of the caps tried: the answer keeps 2500, in the text, the file and
+  // the code alike.
+  Machine m;
+  FakeRunner runner(m);
+  TuneRequest req = Request(Dir("keep"));
+  req.settings.caps_mib = {2, 2000};
+  *req.base.add_plugin() = CapEntry(2500, testing::ShippedSchema());
+  absl::StatusOr<v1::Tuning> t = Tune(req, runner);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE(t->nothing_to_tune());
+  EXPECT_EQ(t->chosen_cap_mb(), 2500) << t->text();
+  EXPECT_NE(t->text().find("Tuned vit: keep bucket_cap_mb 2500. The fastest verified cap, 2000, makes the buckets it "
+                           "makes already (2 buckets)"),
+            std::string::npos)
+      << t->text();
+  ExpectOneAnswer(*t, req);
+}
+
+TEST(Tuner, TheCodeLeavesOutALossyLever) {
+  Machine m;
+  m.bf16 = true;
+  FakeRunner runner(m);
+  TuneRequest req = Request(Dir("lossy"));
+  *req.base.add_plugin() = testing::ShippedSchema().Entry("bf16", "").value();
+  absl::StatusOr<v1::Tuning> t = Tune(req, runner);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NE(t->pytorch().find("# left out: bf16"), std::string::npos) << t->pytorch();
+  EXPECT_EQ(t->pytorch().find("register_comm_hook"), std::string::npos) << t->pytorch();
 }
 
 TEST(Tuner, BfloatOnTheWireIsModelledWithItsOwnCurveAtItsBytes) {
@@ -325,7 +411,7 @@ TEST(Tuner, AFailedMeasurementIsAnErrorAndAFailedCandidateIsSaid) {
   candidate_fails.fail = CapRunName("vit", best);
   t = Tune(req, candidate_fails);
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_NE(t->chosen_cap_mb(), best);  // the best failed: the next verified is chosen
+  EXPECT_NE(t->chosen_experiment(), CapRunName("vit", best));  // the best failed: the next verified is chosen
 }
 
 TEST(Tuner, AnExperimentThatTakesNoBucketCapIsRefusedBeforeAnythingRuns) {

@@ -278,8 +278,8 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
     absl::StrAppend(&out, "\n", heading, ":\n");
     for (const std::string& line : internal_report::ConvergenceLines(report)) absl::StrAppend(&out, "- ", line, "\n");
   }
-  absl::StrAppend(&out, "\n", FormatRecommendations(report));
-  if (report.has_tuning()) absl::StrAppend(&out, "\n", FormatTuning(report.tuning()));
+  // A tuning's answer is its recommendation.
+  absl::StrAppend(&out, "\n", report.has_tuning() ? FormatTuning(report.tuning()) : FormatRecommendations(report));
   return out;
 }
 

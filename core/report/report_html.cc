@@ -68,7 +68,7 @@ td.lossy { color: #c0580a; }
 .badge.noise { background: #fff1d6; color: #8a5200; border: 1px solid #f0c674; }
 .rec { background: #fff; border: 1px solid #e3e3e3; border-radius: 6px; padding: 12px 16px;
   margin: 12px 0; }
-.rec .text { white-space: pre-line; margin: 0 0 8px; }
+.rec .text, .tuning .text { white-space: pre-line; margin: 0 0 8px; }
 pre { background: #f6f8fa; border: 1px solid #e3e3e3; border-radius: 4px; padding: 8px 10px;
   overflow-x: auto; margin: 6px 0; }
 code { font-family: ui-monospace, "DejaVu Sans Mono", "Liberation Mono", monospace;
@@ -243,7 +243,13 @@ std::string Tuning(const v1::SuiteReport& report) {
     for (const std::string& cell : rows[r]) absl::StrAppend(&html, "<td>", Escape(cell), "</td>");
     absl::StrAppend(&html, "</tr>\n");
   }
-  return absl::StrCat(html, "</tbody>\n</table></div>\n<pre>", Escape(t.text()), "</pre>\n</section>\n");
+  // The sentences wrap; the code keeps its lines, and scrolls rather than clips.
+  absl::StrAppend(&html, "</tbody>\n</table></div>\n<p class=\"text\">", Escape(t.text()), "</p>\n");
+  if (!t.pytorch().empty()) {
+    absl::StrAppend(&html, "<p>In PyTorch, for training:</p>\n<pre><code class=\"pytorch\">", Escape(t.pytorch()),
+                    "</code></pre>\n");
+  }
+  return absl::StrCat(html, "</section>\n");
 }
 
 std::string Recommendations(const v1::SuiteReport& report) {

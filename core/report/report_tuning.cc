@@ -37,7 +37,9 @@ std::string FormatTuning(const v1::Tuning& t) {
   for (size_t c = 0; c < rows[0].size(); ++c) absl::StrAppend(&out, c == 0 ? " ---: |" : " ---: |");
   absl::StrAppend(&out, "\n");
   for (size_t r = 1; r < rows.size(); ++r) absl::StrAppend(&out, "| ", absl::StrJoin(rows[r], " | "), " |\n");
-  return absl::StrCat(out, "\n", t.text());
+  absl::StrAppend(&out, "\n", t.text());
+  if (!t.pytorch().empty()) absl::StrAppend(&out, "\nIn PyTorch, for training:\n\n```python\n", t.pytorch(), "```\n");
+  return out;
 }
 
 }  // namespace ddplab

@@ -61,8 +61,10 @@ TEST(PowerSgdPluginTest, SaysItselfInPyTorch) {
                                     "plugin { bf16 {} } plugin { powersgd { matrix_approximation_rank: 4 bf16_state: true } }"),
             head +
                 "model = DDP(model, device_ids=[local_rank], bucket_cap_mb=25, static_graph=True)\n"
-                "state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=4, start_powerSGD_iter=2, "
-                "min_compression_rate=2, use_error_feedback=True, warm_start=True, random_seed=0)\n"
+                "state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=4,\n"
+                "    start_powerSGD_iter=1000,  # for training: PyTorch's default; its docs advise about 10% of the steps "
+                "(this run compressed from step 2)\n"
+                "    min_compression_rate=2, use_error_feedback=True, warm_start=True, random_seed=0)\n"
                 "model.register_comm_hook(state, default_hooks.bf16_compress_wrapper(powerSGD.powerSGD_hook))\n"
                 "ddplab only: powersgd.start_powerSGD_iter below 2, powersgd.bf16_state");
   EXPECT_EQ(testing::PyTorchCodeFor("plugin { bf16 {} } plugin { bucket_view {} }"),

@@ -27,9 +27,14 @@ struct Settings {
 // `config` with 0 or unset read as "left out": the defaults its comments give.
 Settings SettingsOf(const plugins::powersgd::v1::Config& config);
 
-// PyTorch's PowerSGDState and powerSGD_hook for `s`. PyTorch's error feedback and warm
-// start need start_powerSGD_iter >= 2 (DDP regroups buckets after the first step): a
-// smaller one is raised to 2 and said to be ddplab's alone, as is bf16_state.
+// PyTorch's start_powerSGD_iter default, which the code for training keeps.
+inline constexpr int64_t kTrainingStart = 1000;
+
+// PyTorch's PowerSGDState and powerSGD_hook for `s`, as code for training: PowerSGD starts
+// at kTrainingStart (or the experiment's start, if later), with a comment saying from which
+// step the run compressed (Note [Compressing from the start is the benchmark's]). PyTorch's
+// error feedback and warm start need start_powerSGD_iter >= 2 (DDP regroups buckets after
+// the first step): a smaller start is said to be ddplab's alone, as is bf16_state.
 PyTorchForm PyTorchFormOf(const Settings& s);
 
 }  // namespace ddplab::powersgd

@@ -1,5 +1,5 @@
 // What bounds a data-parallel step on this machine, from the step model with the best
-// bucket partition: compute (communication hides behind backward), latency (collectives'
+// bucket partition (or the buckets given, a cap's): compute (communication hides behind backward), latency (collectives'
 // time is mostly their fixed cost per all-reduce) or bandwidth (mostly bytes); and
 // whether compressing gradients can pay at all here, from what the model predicts with
 // a half and a quarter of the bytes on the wire.
@@ -10,6 +10,7 @@
 #ifndef DDPLAB_TUNE_VERDICT_H_
 #define DDPLAB_TUNE_VERDICT_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -36,13 +37,21 @@ struct VerdictOptions {
   // Compression can pay when a quarter of the bytes on the wire would shorten the
   // predicted step by at least this fraction (before the codec's own compute).
   double compression_gain_fraction = 0.03;
+  // Judge these buckets (those a bucket_cap_mb makes), said as `buckets_name`
+  // ("bucket_cap_mb 25"), instead of the best partition; none: the best partition.
+  std::optional<Partition> buckets;
+  std::string buckets_name;
+  // Step time the model leaves out (the run's own outside forward, backward and the
+  // optimizer), added to every step said, so that they are the steps a tuner predicts.
+  double other_ms = 0;
 };
 
 struct Verdict {
   Boundedness bound = Boundedness::kCompute;
   bool compression_can_pay = false;
-  BestPartition best;            // with the levers as given
+  BestPartition best;            // with the levers as given (or the buckets given)
   double overhead_ms = 0;        // exposed + slowdown with the best partition
+  double step_ms = 0;            // the predicted step, other_ms included
   double overhead_fraction = 0;  // of the predicted step
   LatencyBandwidth line;         // fitted to the cost curve
   // alpha's share of the best partition's collectives by the fitted line:

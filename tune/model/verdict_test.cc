@@ -105,6 +105,23 @@ TEST(VerdictTest, CompressionOnTopOfBf16ScalesTheWireFurther) {
   EXPECT_NEAR(v->quarter_bytes_step_ms, 5 + 10 + 1.26 + 1, 1e-9);
 }
 
+TEST(VerdictTest, JudgesTheBucketsGivenWithTheStepATunerPredicts) {
+  // One bucket of all ten gradients, sent at backward's end: 50 ms exposed; the tuner's
+  // step adds 2 ms the model leaves out, and every step said has them.
+  VerdictOptions cap;
+  cap.buckets = BucketsByCap(Spread().gradients, 100000000, 100000000);
+  cap.buckets_name = "bucket_cap_mb 100";
+  cap.other_ms = 2;
+  absl::StatusOr<Verdict> v = Judge(Spread(), Line(0, 5e-3), Levers{}, cap);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->best.partition.buckets(), 1u);
+  EXPECT_NEAR(v->step_ms, 50 + 100 + 50 + 5 + 2, 1e-9);
+  EXPECT_NEAR(v->quarter_bytes_step_ms, 50 + 100 + 12.5 + 5 + 2, 1e-9);
+  EXPECT_TRUE(Contains(v->sentence, "with bucket_cap_mb 100 (1 bucket), communication adds 50 ms")) << v->sentence;
+  EXPECT_TRUE(Contains(v->sentence, "of the predicted 207 ms step")) << v->sentence;
+  EXPECT_TRUE(Contains(v->sentence, "from 207 to 170 ms (18.1% less;")) << v->sentence;
+}
+
 TEST(VerdictTest, ThresholdsAreOptions) {
   VerdictOptions strict;
   strict.compute_bound_fraction = 0.01;
