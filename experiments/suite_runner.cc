@@ -195,7 +195,7 @@ bool SuiteRunner::RunConvergence(int& exit) {
   for (const PlannedRun& p : plan_.runs) {
     absl::StatusOr<PluginSet> plugins = host_.Configure(p.run.experiment);
     if (!p.selected || !plugins.ok() || !plugins->lossy() || !checked.insert(p.run.origin).second) continue;
-    add(p, 0, /*exact=*/false);
+    for (int seed = 0; seed < s.seeds; ++seed) add(p, seed, /*exact=*/false);
   }
   if (Speaks()) {
     std::cout << "\n== the convergence check: " << convergence_runs_.size() << " run(s) of " << s.steps

@@ -23,7 +23,12 @@ if grep -q "c10d          Gloo yes" "$out"; then
   grep -q '"world_size": 2' "$results/cpu_smoke/naive_ddp.json" || fail "no 2-process result record"
   # The suite's report: the table, a recommendation, the files, a trace per run with one
   # track per rank.
-  grep -q "^| experiment | GPUs |" "$out" || fail "no results table"
+  # On CPUs: the words of processes, "-" where nothing was measured, and the report says
+  # it is a pipeline check whose figures do not carry over.
+  grep -q "^| experiment | processes | transport | steps/s | vs 1 process |" "$out" || fail "no results table"
+  grep -q "^These runs are on CPUs (Gloo): a check that the pipeline works end to end" "$out" || fail "no CPU note"
+  grep -q "These runs are on CPUs (Gloo)" "$results/cpu_smoke/report.html" || fail "no CPU note in report.html"
+  grep -qE "peak 0\.00 GiB|TFLOP/s per GPU|\| 0\.0 \|$" "$out" && fail "GPU words or unmeasured zeros on CPUs"
   grep -q "^Recommendation: " "$out" || fail "no recommendation"
   for f in report.md report.json report.csv report.html; do
     [ -s "$results/cpu_smoke/$f" ] || fail "no $f"

@@ -12,6 +12,7 @@ ConvergenceSettings ResolveConvergence(const v1::Convergence& c) {
   if (c.steps() > 0) s.steps = static_cast<int>(c.steps());
   if (c.seeds() > 0) s.seeds = static_cast<int>(c.seeds());
   s.final_steps = c.final_steps() > 0 ? static_cast<int>(c.final_steps()) : std::max(1, s.steps / 10);
+  if (c.tolerance_percent() > 0) s.tolerance = c.tolerance_percent() / 100;
   return s;
 }
 
@@ -28,6 +29,9 @@ absl::Status ValidateConvergence(const v1::Suite& suite, const Locator& at) {
   if (c.seeds() != 0 && (c.seeds() < 2 || c.seeds() > 20)) {
     return at.Error("convergence.seeds", absl::StrCat("must be from 2 to 20 (a spread needs two), got ", c.seeds()));
   }
+  if (c.tolerance_percent() != 0 && !(c.tolerance_percent() >= 0.1 && c.tolerance_percent() <= 50)) {
+    return at.Error("convergence.tolerance_percent", absl::StrCat("must be from 0.1 to 50, got ", c.tolerance_percent()));
+  }
   const ConvergenceSettings s = ResolveConvergence(c);
   if (s.final_steps > s.steps) {
     return at.Error("convergence.final_steps",
@@ -39,7 +43,7 @@ absl::Status ValidateConvergence(const v1::Suite& suite, const Locator& at) {
 v1::Experiment ConvergenceExperiment(const v1::Experiment& e, const std::string& origin, const ConvergenceSettings& s,
                                      int seed_index, bool exact, v1::ConvergenceRun* record) {
   v1::Experiment c = e;
-  c.set_name(exact ? absl::StrCat(origin, "-convergence-", seed_index + 1) : absl::StrCat(origin, "-convergence"));
+  c.set_name(absl::StrCat(origin, "-convergence-", seed_index + 1));
   c.set_description(absl::StrCat("the convergence check of ", origin));
   c.mutable_data()->set_task(v1::Data::LEARNABLE);
   c.mutable_data()->set_seed(e.data().seed() + static_cast<uint64_t>(seed_index));
@@ -52,6 +56,7 @@ v1::Experiment ConvergenceExperiment(const v1::Experiment& e, const std::string&
   record->set_exact(exact);
   record->set_seed(static_cast<int32_t>(c.data().seed()));
   record->set_final_steps(s.final_steps);
+  record->set_tolerance(s.tolerance);
   return c;
 }
 

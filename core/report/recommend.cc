@@ -77,9 +77,13 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
   }
   SayCommunication(best, out);
   const v1::ReportRow* use = &best;
-  if (best.has_gradient_error()) {
-    absl::StrAppendFormat(&out, " It is lossy: gradients differ from exact all-reduce by %.1e (relative)",
-                          best.gradient_error());
+  if (best.lossy()) {
+    if (best.has_gradient_error()) {
+      absl::StrAppendFormat(&out, " It is lossy: gradients differ from exact all-reduce by %.1e (relative)",
+                            best.gradient_error());
+    } else {
+      absl::StrAppend(&out, " It is lossy (its error was not sampled: sample_error_every)");
+    }
     if (best.has_effective_error()) {
       absl::StrAppendFormat(&out, ", summed over %d steps by %.1e", best.effective_error_steps(), best.effective_error());
     }
@@ -98,7 +102,7 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
     }
     const v1::ReportRow* exact = nullptr;
     for (const v1::ReportRow* r : by_rate) {
-      if (!r->has_gradient_error()) {
+      if (!r->lossy()) {
         exact = r;
         break;
       }

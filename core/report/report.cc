@@ -131,6 +131,7 @@ v1::ReportRow RowOf(const v1::RunResult& r, const v1::RunResult* single, const v
     row.set_effective_error_steps(r.effective_error(r.effective_error_size() - 1).steps());
   }
   row.set_diagnostic(r.diagnostic());
+  row.set_lossy(r.lossy() || r.gradient_error_samples() > 0);
   *row.mutable_parts() = PartsOf(r, single);
   *row.mutable_plugins() = r.plugins();
   row.set_pytorch(r.pytorch());
@@ -146,10 +147,12 @@ std::string Fixed(std::optional<double> v, int digits, bool scientific = false, 
 }
 
 constexpr int kColumns = 11;
-const char* const kHeaders[kColumns] = {"experiment",      "GPUs",       "transport", "steps/s",
-                                        "vs 1 GPU",        "vs naive",   "exposed comm ms",
-                                        "busbw GB/s",      "peak GiB",   "grad error",
-                                        "TFLOP/s/GPU"};
+// The columns, in a machine's words: GPUs where there are, processes on CPUs.
+std::vector<std::string> Headers(const v1::Machine& m) {
+  const bool gpus = !OnCpus(m);
+  return {"experiment", gpus ? "GPUs" : "processes", "transport", "steps/s", gpus ? "vs 1 GPU" : "vs 1 process",
+          "vs naive", "exposed comm ms", "busbw GB/s", "peak GiB", "grad error", gpus ? "TFLOP/s/GPU" : "TFLOP/s"};
+}
 
 // A cell of report.md: medians with [min-max] over repetitions.
 std::string MarkdownCell(const v1::ReportRow& r, int column) {
@@ -168,13 +171,14 @@ std::string MarkdownCell(const v1::ReportRow& r, int column) {
     case 5: return Fixed(r.has_vs_naive() ? std::optional<double>(r.vs_naive()) : std::nullopt, 3);
     case 6: return absl::StrFormat("%.2f", r.exposed_comm_ms());
     case 7: return Fixed(r.has_busbw_gbps() ? std::optional<double>(r.busbw_gbps()) : std::nullopt, 1);
-    case 8: return absl::StrFormat("%.2f", r.peak_memory_gib());
+    case 8: return r.peak_memory_gib() > 0 ? absl::StrFormat("%.2f", r.peak_memory_gib()) : "-";  // CPUs: unmeasured
     case 9:
+      if (!r.has_gradient_error() && r.lossy()) return "not sampled";
       return Fixed(r.has_gradient_error() ? std::optional<double>(r.gradient_error()) : std::nullopt, 2, true) +
              (r.has_effective_error()
                   ? absl::StrFormat(" (%d-step %.2e)", r.effective_error_steps(), r.effective_error())
                   : "");
-    case 10: return absl::StrFormat("%.1f", r.tflops_per_gpu());
+    case 10: return r.tflops_per_gpu() > 0 ? absl::StrFormat("%.3g", r.tflops_per_gpu()) : "-";
   }
   return "";
 }
@@ -263,10 +267,11 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
   if (const std::string machine = FormatMachine(report.machine()); !machine.empty()) {
     absl::StrAppend(&out, "Machine: ", machine, "\n");
   }
+  if (OnCpus(report.machine())) absl::StrAppend(&out, kCpuNote, "\n");
   if (!report.date().empty()) absl::StrAppend(&out, "Date: ", report.date(), "\n");
   absl::StrAppend(&out, "Repetitions: ", report.repetitions(),
                   report.repetitions() > 1 ? " (steps/s as median [min-max])" : "", "\n\n");
-  absl::StrAppend(&out, "| ", absl::StrJoin(kHeaders, kHeaders + kColumns, " | "), " |\n|");
+  absl::StrAppend(&out, "| ", absl::StrJoin(Headers(report.machine()), " | "), " |\n|");
   for (int c = 0; c < kColumns; ++c) absl::StrAppend(&out, c == 0 ? " --- |" : " ---: |");
   absl::StrAppend(&out, "\n");
   for (const v1::ReportRow& r : report.rows()) {

@@ -25,9 +25,11 @@ std::string ConvergenceHeading(const v1::SuiteReport& report) {
     if (!row.has_convergence()) continue;
     const v1::ConvergenceVerdict& v = row.convergence();
     return absl::StrFormat(
-        "Convergence check: %d steps on the learnable task from the same weights and batches; the exact "
-        "reference %s over %d seeds fell from %.4f; final loss = the mean of the last %d steps",
-        v.steps(), v.exact(), v.exact_final().count(), v.first_loss(), v.final_steps());
+        "Convergence check: %d steps on the learnable task, each configuration from the same %d seeds (weights "
+        "and batches) as the exact reference %s, whose loss fell from %.4f to %.4f-%.4f; final loss = the mean of "
+        "the last %d steps, compared seed by seed",
+        v.steps(), v.exact_final().count(), v.exact(), v.first_loss(), v.exact_final().min(), v.exact_final().max(),
+        v.final_steps());
   }
   return "";
 }

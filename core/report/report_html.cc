@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/report/report_charts.h"
@@ -105,7 +106,7 @@ std::string Header(const v1::SuiteReport& report) {
       "<header>\n<h1>", Escape(report.suite().empty() ? "Suite report" : report.suite()),
       "</h1>\n<p class=\"meta\">", meta, "</p>\n",
       items.empty() ? "" : absl::StrCat("<div class=\"machine\">", items, "</div>\n"),
-      "</header>\n");
+      OnCpus(m) ? absl::StrCat("<p class=\"note\">", kCpuNote, "</p>\n") : "", "</header>\n");
 }
 
 std::string Cell(const std::string& html, absl::string_view css = "num") {
@@ -162,10 +163,11 @@ std::string TableRow(const v1::ReportRow& row) {
       Cell(row.has_vs_naive() ? absl::StrCat(Number(row.vs_naive(), 2), "×") : kDash),
       Cell(several ? Number(row.exposed_comm_ms(), 1) : kDash),
       Cell(row.has_busbw_gbps() ? Number(row.busbw_gbps(), 1) : kDash),
-      Cell(Number(row.peak_memory_gib(), 2)),
+      Cell(row.peak_memory_gib() > 0 ? Number(row.peak_memory_gib(), 2) : kDash),
       row.has_gradient_error() ? GradientErrorCell(row)
+      : row.lossy()            ? "<td class=\"num\" title=\"lossy: its error was not sampled\">not sampled</td>"
                                : "<td class=\"num\" title=\"exact: no gradient error\">—</td>",
-      Cell(Number(row.tflops_per_gpu(), 1)), "</tr>\n");
+      Cell(row.tflops_per_gpu() > 0 ? absl::StrFormat("%.3g", row.tflops_per_gpu()) : kDash), "</tr>\n");
 }
 
 std::string Table(const v1::SuiteReport& report) {
@@ -174,11 +176,15 @@ std::string Table(const v1::SuiteReport& report) {
       "<section class=\"runs\">\n<h2>Runs</h2>\n<p class=\"subtitle\">Medians over the "
       "repetitions, [min–max] where there were several; — where a figure does not "
       "apply.</p>\n<div class=\"figure\"><table>\n<thead><tr><th>experiment</th>"
-      "<th class=\"num\">GPUs</th><th>transport</th><th class=\"num\">steps/s</th>"
-      "<th class=\"num\">vs 1 GPU</th><th class=\"num\">vs naive</th>"
+      "<th class=\"num\">$P</th><th>transport</th><th class=\"num\">steps/s</th>"
+      "<th class=\"num\">vs 1 $1</th><th class=\"num\">vs naive</th>"
       "<th class=\"num\">exposed comm ms</th><th class=\"num\">busbw GB/s</th>"
       "<th class=\"num\">peak GiB</th><th class=\"num\">grad error</th>"
-      "<th class=\"num\">TFLOP/s/GPU</th></tr></thead>\n<tbody>\n";
+      "<th class=\"num\">$F</th></tr></thead>\n<tbody>\n";
+  const bool gpus = !OnCpus(report.machine());  // else: the words of processes on CPUs
+  html = absl::StrReplaceAll(html, {{"$P", gpus ? "GPUs" : "processes"},
+                                    {"$1", gpus ? "GPU" : "process"},
+                                    {"$F", gpus ? "TFLOP/s/GPU" : "TFLOP/s"}});
   for (const v1::ReportRow& row : report.rows()) html += TableRow(row);
   return html + "</tbody>\n</table></div>\n</section>\n";
 }
@@ -260,6 +266,8 @@ std::string Recommendations(const v1::SuiteReport& report) {
 }
 
 }  // namespace
+
+bool OnCpus(const v1::Machine& m) { return m.device_count() == 0 && !m.cpu().empty(); }
 
 std::string FormatHtml(const v1::SuiteReport& report) {
   const std::string title = report.suite().empty() ? "Suite report" : report.suite();

@@ -23,6 +23,13 @@ std::string FormatHtml(const v1::SuiteReport& report);
 // text. report.md ends with it where the report has one.
 std::string FormatTuning(const v1::Tuning& t);
 
+// Whether the runs were on CPUs (no GPU, a CPU named): columns then say processes, and
+// the report says that it is a check of the pipeline whose figures do not carry over.
+bool OnCpus(const v1::Machine& machine);
+inline constexpr char kCpuNote[] =
+    "These runs are on CPUs (Gloo): a check that the pipeline works end to end. Their speeds and recommendation "
+    "do not carry over to GPUs; the figures to act on come from a run on them.";
+
 namespace internal_report {
 // The convergence check's verdicts as "<experiment>: <verdict>" lines, and the sentence
 // that heads them ("" if none), for report.md and report.html.

@@ -36,13 +36,18 @@ std::string EngineSummary(const v1::RunResult& r) {
 
 std::string FormatRunSummary(const v1::RunResult& r) {
   const v1::PhaseTimes& p = r.phases();
+  // Figures a CPU run does not measure (FLOP/s, device memory) are left out, not shown as 0.
+  std::string measured;
+  if (r.tflops_per_gpu() > 0) {
+    absl::StrAppendFormat(&measured, ", %.3g TFLOP/s per %s", r.tflops_per_gpu(), r.device() == "cpu" ? "process" : "GPU");
+  }
+  if (r.peak_memory_gib() > 0) absl::StrAppendFormat(&measured, ", peak %.2f GiB", r.peak_memory_gib());
   return absl::StrFormat(
-      "%s: %.3f steps/s, %.1f samples/s, %.1f TFLOP/s per GPU, peak %.2f GiB (%s, %d process%s)\n"
+      "%s: %.3f steps/s, %.1f samples/s%s (%s, %d process%s)\n"
       "  per step %.2f ms: get batch %.2f, forward %.2f, backward %.2f, optimizer %.2f\n"
       "  waiting for data: %.2f%% of the step on the device, %.3f ms per step on the host\n"
       "  loss %.4f -> %.4f over %d steps\n%s",
-      r.experiment(), r.steps_per_s(), r.samples_per_s(), r.tflops_per_gpu(), r.peak_memory_gib(),
-      r.device(), r.world_size(), r.world_size() == 1 ? "" : "es", p.step_ms(), p.get_batch_ms(),
+      r.experiment(), r.steps_per_s(), r.samples_per_s(), measured, r.device(), r.world_size(), r.world_size() == 1 ? "" : "es", p.step_ms(), p.get_batch_ms(),
       p.forward_ms(), p.backward_ms(), p.optimizer_ms(), 100 * r.data_wait_fraction(),
       r.host_data_wait_ms(), r.loss_size() ? r.loss(0) : 0.0f,
       r.loss_size() ? r.loss(r.loss_size() - 1) : 0.0f, r.loss_size(),

@@ -393,6 +393,7 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   if (options_.plugins) {
     for (const LoadedPlugin* p : options_.plugins->plugins()) r.add_plugins(p->name);
     r.set_diagnostic(options_.plugins->diagnostic());
+    r.set_lossy(options_.plugins->lossy());
     std::vector<std::string> ddplab_only;
     r.set_pytorch(PyTorchCode(e_, {r.plugins().begin(), r.plugins().end()}, options_.plugins->pytorch_forms(),
                               &ddplab_only));

@@ -1,0 +1,45 @@
+// A test lever that says it is lossy and degrades the averaged gradient by a factor,
+// `keep` (a smaller step, the same on every rank): the convergence check must call
+// keep 0.5 worse and keep 1 (exact) within (Note [The convergence check]).
+#include "core/plugin/plugin_api.h"
+#include "core/testdata/plugins/shrink/shrink.pb.h"
+
+namespace {
+
+class ShrinkHook : public ddplab::HookWrapperBase {
+ public:
+  ShrinkHook(std::unique_ptr<ddplab::CommHook> inner, double keep) : HookWrapperBase(std::move(inner)), keep_(keep) {}
+
+  c10::intrusive_ptr<c10::ivalue::Future> Run(ddplab::GradBucket& bucket) override {
+    const double keep = keep_;
+    return inner_->Run(bucket)->then(
+        [keep](c10::ivalue::Future& reduced) {
+          const c10::IValue value = reduced.value();
+          at::Tensor t = value.isTensor() ? value.toTensor() : value.toTensorVector().at(0);
+          if (keep != 1) t.mul_(keep);
+          return c10::IValue(t);
+        },
+        c10::TensorType::get());
+  }
+
+ private:
+  double keep_;
+};
+
+void Register(const ddplab::testdata::shrink::v1::Config& config, ddplab::PluginRegistrar& registrar) {
+  if (!(config.keep() > 0 && config.keep() <= 1)) {
+    registrar.RejectField("keep", "must be in (0, 1]");
+    return;
+  }
+  const double keep = config.keep();
+  registrar.WrapCommHook(ddplab::ExtensionPoint::kCodec,
+                         [keep](std::unique_ptr<ddplab::CommHook> inner,
+                                const ddplab::CommContext&) -> std::unique_ptr<ddplab::CommHook> {
+                           return std::make_unique<ShrinkHook>(std::move(inner), keep);
+                         });
+  registrar.Lossy(0);
+}
+
+}  // namespace
+
+DDPLAB_PLUGIN("shrink", "1.0.0", ddplab::testdata::shrink::v1::Config, ddplab::PluginStatus::kExperimental, Register)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The convergence check on CPUs (Note [The convergence check]): a lever that degrades the
+# averaged gradient, 4% or more above the exact run's final loss on the same seeds, is
+# judged worse; an exact lever within; and only the second may be recommended.
+set -u
+bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
+suite="$TEST_SRCDIR/ddplab/experiments/testdata/convergence_suite.textproto"
+plugins="$(dirname "$(readlink -f "$TEST_SRCDIR/ddplab/core/testdata/plugins/shrink/libshrink.so")")"
+results="$TEST_TMPDIR/results"
+out="$TEST_TMPDIR/out.txt"
+err="$TEST_TMPDIR/err.txt"
+fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; cat "$err"; exit 1; }
+
+"$bin" --experiment="$suite" --print_experiments --plugin_dir="$plugins" >"$out" 2>"$err" || fail "the plan"
+if ! grep -q "Gloo yes" "$out"; then
+  echo "no Gloo in this LibTorch: the check needs 2 processes"
+  exit 0
+fi
+"$bin" --experiment="$suite" --plugin_dir="$plugins" --output_dir="$results" >"$out" 2>"$err" ||
+  fail "the suite exited $?"
+# Every configuration trains from each of the 3 seeds, as the exact reference does.
+for name in naive_ddp damped exact_lever; do
+  for k in 1 2 3; do
+    [ -s "$results/convergence/$name-convergence-$k.json" ] || fail "no $name-convergence-$k"
+  done
+done
+grep -qE "^- damped: worse by [0-9.]+% \(.*; the check allows 2%\)" "$out" || fail "damped is not judged worse"
+grep -qE "^- exact_lever: within 2% of the exact runs \(.*\+0\.0% on average" "$out" ||
+  fail "the exact lever is not judged within"
+python3 - "$results/convergence/report.json" <<'PY' || fail "the verdicts in report.json"
+import json, sys
+rows = {r["experiment"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+damped, exact = rows["damped"]["convergence"], rows["exact_lever"]["convergence"]
+# The lever trains at least 4% worse on every seed: what the check must catch.
+assert all(d >= 0.04 for d in damped["paired_difference"]), damped
+assert not damped.get("within") and damped["worse_by"] >= 0.04, damped
+assert exact.get("within") and all(abs(d) < 0.005 for d in exact["paired_difference"]), exact
+PY
+echo PASS
