@@ -15,6 +15,7 @@
 #include "core/report/report.h"
 #include "core/training/trainer.h"
 #include "experiments/run_paths.h"
+#include "experiments/suite_progress.h"
 #include "google/protobuf/text_format.h"
 #include "tune/allreduce_sweep.h"
 
@@ -146,6 +147,7 @@ int SuiteRunner::RunAll() {
     }
     job_store_ = *store;
   }
+  if (Speaks()) planned_ = PlannedRuns(plan_, host_);
   // Repetitions interleaved: every run once, then again, so that drift over the suite's
   // time spreads over every run rather than falling on some.
   int exit = 0, most = 1;
@@ -258,6 +260,11 @@ bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
 
 // Prints what is about to run, with the suite's time left as far as the runs so far tell.
 void SuiteRunner::Announce(const PlannedRun& p, const PluginSet& plugins) {
+  if (repetition_ > 1 && !p.tuning) {  // its plugins and engine were said at its first repetition
+    std::cout << "\n== " << p.run.experiment.name() << ", repetition " << repetition_ << " of " << Repetitions(p)
+              << "\n" << SuiteProgressLine(ran_ + failed_, planned_, seconds_, timed_) << std::flush;
+    return;
+  }
   std::vector<std::string> names;
   for (const LoadedPlugin* plugin : plugins.plugins()) names.push_back(plugin->name);
   std::cout << "\n== " << p.run.experiment.name() << " (" << p.processes << " process"
@@ -266,15 +273,7 @@ void SuiteRunner::Announce(const PlannedRun& p, const PluginSet& plugins) {
   if (p.processes > 1 || p.run.experiment.distributed().force_engine()) {
     std::cout << "  engine:  " << DescribeEngine(plugins.engine_parts()) << "\n";
   }
-  int launches = 0;  // the suite's, repetitions included
-  for (const PlannedRun& q : plan_.runs) launches += q.selected ? Repetitions(q) : 0;
-  launches += static_cast<int>(convergence_runs_.size());
-  const int done = ran_ + failed_;
-  if (timed_ > 0 && !p.tuning) {
-    const int left = launches - done;
-    std::cout << "  suite:   " << done << " of " << launches << " run(s) done, about "
-              << static_cast<int>(seconds_ / timed_ * left / 60 + 0.5) << " min left\n";
-  }
+  if (!p.tuning) std::cout << SuiteProgressLine(ran_ + failed_, planned_, seconds_, timed_);
   std::cout.flush();
 }
 

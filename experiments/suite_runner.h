@@ -80,6 +80,7 @@ class SuiteRunner {
   int ran_ = 0, failed_ = 0, stopped_by_ = 0;
   double seconds_ = 0;  // spent in the runs timed_ counts (not skipped), for the ETA
   int timed_ = 0;
+  int planned_ = 0;     // every run the suite will launch (PlannedRuns), for the progress line
   std::map<int, v1::RunResult> results_;                          // by run index
   std::vector<PlannedRun> convergence_runs_;  // the convergence check's, once they are known
   std::vector<PlannedRun> tune_runs_;         // the tuner's, as it asks for them

@@ -19,6 +19,12 @@ grep -qE "^single_process: [0-9.]+ steps/s" "$out" || fail "no summary of the si
 grep -q '"steps_per_s"' "$results/cpu_smoke/single_process.json" || fail "no result record"
 if grep -q "c10d          Gloo yes" "$out"; then
   grep -q "5 of 5 run(s) completed" "$out" || fail "not every run completed"
+  # Progress: a total fixed at the start (5 runs twice, 3 configurations of the convergence
+  # check 3 times), the time so far, one line for a repetition after the first.
+  grep -q "^  suite:   19 runs planned" "$out" || fail "no total planned"
+  [ "$(grep -oE "of [0-9]+ runs done" "$out" | sort -u)" = "of 19 runs done" ] || fail "the total moved"
+  grep -qE "^  suite:   [0-9]+ of 19 runs done, [0-9]+ s so far, about [0-9]+ (s|min) left" "$out" || fail "no time"
+  grep -q "^== naive_ddp, repetition 2 of 2$" "$out" || fail "no short line for a repetition"
   grep -q "compression [0-9.]*x" "$out" || fail "no compression ratio for PowerSGD"
   grep -q '"world_size": 2' "$results/cpu_smoke/naive_ddp.json" || fail "no 2-process result record"
   # The suite's report: the table, a recommendation, the files, a trace per run with one

@@ -1,0 +1,45 @@
+#include "experiments/suite_progress.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/config/convergence.h"
+
+namespace ddplab {
+
+int PlannedRuns(const Plan& plan, PluginHost& host) {
+  int n = 0;
+  for (const PlannedRun& p : plan.runs) n += p.selected ? std::max<int>(1, p.run.experiment.steps().repetitions()) : 0;
+  if (!plan.convergence || plan.tune) return n;
+  const ConvergenceSettings s = ResolveConvergence(*plan.convergence);
+  std::set<std::string> checked;  // as SuiteRunner::RunConvergence picks them
+  for (const PlannedRun& p : plan.runs) {
+    if (p.run.origin == s.exact) checked.insert(p.run.origin);
+  }
+  for (const PlannedRun& p : plan.runs) {
+    if (!p.selected || checked.count(p.run.origin) > 0) continue;
+    absl::StatusOr<PluginSet> plugins = host.Configure(p.run.experiment);
+    if (plugins.ok() && plugins->lossy()) checked.insert(p.run.origin);
+  }
+  return n + s.seeds * static_cast<int>(checked.size());
+}
+
+std::string Duration(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  if (s < 90) return absl::StrCat(s, " s");
+  if (s < 3600) return absl::StrCat((s + 30) / 60, " min");
+  const long m = (s + 30) / 60;
+  return absl::StrFormat("%d h %02d min", m / 60, m % 60);
+}
+
+std::string SuiteProgressLine(int done, int total, double seconds, int timed) {
+  if (timed == 0) return absl::StrCat("  suite:   ", total, " run", total == 1 ? "" : "s", " planned\n");
+  const int left = std::max(0, total - done);
+  return absl::StrCat("  suite:   ", done, " of ", total, " runs done, ", Duration(seconds), " so far, about ",
+                      Duration(seconds / timed * left), " left\n");
+}
+
+}  // namespace ddplab

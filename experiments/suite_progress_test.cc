@@ -1,0 +1,26 @@
+// The suite's progress line: a total that stays, times in the unit that reads best.
+#include "experiments/suite_progress.h"
+
+#include "gtest/gtest.h"
+
+namespace ddplab {
+namespace {
+
+TEST(SuiteProgress, TimesReadInSecondsMinutesOrHours) {
+  EXPECT_EQ(Duration(0.2), "0 s");
+  EXPECT_EQ(Duration(45), "45 s");
+  EXPECT_EQ(Duration(89), "89 s");
+  EXPECT_EQ(Duration(150), "3 min");
+  EXPECT_EQ(Duration(3 * 3600 + 5 * 60), "3 h 05 min");
+}
+
+TEST(SuiteProgress, TheLineSaysTheFixedTotalTheTimeSoFarAndTheTimeLeft) {
+  EXPECT_EQ(SuiteProgressLine(0, 19, 0, 0), "  suite:   19 runs planned\n");
+  // 4 runs took 40 s: 15 left at 10 s each.
+  EXPECT_EQ(SuiteProgressLine(4, 19, 40, 4), "  suite:   4 of 19 runs done, 40 s so far, about 3 min left\n");
+  // A short run is not "0 min left".
+  EXPECT_EQ(SuiteProgressLine(18, 19, 36, 18), "  suite:   18 of 19 runs done, 36 s so far, about 2 s left\n");
+}
+
+}  // namespace
+}  // namespace ddplab
