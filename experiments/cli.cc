@@ -9,8 +9,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "core/config/plugin_config.h"
 
 ABSL_FLAG(std::string, experiment, "",
           "Experiment or suite file (.textproto). Default: experiments/seed_study.textproto "
@@ -59,6 +61,48 @@ absl::CommandLineFlag* Find(const std::string& name) {
   return flag != nullptr && IsOurs(*flag) ? flag : nullptr;
 }
 
+// "unknown flag --nproc; did you mean --nproc_per_node?"
+absl::Status UnknownFlag(const std::string& arg, const std::string& name) {
+  std::vector<std::string> names = {"help", "version", "standalone"};
+  for (const auto& [n, flag] : absl::GetAllFlags()) {
+    if (IsOurs(*flag)) names.push_back(std::string(n));
+  }
+  std::string closest = Closest(name, names);
+  for (const std::string& n : names) {  // a flag cut short: --nproc
+    if (closest.empty() && name.size() >= 3 && absl::StartsWith(n, name)) closest = n;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown flag ", arg, closest.empty() ? "; see --help" : absl::StrCat("; did you mean --", closest, "? (see --help)")));
+}
+
+// torchrun's values for the flags vit_ddp shares with it, turned into vit_ddp's; false
+// when `value` was consumed (a word for --nproc_per_node).
+absl::StatusOr<bool> TorchrunValue(const std::string& name, std::string& value, CommandLine& line) {
+  if (name == "nproc_per_node" && (value == "auto" || value == "gpu" || value == "cpu")) {
+    line.nproc_word = value;
+    return false;
+  }
+  if (name == "nnodes" && absl::StrContains(value, ':')) {
+    const std::pair<std::string, std::string> range = absl::StrSplit(value, absl::MaxSplits(':', 1));
+    if (range.first != range.second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--nnodes=", value, ": an elastic range of nodes is torchrun's; vit_ddp runs a fixed number: --nnodes=N"));
+    }
+    value = range.first;
+  }
+  return true;
+}
+
+// What the parser of `name` says of `value`, with the values accepted.
+std::string BadValue(const std::string& name, const std::string& value, const std::string& error) {
+  if (name == "nproc_per_node") {
+    return absl::StrCat("--nproc_per_node=", value, ": expected a number of processes per node, or auto, gpu or cpu "
+                        "(as torchrun's)");
+  }
+  if (name == "nnodes") return absl::StrCat("--nnodes=", value, ": expected a number of nodes (N or N:N)");
+  return absl::StrCat("--", name, "=", value, ": ", error);
+}
+
 }  // namespace
 
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
@@ -87,6 +131,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       line.action = CommandLine::kVersion;
       continue;
     }
+    if (name == "standalone" && !value) {
+      line.standalone = true;
+      continue;
+    }
     absl::CommandLineFlag* flag = Find(name);
     if (flag == nullptr && absl::StartsWith(name, "no") && !value) {
       if (absl::CommandLineFlag* negated = Find(name.substr(2)); negated && negated->IsOfType<bool>()) {
@@ -94,7 +142,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
         value = "false";
       }
     }
-    if (flag == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg, "; see --help"));
+    if (flag == nullptr) return UnknownFlag(arg, name);
     if (!value) {
       if (flag->IsOfType<bool>()) {
         value = "true";
@@ -104,10 +152,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
         return absl::InvalidArgumentError(absl::StrCat("flag ", arg, " needs a value; see --help"));
       }
     }
+    absl::StatusOr<bool> parse = TorchrunValue(name, *value, line);
+    if (!parse.ok()) return parse.status();
     std::string error;
-    if (!flag->ParseFrom(*value, &error)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, "=", *value, ": ", error));
-    }
+    if (*parse && !flag->ParseFrom(*value, &error)) return absl::InvalidArgumentError(BadValue(name, *value, error));
   }
   return line;
 }
@@ -124,7 +172,8 @@ std::string HelpText() {
       "  bazel run //experiments:vit_ddp                      # the default suite\n"
       "  bazel run //experiments:vit_ddp -- --experiment=FILE [--only=NAME] [--output_dir=DIR]\n"
       "  bazel run //experiments:vit_ddp -- --experiment=FILE --tune [--only=NAME]\n\n"
-      "Flags (torchrun's dashed spellings work too: --nproc-per-node=2):\n";
+      "Flags (torchrun's dashed spellings and values work too: --nproc-per-node=auto, --nnodes=1:1, "
+      "--standalone):\n";
   for (const absl::CommandLineFlag* flag : flags) {
     const std::string def = flag->DefaultValue();
     absl::StrAppend(&out, "  --", flag->Name(), def.empty() ? "" : absl::StrCat(" (default ", def, ")"), "\n      ",
@@ -132,6 +181,15 @@ std::string HelpText() {
   }
   absl::StrAppend(&out, "  --help, --version\n");
   return out;
+}
+
+absl::StatusOr<int> NprocFromWord(const std::string& word, int gpus, int cpu_cores) {
+  if (word == "gpu" && gpus == 0) {
+    return absl::FailedPreconditionError("--nproc_per_node=gpu: this machine has no GPU (cpu or a number work here)");
+  }
+  if (word == "gpu" || (word == "auto" && gpus > 0)) return gpus;
+  if (word == "auto" || word == "cpu") return std::max(1, cpu_cores);
+  return absl::InvalidArgumentError(absl::StrCat("--nproc_per_node=", word, ": expected auto, gpu or cpu"));
 }
 
 std::string VersionText(const std::string& build) { return absl::StrCat("vit_ddp (ddplab) ", kVersion, "; ", build, "\n"); }

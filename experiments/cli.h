@@ -6,8 +6,11 @@
 //   int n = absl::GetFlag(FLAGS_nproc_per_node);
 //
 // Flags are Abseil flags (--name=value, --name value, --bool, --nobool), and torchrun's
-// dashed spellings (--nproc-per-node=2) name the same flags as the underscored ones.
-// --help (-h, --helpfull) and --version are actions, not errors.
+// dashed spellings (--nproc-per-node=2) name the same flags as the underscored ones, with
+// torchrun's values where vit_ddp has their meaning (--nproc_per_node=auto|gpu|cpu,
+// --nnodes=2:2, --standalone) and a refusal naming the accepted ones where it has not
+// (an elastic --nnodes=1:2). A mistyped flag gets "did you mean". --help (-h, --helpfull)
+// and --version are actions, not errors.
 #ifndef DDPLAB_EXPERIMENTS_CLI_H_
 #define DDPLAB_EXPERIMENTS_CLI_H_
 
@@ -38,7 +41,17 @@ struct CommandLine {
   enum Action { kRun, kHelp, kVersion };
   Action action = kRun;
   std::vector<std::string> positional;  // arguments that are not flags (vit_ddp takes none)
+  // torchrun's words for --nproc_per_node: "auto", "gpu" or "cpu" (the flag is then 0 and
+  // the caller counts them on the machine: NprocFromWord); "" for a number.
+  std::string nproc_word;
+  // --standalone, as torchrun's: one node, a local rendezvous (vit_ddp's way already).
+  bool standalone = false;
 };
+
+// Processes per node for torchrun's `word` on a machine of `gpus` GPUs and `cpu_cores`
+// cores: auto is the GPUs where there are, else the cores (as torchrun); gpu the GPUs
+// (an error without any); cpu the cores.
+absl::StatusOr<int> NprocFromWord(const std::string& word, int gpus, int cpu_cores);
 
 // Parses `args` (args[0] is the program) into vit_ddp's flags; an error names the
 // argument. Never exits.

@@ -48,7 +48,32 @@ r="$TEST_TMPDIR/one"
 "$bin" --experiment="$smoke" --only=single_process --nproc-per-node=2 --output_dir="$r" >"$out" 2>"$err" \
   || fail "--nproc-per-node=2 --only=single_process exited $?"
 [ "$(field "$r/cpu_smoke/single_process.json" world_size)" = 1 ] || fail "single_process ran with several processes"
-pass "--nproc-per-node=2 is accepted; a one-process experiment records world_size 1"
+grep -q "^--nproc_per_node=2 applies to experiments of several processes; single_process stays one process" "$out" ||
+  fail "no word that --nproc_per_node left single_process one process"
+pass "--nproc-per-node=2 is accepted; a one-process experiment records world_size 1, and is said to"
+
+# --- torchrun's values: accepted where vit_ddp has their meaning, else refused with the accepted
+expect() {  # expect CODE MESSAGE ARGS...: --print_experiments with ARGS exits CODE, printing MESSAGE
+  local code=$1 message=$2
+  shift 2
+  "$bin" --experiment="$smoke" --print_experiments "$@" >"$out" 2>"$err"
+  local got=$?
+  [ "$got" -eq "$code" ] || fail "$* exited $got, not $code"
+  grep -qF -- "$message" "$out" "$err" || fail "$*: no \"$message\""
+}
+expect 0 "stays one process" --nproc_per_node=cpu
+expect 0 "would run" --nproc-per-node=auto
+expect 0 "would run" --nnodes=1:1 --standalone
+if ! grep -q "NVIDIA" "$out"; then
+  expect 2 "--nproc_per_node=gpu: this machine has no GPU (cpu or a number work here)" --nproc_per_node=gpu
+fi
+expect 2 "--nproc_per_node=x: expected a number of processes per node, or auto, gpu or cpu (as torchrun's)" \
+  --nproc_per_node=x
+expect 2 "--nnodes=1:2: an elastic range of nodes is torchrun's; vit_ddp runs a fixed number: --nnodes=N" --nnodes=1:2
+expect 2 "--standalone is one node (as torchrun's), and --nnodes=2 asks for more" --standalone --nnodes=2 --master_port=29500
+expect 2 "unknown flag --outptu_dir=x; did you mean --output_dir? (see --help)" --outptu_dir=x
+expect 2 "unknown flag --nproc=2; did you mean --nproc_per_node? (see --help)" --nproc=2
+pass "torchrun's auto, cpu, N:N and --standalone work; gpu without GPUs, elastic ranges and typos are refused, saying what works"
 
 # --- checks before anything runs
 "$bin" --experiment="$smoke" --nproc_per_node=1000 --output_dir="$TEST_TMPDIR/many" >"$out" 2>"$err"

@@ -171,6 +171,17 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
               << absl::StrJoin(names, ", ") << "\n";
     return 2;
   }
+  if (speaks && options.nproc_per_node > 0) {  // the flag changes runs of several processes only
+    std::vector<std::string> one;
+    for (const PlannedRun& p : plan.runs) {
+      if (p.selected && p.processes == 1) one.push_back(p.run.experiment.name());
+    }
+    if (!one.empty()) {
+      std::cout << "--nproc_per_node=" << options.nproc_per_node << " applies to experiments of several processes; "
+                << absl::StrJoin(one, ", ") << " stay" << (one.size() == 1 ? "s" : "")
+                << " one process (gpus_per_node: 1)\n\n";
+    }
+  }
   if (absl::GetFlag(FLAGS_print_experiments)) {
     std::cout << FormatPlan(plan, host.schema());
     return 0;
@@ -208,6 +219,20 @@ int Main(int argc, char** argv) {
   Invocation in;
   in.argv0 = argv[0];
   if (std::optional<int> exit = CheckFlags(in)) return *exit;
+  if (!line->nproc_word.empty()) {  // torchrun's auto, gpu or cpu, counted here
+    absl::StatusOr<int> n =
+        NprocFromWord(line->nproc_word, static_cast<int>(in.device.gpus.size()), in.device.cpu_cores);
+    if (!n.ok()) {
+      std::cerr << "vit_ddp: " << n.status().message() << "\n";
+      return 2;
+    }
+    absl::SetFlag(&FLAGS_nproc_per_node, *n);
+  }
+  if (line->standalone && absl::GetFlag(FLAGS_nnodes) > 1) {
+    std::cerr << "vit_ddp: --standalone is one node (as torchrun's), and --nnodes=" << absl::GetFlag(FLAGS_nnodes)
+              << " asks for more: leave one of them out\n";
+    return 2;
+  }
   PluginHost host(in.plugin_dirs);
   if (const char* task = std::getenv(kWorkerTaskVariable)) return RunHandedOver(in, host, task);
   Plan plan;
