@@ -56,7 +56,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"wrong_type", ":2:20: Expected integer, got: \"big\""},
         BadCase{"negative_unsigned", ":2:20: Expected integer, got: -"},
         BadCase{"unknown_preset",
-                ":2:17: Unknown enumeration value of \"VIT_H_14\" for field \"preset\"."},
+                ":2:17: Unknown enumeration value of \"VIT_H_14\" for field \"preset\". Did you mean VIT_B_16? Accepted: "
+                "PRESET_UNSPECIFIED, VIT_L_32, VIT_B_16, VIT_B_32, VIT_L_16, VIT_TINY_TEST."},
         BadCase{"unknown_plugin", ":7:10: unknown plugin \"fancy_hook\": no libfancy_hook.so in (no plugin "
                                   "directory). Available: " + PluginNames()},
         BadCase{"two_plugins_in_one_entry",
@@ -206,6 +207,14 @@ TEST(ParseExperimentTextTest, AnUnknownNameSuggestsTheOneMeant) {
   absl::StatusOr<v1::Suite> far = ParseExperimentText(head + "distributed { qqqqqqq: 1 }", "x.textproto", testing::ShippedSchema());
   EXPECT_TRUE(absl::StrContains(far.status().message(), "no field named \"qqqqqqq\"")) << far.status();
   EXPECT_FALSE(absl::StrContains(far.status().message(), "Did you mean")) << far.status();
+  // An enum value: the closest and every value accepted.
+  absl::StatusOr<v1::Suite> transport =
+      ParseExperimentText(head + "distributed { transport: NVLNK }", "x.textproto", testing::ShippedSchema());
+  EXPECT_TRUE(absl::StrContains(transport.status().message(),
+                                "Unknown enumeration value of \"NVLNK\" for field \"transport\". Did you mean NVLINK? "
+                                "Accepted: "))
+      << transport.status();
+  EXPECT_TRUE(absl::StrContains(transport.status().message(), "HOST_MEMORY, NETWORK.")) << transport.status();
 }
 
 TEST(ExpandSweepsTest, CapsThenTransportsOneProcessRunsOnce) {

@@ -1,10 +1,14 @@
 #include "core/config/plugin_config.h"
 
+#include <set>
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "ddplab/v1/options.pb.h"
 #include "google/protobuf/descriptor.h"
 
@@ -46,7 +50,45 @@ std::string Closest(absl::string_view name, const std::vector<std::string>& cand
   return best;
 }
 
+namespace {
+
+// The enum type of a field named `field` somewhere under `d` (depth first), or nullptr.
+const google::protobuf::EnumDescriptor* EnumOfField(const Descriptor* d, const std::string& field,
+                                                    std::set<const Descriptor*>& seen) {
+  if (d == nullptr || !seen.insert(d).second) return nullptr;
+  for (int f = 0; f < d->field_count(); ++f) {
+    const FieldDescriptor* x = d->field(f);
+    if (x->name() == field && x->enum_type() != nullptr) return x->enum_type();
+    if (x->message_type() != nullptr) {
+      if (const google::protobuf::EnumDescriptor* e = EnumOfField(x->message_type(), field, seen)) return e;
+    }
+  }
+  return nullptr;
+}
+
+// protobuf's "Unknown enumeration value of "NVLNK" for field "transport"." with the values
+// accepted and the closest; any other message as it is.
+std::string ExplainUnknownEnum(const std::string& parser_message, const google::protobuf::DescriptorPool& pool) {
+  const std::string kValue = "Unknown enumeration value of \"", kField = "\" for field \"";
+  const size_t value_at = parser_message.find(kValue), field_at = parser_message.find(kField);
+  if (value_at == std::string::npos || field_at == std::string::npos || field_at < value_at) return parser_message;
+  const std::string value = parser_message.substr(value_at + kValue.size(), field_at - value_at - kValue.size());
+  const size_t name_at = field_at + kField.size();
+  const std::string field = parser_message.substr(name_at, parser_message.find('"', name_at) - name_at);
+  std::set<const Descriptor*> seen;
+  const google::protobuf::EnumDescriptor* e = EnumOfField(pool.FindMessageTypeByName("ddplab.v1.Suite"), field, seen);
+  if (e == nullptr) return parser_message;
+  std::vector<std::string> values;
+  for (int v = 0; v < e->value_count(); ++v) values.push_back(e->value(v)->name());
+  const std::string closest = Closest(value, values);
+  return absl::StrCat(parser_message, closest.empty() ? "" : absl::StrCat(" Did you mean ", closest, "?"),
+                      " Accepted: ", absl::StrJoin(values, ", "), ".");
+}
+
+}  // namespace
+
 std::string ExplainUnknownField(const std::string& parser_message, const google::protobuf::DescriptorPool& pool) {
+  if (absl::StrContains(parser_message, "Unknown enumeration value of")) return ExplainUnknownEnum(parser_message, pool);
   // protobuf's words: Message type "ddplab.plugins.powersgd.v1.Config" has no field named "rank".
   const std::string kType = "Message type \"", kField = "\" has no field named \"";
   const size_t type_at = parser_message.find(kType), field_at = parser_message.find(kField);

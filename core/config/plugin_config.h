@@ -33,7 +33,8 @@ std::vector<v1::Experiment> ExpandPluginSweeps(const v1::Experiment& e, const Ex
 
 // The text parser's "Message type \"T\" has no field named \"x\"." when a field of T
 // (in `pool`) was called x before (ddplab.v1.formerly): the message, saying what x is
-// called now; when x is a typo of a field of T, the message and "Did you mean ...?".
+// called now; when x is a typo of a field of T, the message and "Did you mean ...?"; an
+// unknown enum value, the values accepted and the closest.
 // Any other message as it is.
 std::string ExplainUnknownField(const std::string& parser_message, const google::protobuf::DescriptorPool& pool);
 
