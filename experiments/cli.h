@@ -60,7 +60,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
 // What --help prints: usage and vit_ddp's flags with their defaults.
 std::string HelpText();
 
-// ddplab's version ("0.9.0"); the changes of each are in README.md.
+// ddplab's version ("0.9.0"); the changes of each are in docs/changes.md.
 inline constexpr char kVersion[] = "0.9.0";
 
 // What --version prints: ddplab's version and `build` (what it was built with).

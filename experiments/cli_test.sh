@@ -75,6 +75,16 @@ expect 2 "unknown flag --outptu_dir=x; did you mean --output_dir? (see --help)" 
 expect 2 "unknown flag --nproc=2; did you mean --nproc_per_node? (see --help)" --nproc=2
 pass "torchrun's auto, cpu, N:N and --standalone work; gpu without GPUs, elastic ranges and typos are refused, saying what works"
 
+# ViT-L/32 on CPUs is said to take minutes per step before anything runs.
+sed -e 's/preset: VIT_TINY_TEST/preset: VIT_L_32/' "$smoke" >"$TEST_TMPDIR/large_on_cpu.textproto"
+"$bin" --experiment="$TEST_TMPDIR/large_on_cpu.textproto" --print_experiments --only=single_process >"$out" 2>"$err" ||
+  fail "--print_experiments of ViT-L/32 exited $?"
+if ! grep -q "NVIDIA" "$out"; then
+  grep -q "^single_process: a model of 306.5M parameters on CPUs takes minutes per step" "$out" ||
+    fail "no word that ViT-L/32 on CPUs is slow"
+fi
+pass "a large model on CPUs is said to take minutes per step"
+
 # --- checks before anything runs
 "$bin" --experiment="$smoke" --nproc_per_node=1000 --output_dir="$TEST_TMPDIR/many" >"$out" 2>"$err"
 [ $? -eq 2 ] && grep -q "1000 CPU processes per node, but this machine has" "$err" || fail "--nproc_per_node=1000"

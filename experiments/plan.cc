@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "core/build_flags.h"
 #include "core/model/vit_config.h"
@@ -178,6 +179,28 @@ std::string FormatPlan(const Plan& plan, const ExperimentSchema& schema) {
                     " process", p.processes == 1 ? "" : "es", ")\n", text);
   }
   return out;
+}
+
+
+std::vector<std::string> PlanNotes(const Plan& plan, const Machine& machine, const PlanOptions& options) {
+  std::vector<std::string> notes, one;
+  for (const PlannedRun& p : plan.runs) {
+    if (!p.selected) continue;
+    if (options.nproc_per_node > 0 && p.processes == 1) one.push_back(p.run.experiment.name());
+    const v1::Experiment& e = p.run.experiment;
+    absl::StatusOr<VitConfig> vit = VitConfigForModel(e.model(), e.data().image_size());
+    if (!OnCpu(e, machine) || !vit.ok() || VitParameterCount(*vit) <= 50'000'000) continue;
+    notes.push_back(absl::StrFormat(
+        "%s: a model of %.1fM parameters on CPUs takes minutes per step (%.2g TFLOP per step per process); "
+        "VIT_TINY_TEST is the preset for CPUs",
+        e.name(), VitParameterCount(*vit) / 1e6, VitTrainingFlopsPerSample(*vit) * e.data().batch_size() / 1e12));
+  }
+  if (!one.empty()) {
+    notes.push_back(absl::StrCat("--nproc_per_node=", options.nproc_per_node,
+                                 " applies to experiments of several processes; ", absl::StrJoin(one, ", "), " stay",
+                                 one.size() == 1 ? "s" : "", " one process (gpus_per_node: 1)"));
+  }
+  return notes;
 }
 
 }  // namespace ddplab

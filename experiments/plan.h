@@ -96,6 +96,10 @@ absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, co
 // resolved, in text format.
 std::string FormatPlan(const Plan& plan, const ExperimentSchema& schema);
 
+// What a user should know before the plan runs, one line each: the runs --nproc_per_node
+// left one process; a model of more than 50M parameters on CPUs (minutes per step).
+std::vector<std::string> PlanNotes(const Plan& plan, const Machine& machine, const PlanOptions& options);
+
 }  // namespace ddplab
 
 #endif  // DDPLAB_EXPERIMENTS_PLAN_H_

@@ -171,16 +171,8 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
               << absl::StrJoin(names, ", ") << "\n";
     return 2;
   }
-  if (speaks && options.nproc_per_node > 0) {  // the flag changes runs of several processes only
-    std::vector<std::string> one;
-    for (const PlannedRun& p : plan.runs) {
-      if (p.selected && p.processes == 1) one.push_back(p.run.experiment.name());
-    }
-    if (!one.empty()) {
-      std::cout << "--nproc_per_node=" << options.nproc_per_node << " applies to experiments of several processes; "
-                << absl::StrJoin(one, ", ") << " stay" << (one.size() == 1 ? "s" : "")
-                << " one process (gpus_per_node: 1)\n\n";
-    }
+  if (speaks) {
+    for (const std::string& note : PlanNotes(plan, MachineOf(in.device), options)) std::cout << note << "\n\n";
   }
   if (absl::GetFlag(FLAGS_print_experiments)) {
     std::cout << FormatPlan(plan, host.schema());
