@@ -217,6 +217,28 @@ TEST(ParseExperimentTextTest, AnUnknownNameSuggestsTheOneMeant) {
   EXPECT_TRUE(absl::StrContains(transport.status().message(), "HOST_MEMORY, NETWORK.")) << transport.status();
 }
 
+// Settings that were accepted and then ignored, or that ran with nonsense figures, are
+// refused at their place (#39, red team).
+TEST(ParseExperimentTextTest, IgnoredOrUnboundedSettingsAreRefusedAtTheirPlace) {
+  const std::string head = "name: \"x\" model { preset: VIT_TINY_TEST } optimizer { sgd { learning_rate: 0.1 } }\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"data { batch_size: 2 task: 99 } steps { measured: 1 }",
+       "x.textproto:2:22: data.task: has no value 99; accepted: TASK_UNSPECIFIED, RANDOM, LEARNABLE"},
+      {"data { batch_size: 2 } steps { measured: 1 } profiling { profiler: NSYS }",
+       "x.textproto:2:58: profiling.profiler: NSYS is asked for on the command line, not in a file: --profile=nsys"},
+      {"data { batch_size: 2 } steps { measured: 1 warmup: 4294967295 }",
+       "x.textproto:2:44: steps.warmup: must be at most 100000, got 4294967295"},
+      {"data { batch_size: 2 } steps { measured: 1 cooldown: 4294967295 }",
+       "x.textproto:2:44: steps.cooldown: must be at most 100000, got 4294967295"},
+      {"data { batch_size: 2 } steps { measured: 1000000000 }",
+       "x.textproto:2:32: steps.measured: must be at most 1000000, got 1000000000"},
+  };
+  for (const auto& [text, message] : cases) {
+    absl::StatusOr<v1::Suite> s = ParseExperimentText(head + text, "x.textproto", testing::ShippedSchema());
+    EXPECT_TRUE(absl::StartsWith(s.status().message(), message)) << text << "\n" << s.status();
+  }
+}
+
 TEST(ExpandSweepsTest, CapsThenTransportsOneProcessRunsOnce) {
   absl::StatusOr<v1::Suite> suite = ParseExperimentText(R"pb(
     # proto-message: ddplab.v1.Suite

@@ -136,10 +136,42 @@ absl::Status ValidateData(const v1::Experiment& e, const Locator& at) {
   return absl::OkStatus();
 }
 
-// steps and the optimizer.
+// Every enum field set to a number its enum has no name for ("task: 99"): an error
+// listing the values accepted. `path` is `m`'s ("data").
+absl::Status ValidateEnums(const google::protobuf::Message& m, const std::string& path, const Locator& at) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    const std::string where = path.empty() ? f->name() : absl::StrCat(path, ".", f->name());
+    const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
+    for (int k = 0; k < n; ++k) {
+      if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+        const google::protobuf::Message& sub = f->is_repeated() ? r->GetRepeatedMessage(m, f, k) : r->GetMessage(m, f);
+        if (absl::Status s = ValidateEnums(sub, where, at); !s.ok()) return s;
+      } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_ENUM) {
+        const int value = f->is_repeated() ? r->GetRepeatedEnumValue(m, f, k) : r->GetEnumValue(m, f);
+        if (f->enum_type()->FindValueByNumber(value) != nullptr) continue;
+        std::vector<std::string> names;
+        for (int v = 0; v < f->enum_type()->value_count(); ++v) names.push_back(f->enum_type()->value(v)->name());
+        return at.Error(where, absl::StrCat("has no value ", value, "; accepted: ", absl::StrJoin(names, ", ")));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// steps and the optimizer. A step's figures are kept per step, so the counts are bounded.
 absl::Status ValidateSteps(const v1::Experiment& e, const Locator& at) {
   if (e.steps().measured() == 0) {
     return at.Error("steps.measured", "is required: steps to time, > 0");
+  }
+  if (e.steps().measured() > 1000000) {
+    return at.Error("steps.measured", absl::StrCat("must be at most 1000000, got ", e.steps().measured()));
+  }
+  for (const auto& [name, value] : {std::pair<const char*, uint32_t>{"steps.warmup", e.steps().warmup()},
+                                    {"steps.cooldown", e.steps().cooldown()}}) {
+    if (value > 100000) return at.Error(name, absl::StrCat("must be at most 100000, got ", value));
   }
 
   if (e.steps().repetitions() > 20) {
@@ -285,6 +317,10 @@ absl::Status ValidateDistributed(const v1::Experiment& e, const Locator& at) {
 absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at, const ExperimentSchema& schema) {
   if (e.name().empty()) return at.Error("name", "is required");
   if (std::string bad = BadName(e.name()); !bad.empty()) return at.Error("name", bad);
+  if (absl::Status s = ValidateEnums(e, "", at); !s.ok()) return s;
+  if (e.profiling().profiler() == v1::Profiling::NSYS) {
+    return at.Error("profiling.profiler", "NSYS is asked for on the command line, not in a file: --profile=nsys");
+  }
   for (auto check : {ValidateModel, ValidateData, ValidateSteps, ValidateDistributed}) {
     if (absl::Status s = check(e, at); !s.ok()) return s;
   }
