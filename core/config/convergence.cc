@@ -27,7 +27,7 @@ absl::Status ValidateConvergence(const v1::Suite& suite, const Locator& at) {
     return at.Error("convergence.steps", absl::StrCat("must be from 10 to 100000, got ", c.steps()));
   }
   if (c.seeds() != 0 && (c.seeds() < 2 || c.seeds() > 20)) {
-    return at.Error("convergence.seeds", absl::StrCat("must be from 2 to 20 (a spread needs two), got ", c.seeds()));
+    return at.Error("convergence.seeds", absl::StrCat("must be from 2 to 20, got ", c.seeds()));
   }
   if (c.tolerance_percent() != 0 && !(c.tolerance_percent() >= 0.1 && c.tolerance_percent() <= 50)) {
     return at.Error("convergence.tolerance_percent", absl::StrCat("must be from 0.1 to 50, got ", c.tolerance_percent()));

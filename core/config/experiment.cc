@@ -189,12 +189,25 @@ absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path, const Expe
     return absl::NotFoundError(absl::StrCat(path, ": cannot open experiment file: ",
                                             std::strerror(errno)));
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  // Read in pieces up to a bound, so that /dev/zero or a huge file is refused, not read
+  // until memory runs out. A suite of hundreds of experiments is a few hundred KiB.
+  constexpr std::streamsize kMaxBytes = 16 << 20;
+  std::string text;
+  char piece[65536];
+  while (in.read(piece, sizeof(piece)) || in.gcount() > 0) {
+    text.append(piece, static_cast<size_t>(in.gcount()));
+    if (static_cast<std::streamsize>(text.size()) > kMaxBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": more than ", kMaxBytes >> 20, " MiB: not an experiment file (text format)"));
+    }
+  }
   if (in.bad()) {
     return absl::DataLossError(absl::StrCat(path, ": cannot read experiment file"));
   }
-  return ParseExperimentText(buffer.str(), path, schema, check);
+  if (text.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": holds NUL bytes: not an experiment file (text format)"));
+  }
+  return ParseExperimentText(text, path, schema, check);
 }
 
 }  // namespace ddplab

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <cstdio>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -128,8 +129,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"convergence_unknown_exact",
                 ":10:15: convergence.exact: \"naive\" is no experiment of the suite"},
         BadCase{"convergence_one_seed",
-                ":12:3: convergence.seeds: must be from 2 to 20 (a spread needs two), got 1"}),
+                ":12:3: convergence.seeds: must be from 2 to 20, got 1"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.file); });
+
+TEST(ExperimentFileTest, AnEndlessOrBinaryFileIsRefusedNotReadToTheEnd) {
+  absl::StatusOr<v1::Suite> zero = LoadExperimentFile("/dev/zero", testing::ShippedSchema());
+  EXPECT_EQ(zero.status().message(), "/dev/zero: more than 16 MiB: not an experiment file (text format)");
+  const std::string nul = ::testing::TempDir() + "/nul.textproto";
+  std::FILE* f = std::fopen(nul.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite("name: \"a\0b\"\n", 1, 13, f);
+  std::fclose(f);
+  EXPECT_EQ(LoadExperimentFile(nul, testing::ShippedSchema()).status().message(),
+            nul + ": holds NUL bytes: not an experiment file (text format)");
+}
 
 TEST(ExperimentFileTest, MissingFileNamesThePath) {
   absl::StatusOr<v1::Suite> suite = LoadExperimentFile("/nonexistent/x.textproto", testing::ShippedSchema());
