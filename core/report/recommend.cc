@@ -93,6 +93,9 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
     if (trusted) {
       absl::StrAppend(&out, " In the convergence check it trains as the exact reference does: ",
                       best.convergence().text(), ".");
+    } else if (best.has_convergence() && best.convergence().not_compared()) {
+      absl::StrAppend(&out, " The convergence check could not judge it (", best.convergence().text(),
+                      "): it is not the recommendation.");
     } else if (best.has_convergence()) {
       absl::StrAppend(&out, " In the convergence check it trains worse than the exact reference: ",
                       best.convergence().text(), "; it is not the recommendation.");

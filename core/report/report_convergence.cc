@@ -30,6 +30,8 @@ void AddConvergenceVerdicts(const std::vector<const v1::RunResult*>& checks, v1:
   std::map<int, double> exact_finals;  // by seed
   double first_sum = 0;
   std::string exact;
+  int exact_processes = 0;
+  bool exact_lossy = false;
   std::map<std::string, std::map<int, const v1::RunResult*>> lossy;  // by the experiment checked, by seed
   for (const v1::RunResult* r : checks) {
     if (!r->convergence().exact()) {
@@ -37,6 +39,8 @@ void AddConvergenceVerdicts(const std::vector<const v1::RunResult*>& checks, v1:
       continue;
     }
     exact = r->convergence().of();
+    exact_processes = r->world_size();
+    exact_lossy |= r->lossy();
     exact_finals[r->convergence().seed()] = FinalLoss(*r, r->convergence().final_steps());
     first_sum += r->loss_size() > 0 ? r->loss(0) : 0;
   }
@@ -47,6 +51,19 @@ void AddConvergenceVerdicts(const std::vector<const v1::RunResult*>& checks, v1:
   for (v1::ReportRow& row : *report.mutable_rows()) {
     auto it = lossy.find(row.origin());
     if (it == lossy.end()) continue;
+    // Only a reference that is exact and sees the same batches compares.
+    const int processes = it->second.begin()->second->world_size();
+    if (exact_lossy || processes != exact_processes) {
+      v1::ConvergenceVerdict* v = row.mutable_convergence();
+      v->set_exact(exact);
+      v->set_not_compared(true);
+      v->set_text(exact_lossy ? absl::StrFormat("not compared: the reference %s is lossy itself", exact)
+                              : absl::StrFormat("not compared: the reference %s ran %d process%s and this %d, so their "
+                                                "batches differ; name a reference of %d processes",
+                                                exact, exact_processes, exact_processes == 1 ? "" : "es", processes,
+                                                processes));
+      continue;
+    }
     // Each seed's lossy run against the exact run of the same weights and batches.
     double lossy_sum = 0, exact_sum = 0, difference_sum = 0, tolerance = 0;
     int steps = 0, final_steps = 0;

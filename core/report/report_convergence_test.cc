@@ -98,6 +98,26 @@ TEST(ConvergenceReportTest, ASeedWhoseExactRunFailedIsLeftOutOfTheMean) {
   EXPECT_TRUE(v.within()) << v.text();
 }
 
+TEST(ConvergenceReportTest, AReferenceOfOneProcessOrLossyItselfJudgesNothing) {
+  std::vector<v1::RunResult> runs = Suite({1.0, 1.0, 1.0});
+  for (int k = 3; k < 6; ++k) runs[k].set_world_size(1);  // the exact reference's checks
+  v1::SuiteReport report = MakeReport(runs);
+  EXPECT_TRUE(report.rows(2).convergence().not_compared());
+  EXPECT_FALSE(report.rows(2).convergence().within());
+  EXPECT_EQ(report.rows(2).convergence().text(),
+            "not compared: the reference naive_ddp ran 1 process and this 2, so their batches differ; name a "
+            "reference of 2 processes");
+  EXPECT_EQ(report.recommendations(0).recommended(), "naive_ddp");
+  EXPECT_TRUE(absl::StrContains(report.recommendations(0).text(), "The convergence check could not judge it"));
+  EXPECT_FALSE(absl::StrContains(FormatMarkdown(report), "from the same weights and batches"));
+
+  runs = Suite({1.0, 1.0, 1.0});
+  for (int k = 3; k < 6; ++k) runs[k].set_lossy(true);
+  report = MakeReport(runs);
+  EXPECT_EQ(report.rows(2).convergence().text(), "not compared: the reference naive_ddp is lossy itself");
+  EXPECT_EQ(report.recommendations(0).recommended(), "naive_ddp");
+}
+
 TEST(ConvergenceReportTest, ALossyFastestWithoutTheCheckIsNotRecommended) {
   std::vector<v1::RunResult> runs = Suite({1.0, 1.0, 1.0});
   runs.resize(3);  // no check ran

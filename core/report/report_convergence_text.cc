@@ -21,8 +21,10 @@ std::vector<std::string> ConvergenceLines(const v1::SuiteReport& report) {
 }
 
 std::string ConvergenceHeading(const v1::SuiteReport& report) {
+  bool any = false;
   for (const v1::ReportRow& row : report.rows()) {
-    if (!row.has_convergence()) continue;
+    any |= row.has_convergence();
+    if (!row.has_convergence() || row.convergence().not_compared()) continue;
     const v1::ConvergenceVerdict& v = row.convergence();
     return absl::StrFormat(
         "Convergence check: %d steps on the learnable task, each configuration from the same %d seeds (weights "
@@ -31,7 +33,7 @@ std::string ConvergenceHeading(const v1::SuiteReport& report) {
         v.steps(), v.exact_final().count(), v.exact(), v.first_loss(), v.exact_final().min(), v.exact_final().max(),
         v.final_steps());
   }
-  return "";
+  return any ? "Convergence check" : "";
 }
 
 }  // namespace internal_report
