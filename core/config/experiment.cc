@@ -82,6 +82,12 @@ absl::Status ResolveSuite(v1::Suite& suite, const TextPositions& positions, cons
   Locator suite_at(file, &positions, {""}, TextFormat::ParseLocation(), "");
   if (suite.name().empty()) return suite_at.Error("name", "is required");
   if (std::string bad = BadName(suite.name()); !bad.empty()) return suite_at.Error("name", bad);
+  // Names ddplab derives must not be a suite's or an experiment's own: results would
+  // overwrite each other.
+  if (absl::EndsWith(suite.name(), "_tune")) {
+    return suite_at.Error("name", absl::StrCat("\"", suite.name(), "\" ends in _tune, where --tune files the tuning of \"",
+                                               suite.name().substr(0, suite.name().size() - 5), "\": name it otherwise"));
+  }
   if (suite.experiment_size() == 0) {
     return suite_at.Error("experiment", "is required: a suite runs at least one");
   }
@@ -104,6 +110,10 @@ absl::Status ResolveSuite(v1::Suite& suite, const TextPositions& positions, cons
     ApplyDefaults(resolved);
     Locator at(file, &positions, {own_path, "defaults"}, positions.Find(own_path), resolved.name(), &check);
     if (absl::Status s = ValidateExperiment(resolved, at, schema); !s.ok()) return s;
+    if (suite.has_convergence() && absl::StrContains(resolved.name(), "-convergence-")) {
+      return at.Error("name", absl::StrCat("\"", resolved.name(), "\": names with -convergence- are the convergence "
+                                           "check's runs (<experiment>-convergence-<seed>): name it otherwise"));
+    }
     auto [first, inserted] = names.emplace(resolved.name(), i);
     if (!inserted) {
       return at.Error("name", absl::StrCat("\"", resolved.name(), "\" is used twice (first by experiment[",

@@ -252,6 +252,23 @@ TEST(ParseExperimentTextTest, IgnoredOrUnboundedSettingsAreRefusedAtTheirPlace) 
   }
 }
 
+TEST(ParseExperimentTextTest, NamesDdplabDerivesAreRefused) {
+  const std::string e = "model { preset: VIT_TINY_TEST } data { batch_size: 2 } steps { measured: 1 } "
+                        "optimizer { sgd { learning_rate: 0.1 } }";
+  absl::StatusOr<v1::Suite> tune = ParseExperimentText(
+      "# proto-message: ddplab.v1.Suite\nname: \"tn_tune\" experiment { name: \"a\" " + e + " }", "x.textproto",
+      testing::ShippedSchema());
+  EXPECT_EQ(tune.status().message(),
+            "x.textproto:2:1: name: \"tn_tune\" ends in _tune, where --tune files the tuning of \"tn\": name it otherwise");
+  absl::StatusOr<v1::Suite> check = ParseExperimentText(
+      "# proto-message: ddplab.v1.Suite\nname: \"s\" convergence { exact: \"a\" } experiment { name: \"a\" " + e + " } experiment { name: "
+      "\"a-convergence-1\" " + e + " }",
+      "x.textproto", testing::ShippedSchema());
+  EXPECT_TRUE(absl::StrContains(check.status().message(),
+                                "name: \"a-convergence-1\": names with -convergence- are the convergence check's runs"))
+      << check.status();
+}
+
 TEST(ExpandSweepsTest, CapsThenTransportsOneProcessRunsOnce) {
   absl::StatusOr<v1::Suite> suite = ParseExperimentText(R"pb(
     # proto-message: ddplab.v1.Suite
