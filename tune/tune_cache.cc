@@ -33,7 +33,8 @@ std::string MachineChange(const v1::Machine& then, const v1::Machine& now) {
   return absl::StrJoin(changed, "; ");
 }
 
-CacheLookup LookUp(const std::string& path, const v1::Machine& machine, const v1::Experiment& probe) {
+CacheLookup LookUp(const std::string& path, const v1::Machine& machine, const v1::Experiment& probe,
+                   const v1::Experiment& base) {
   CacheLookup found;
   std::ifstream in(path);
   if (!in) return found;
@@ -52,6 +53,13 @@ CacheLookup LookUp(const std::string& path, const v1::Machine& machine, const v1
   }
   if (!google::protobuf::util::MessageDifferencer::Equals(cache.probe(), probe)) {
     found.note = absl::StrCat("the experiment changed since ", cache.date(), ": measuring again");
+    return found;
+  }
+  // The probe leaves the bucket cap out; the experiment's own run has it, and the gain is
+  // measured against that run.
+  if (!google::protobuf::util::MessageDifferencer::Equals(cache.base(), base)) {
+    found.note = absl::StrCat("the experiment as given changed since ", cache.date(),
+                              " (its bucket cap, say): measuring again");
     return found;
   }
   if (cache.probe_result().gradient_ready_size() == 0 || cache.probe_result().allreduce_sweep_size() < 2) {

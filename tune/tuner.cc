@@ -164,8 +164,10 @@ struct Measurements {
 
 absl::StatusOr<Measurements> Measure(const TuneRequest& req, Runner& runner, const v1::Experiment& probe) {
   Measurements m;
+  v1::Experiment base = req.base;
+  base.mutable_steps()->set_repetitions(1);
   if (!req.cache_path.empty() && !req.settings.remeasure) {
-    CacheLookup found = LookUp(req.cache_path, req.machine, probe);
+    CacheLookup found = LookUp(req.cache_path, req.machine, probe, base);
     m.note = found.note;
     if (found.cache) {
       req.say(absl::StrCat("tune: reusing this machine's measurements of ", found.cache->date(), " (",
@@ -177,8 +179,6 @@ absl::StatusOr<Measurements> Measure(const TuneRequest& req, Runner& runner, con
     }
     if (!m.note.empty()) req.say(absl::StrCat("tune: ", m.note));
   }
-  v1::Experiment base = req.base;
-  base.mutable_steps()->set_repetitions(1);
   req.say("tune: measuring the probe (backward alone, ready times, all-reduce sweep) and the experiment as given");
   absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> ran = runner.Run({probe, base}, 1);
   if (!ran.ok()) return ran.status();
@@ -191,6 +191,7 @@ absl::StatusOr<Measurements> Measure(const TuneRequest& req, Runner& runner, con
     v1::TuneCache cache;
     *cache.mutable_machine() = req.machine;
     *cache.mutable_probe() = probe;
+    *cache.mutable_base() = base;
     *cache.mutable_probe_result() = m.probe;
     *cache.mutable_base_result() = m.base;
     cache.set_date(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));

@@ -346,6 +346,17 @@ TEST(Tuner, ASecondTuningReusesTheMeasurementsUntilTheMachineChanges) {
   EXPECT_NE(changed->cache_note().find("the driver: 580.1 -> 590.2"), std::string::npos) << changed->cache_note();
   EXPECT_EQ(third.names[0], "vit_probe");
 
+  // The experiment's own bucket cap changed (the probe leaves it out): its run, the gain's
+  // reference, is measured again.
+  FakeRunner capped(m);
+  TuneRequest cap_req = req;
+  *cap_req.base.add_plugin() = CapEntry(7, testing::ShippedSchema());
+  absl::StatusOr<v1::Tuning> recapped = Tune(cap_req, capped);
+  ASSERT_TRUE(recapped.ok()) << recapped.status();
+  EXPECT_FALSE(recapped->cached());
+  EXPECT_NE(recapped->cache_note().find("the experiment as given changed"), std::string::npos) << recapped->cache_note();
+  EXPECT_EQ(capped.names[1], "vit");
+
   req.base.mutable_data()->set_batch_size(64);  // another experiment: measured again
   FakeRunner fourth(m);
   absl::StatusOr<v1::Tuning> other = Tune(req, fourth);
