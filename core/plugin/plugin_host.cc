@@ -1,5 +1,7 @@
 #include "core/plugin/plugin_host.h"
 
+#include "core/plugin/elf_check.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -247,6 +249,9 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
   // Loading registers the library's .proto files with protobuf, which ends the process
   // (it cannot be caught through dlopen) on a file it has already: hence one library per
   // plugin name above, and each plugin's .proto under a path of its own (sdk/plugin.bzl).
+  if (absl::Status whole = CheckElfWhole(path); !whole.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", whole.message()));
+  }
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
@@ -260,6 +265,12 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
     return absl::FailedPreconditionError(absl::StrCat(
         "plugin \"", name, "\": ", path, " exports no ", DDPLAB_PLUGIN_ENTRY_SYMBOL,
         "(): not a ddplab plugin (define its entry with DDPLAB_PLUGIN)"));
+  }
+  if (!IsFunction(symbol)) {
+    return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", path, ": its ",
+                                                      DDPLAB_PLUGIN_ENTRY_SYMBOL,
+                                                      " is not a function: not a ddplab plugin (define its entry with "
+                                                      "DDPLAB_PLUGIN)"));
   }
   auto get_info = reinterpret_cast<DdplabGetPluginInfoFn>(symbol);
   DdplabPluginInfo info = get_info();

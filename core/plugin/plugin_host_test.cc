@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/config/experiment.h"
 #include "gtest/gtest.h"
@@ -83,6 +84,34 @@ TEST_F(PluginHostTest, RefusesALibraryWithoutTheEntrySymbol) {
                          "entry with DDPLAB_PLUGIN)"));
 }
 
+// Not well-formed plugins: an error, where loading or calling them would crash the host.
+TEST_F(PluginHostTest, RefusesATruncatedLibraryBeforeMappingIt) {
+  const std::string dir = ::testing::TempDir() + "/truncated";
+  ASSERT_EQ(std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "/good' && head -c 20000 '", Lib("good"),
+                                     "' > '", dir, "/good/libgood.so'")
+                            .c_str()),
+            0);
+  PluginHost host({dir});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("good");
+  ASSERT_FALSE(plugin.ok());
+  EXPECT_TRUE(absl::StartsWith(plugin.status().message(),
+                               absl::StrCat("plugin \"good\": ", dir, "/good/libgood.so: not a whole ELF shared "
+                                            "library (truncated: ")))
+      << plugin.status();
+  // Not ELF at all.
+  ASSERT_EQ(std::system(absl::StrCat("echo 'not a library' > '", dir, "/good/libgood.so'").c_str()), 0);
+  EXPECT_TRUE(absl::StrContains(PluginHost({dir}).Load("good").status().message(), "shorter than an ELF header"));
+}
+
+TEST_F(PluginHostTest, RefusesAnEntrySymbolThatIsData) {
+  PluginHost host({dir_});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("data_entry");
+  EXPECT_EQ(plugin.status().message(),
+            absl::StrCat("plugin \"data_entry\": ", Lib("data_entry"),
+                         ": its ddplabGetPluginInfo is not a function: not a ddplab plugin (define its entry with "
+                         "DDPLAB_PLUGIN)"));
+}
+
 TEST_F(PluginHostTest, RefusesAMismatchedBuildIdentity) {
   PluginHost host({dir_});
   absl::StatusOr<const LoadedPlugin*> plugin = host.Load("bad_identity");
@@ -103,7 +132,7 @@ TEST_F(PluginHostTest, RefusesAnUnknownNameAndListsTheAvailablePlugins) {
   EXPECT_EQ(plugin.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(plugin.status().message(),
             absl::StrCat("unknown plugin \"nope\": no libnope.so in ", dir_,
-                         ". Available: bad_identity, good, no_entry, wrong_api"));
+                         ". Available: bad_identity, data_entry, good, no_entry, wrong_api"));
 }
 
 TEST_F(PluginHostTest, RefusesALibraryNamedOtherThanItsPlugin) {
