@@ -8,6 +8,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -190,6 +191,19 @@ absl::StatusOr<int> NprocFromWord(const std::string& word, int gpus, int cpu_cor
   if (word == "gpu" || (word == "auto" && gpus > 0)) return gpus;
   if (word == "auto" || word == "cpu") return std::max(1, cpu_cores);
   return absl::InvalidArgumentError(absl::StrCat("--nproc_per_node=", word, ": expected auto, gpu or cpu"));
+}
+
+std::string Printable(absl::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n' || c == '\t' || (u >= 0x20 && u != 0x7f)) {
+      out += c;
+    } else {
+      absl::StrAppendFormat(&out, "\\x%02x", u);
+    }
+  }
+  return out;
 }
 
 std::string VersionText(const std::string& build) { return absl::StrCat("vit_ddp (ddplab) ", kVersion, "; ", build, "\n"); }

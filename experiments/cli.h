@@ -19,6 +19,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 ABSL_DECLARE_FLAG(std::string, experiment);
 ABSL_DECLARE_FLAG(std::vector<std::string>, plugin_dir);
@@ -62,6 +63,10 @@ std::string HelpText();
 
 // ddplab's version ("0.9.0"); the changes of each are in docs/changes.md.
 inline constexpr char kVersion[] = "0.9.0";
+
+// `text` safe to print to a terminal: control characters other than newline and tab
+// (ANSI escapes, NUL) from input echoed in a message are written as \xNN.
+std::string Printable(absl::string_view text);
 
 // What --version prints: ddplab's version and `build` (what it was built with).
 std::string VersionText(const std::string& build);

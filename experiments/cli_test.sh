@@ -75,6 +75,15 @@ expect 2 "unknown flag --outptu_dir=x; did you mean --output_dir? (see --help)" 
 expect 2 "unknown flag --nproc=2; did you mean --nproc_per_node? (see --help)" --nproc=2
 pass "torchrun's auto, cpu, N:N and --standalone work; gpu without GPUs, elastic ranges and typos are refused, saying what works"
 
+# Control characters from input are not echoed raw to the terminal.
+printf 'name: "a\033[31mb\000"\n' >"$TEST_TMPDIR/ansi.textproto"
+"$bin" --experiment="$TEST_TMPDIR/ansi.textproto" >"$out" 2>"$err"
+[ $? -eq 2 ] || fail "a file with escapes did not exit 2"
+"$bin" "--experi$(printf '\033')ment=x" >>"$out" 2>>"$err"
+grep -q "$(printf '\033')" "$err" && fail "an escape from input was echoed raw"
+grep -q 'experi\\x1bment' "$err" || fail "the escape is not shown as \\x1b"
+pass "escapes and NUL bytes from input are shown as \\xNN, not sent to the terminal"
+
 # ViT-L/32 on CPUs is said to take minutes per step before anything runs.
 sed -e 's/preset: VIT_TINY_TEST/preset: VIT_L_32/' "$smoke" >"$TEST_TMPDIR/large_on_cpu.textproto"
 "$bin" --experiment="$TEST_TMPDIR/large_on_cpu.textproto" --print_experiments --only=single_process >"$out" 2>"$err" ||

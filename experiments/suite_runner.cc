@@ -14,6 +14,7 @@
 #include "core/launch/launcher.h"
 #include "core/report/report.h"
 #include "core/training/trainer.h"
+#include "experiments/cli.h"  // Printable
 #include "experiments/run_paths.h"
 #include "experiments/suite_progress.h"
 #include "google/protobuf/text_format.h"
@@ -346,16 +347,12 @@ bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
     return false;
   }
   if (result.exit_code != 0) {
-    std::cerr << "vit_ddp: " << e.name() << ": " << result.message << "\n";
-    ++failed_;
+    Failed(e.name(), result.message);
     return true;
   }
   absl::StatusOr<v1::RunResult> r = ReadResult(e.output().directory(), SuiteOf(p), e.name());
   if (!r.ok()) {
-    if (launch.node_rank == 0) {
-      std::cerr << "vit_ddp: " << e.name() << ": " << r.status().message() << "\n";
-      ++failed_;
-    }
+    if (launch.node_rank == 0) Failed(e.name(), std::string(r.status().message()));
     return true;
   }
   ++ran_;
@@ -373,8 +370,7 @@ bool SuiteRunner::TrainHere(const PlannedRun& p, const PluginSet& plugins, const
   absl::StatusOr<v1::RunResult> result =
       TrainAndWrite(in_, plugins, e, SuiteOf(p), label, together ? in_.worker : std::nullopt, store);
   if (!result.ok()) {
-    std::cerr << "vit_ddp: " << e.name() << ": " << result.status().message() << "\n";
-    ++failed_;
+    Failed(e.name(), std::string(result.status().message()));
     exit = 1;
     return !together;  // a rank of a job stops: its launcher ends the others
   }
@@ -403,6 +399,13 @@ void SuiteRunner::Keep(const PlannedRun& p, v1::RunResult result, bool fresh) {
     }
   }
   results_[p.index] = result;
+}
+
+// A run that failed: said now, and listed in the report.
+void SuiteRunner::Failed(const std::string& name, const std::string& why) {
+  std::cerr << "vit_ddp: " << name << ": " << Printable(why) << "\n";
+  failures_.emplace_back(name, Printable(why));
+  ++failed_;
 }
 
 // The sweeps' fastest, the report and the count of runs; the exit code so far.
@@ -446,8 +449,14 @@ int SuiteRunner::Finish() {
       if (it != results_.end() && !(p.tuning && it->second.diagnostic())) rows.push_back(it->second);
     }
   }
-  if (!results_.empty()) {
+  if (!results_.empty() || !failures_.empty()) {
     v1::SuiteReport report = MakeReport(rows, ReportMachine(in_.device, plan_));
+    if (report.suite().empty()) report.set_suite(plan_.tune ? plan_.tune_suite : plan_.suite);
+    for (const auto& [name, why] : failures_) {
+      v1::FailedRun* f = report.add_failed();
+      f->set_experiment(name);
+      f->set_reason(why);
+    }
     if (tuning_) {
       *report.mutable_tuning() = *tuning_;
       report.clear_recommendations();  // the tuner's answer is the recommendation

@@ -72,6 +72,7 @@ class SuiteRunner {
   bool InJob() const { return in_.worker.has_value(); }
   bool Speaks() const { return !in_.worker || in_.worker->rank == 0; }
   int Finish();
+  void Failed(const std::string& name, const std::string& why);
 
   const Invocation& in_;
   PluginHost& host_;
@@ -82,6 +83,7 @@ class SuiteRunner {
   int timed_ = 0;
   int planned_ = 0;     // every run the suite will launch (PlannedRuns), for the progress line
   std::map<int, v1::RunResult> results_;                          // by run index
+  std::vector<std::pair<std::string, std::string>> failures_;     // runs that failed, and why
   std::vector<PlannedRun> convergence_runs_;  // the convergence check's, once they are known
   std::vector<PlannedRun> tune_runs_;         // the tuner's, as it asks for them
   std::optional<v1::Tuning> tuning_;          // the tuner's answer

@@ -140,7 +140,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   absl::StatusOr<v1::Suite> suite =
       LoadExperimentFile(path, host.schema(), [&host](const v1::Experiment& e) { return host.Configure(e).status(); });
   if (!suite.ok()) {
-    std::cerr << "vit_ddp: " << suite.status().message() << "\n";
+    std::cerr << "vit_ddp: " << Printable(suite.status().message()) << "\n";
     return 2;
   }
   const bool speaks = !in.worker || in.worker->rank == 0;
@@ -160,7 +160,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   }
   absl::StatusOr<Plan> planned = MakePlan(*suite, MachineOf(in.device), place, options);
   if (!planned.ok()) {
-    std::cerr << "vit_ddp: " << path << ": " << planned.status().message() << "\n";
+    std::cerr << "vit_ddp: " << Printable(absl::StrCat(path, ": ", planned.status().message())) << "\n";
     return 2;
   }
   plan = *std::move(planned);
@@ -193,7 +193,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
 int Main(int argc, char** argv) {
   absl::StatusOr<CommandLine> line = ParseCommandLine(std::vector<std::string>(argv, argv + argc));
   if (!line.ok()) {
-    std::cerr << "vit_ddp: " << line.status().message() << "\n";
+    std::cerr << "vit_ddp: " << Printable(line.status().message()) << "\n";
     return 2;
   }
   if (line->action == CommandLine::kHelp) {

@@ -283,6 +283,11 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
     absl::StrAppend(&out, "\n", heading, ":\n");
     for (const std::string& line : internal_report::ConvergenceLines(report)) absl::StrAppend(&out, "- ", line, "\n");
   }
+  if (report.failed_size() > 0) {
+    absl::StrAppend(&out, "\n", report.rows_size() == 0 ? "No run completed; every run failed:" : "Failed runs:",
+                    "\n");
+    for (const v1::FailedRun& f : report.failed()) absl::StrAppend(&out, "- ", f.experiment(), ": ", f.reason(), "\n");
+  }
   // A tuning's answer is its recommendation.
   absl::StrAppend(&out, "\n", report.has_tuning() ? FormatTuning(report.tuning()) : FormatRecommendations(report));
   return out;

@@ -265,6 +265,18 @@ std::string Recommendations(const v1::SuiteReport& report) {
   return html + "</section>\n";
 }
 
+// The runs that failed, with what they said.
+std::string FailedRuns(const v1::SuiteReport& report) {
+  if (report.failed_size() == 0) return "";
+  std::string html = absl::StrCat("<section class=\"failed\">\n<h2>",
+                                  report.rows_size() == 0 ? "No run completed: every run failed" : "Failed runs",
+                                  "</h2>\n<ul>\n");
+  for (const v1::FailedRun& f : report.failed()) {
+    absl::StrAppend(&html, "<li><b>", Escape(f.experiment()), "</b>: ", Escape(f.reason()), "</li>\n");
+  }
+  return absl::StrCat(html, "</ul>\n</section>\n");
+}
+
 }  // namespace
 
 bool OnCpus(const v1::Machine& m) { return m.device_count() == 0 && !m.cpu().empty(); }
@@ -279,7 +291,7 @@ std::string FormatHtml(const v1::SuiteReport& report) {
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
       Escape(title), " · ddplab report</title>\n<style>", kStyle,
       "</style>\n</head>\n<body>\n<main>\n", Header(report), report_html::LeversChart(report),
-      report_html::StepChart(report), report_html::ScalingChart(report), Table(report),
+      report_html::StepChart(report), report_html::ScalingChart(report), Table(report), FailedRuns(report),
       Convergence(report), Recommendations(report), Tuning(report),
       "<footer>Drawn by ddplab from the suite's "
       "report.json.</footer>\n</main>\n</body>\n</html>\n");

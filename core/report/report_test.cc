@@ -1,4 +1,5 @@
 #include "core/report/report.h"
+#include "core/report/report_html.h"
 
 #include <algorithm>
 #include <cmath>
@@ -215,6 +216,27 @@ TEST(NcclTransportTest, ReadsTheChannelLines) {
                                  "NCCL INFO Channel 01 : 1[1] -> 2[2] via SHM/direct/direct\n"),
             "P2P+SHM");
   EXPECT_EQ(NcclTransportFromLog("NCCL INFO Bootstrap : Using eth0\n"), "");
+}
+
+}  // namespace
+}  // namespace ddplab
+
+namespace ddplab {
+namespace {
+
+// Runs that failed are in the report, and a suite of failures alone still gets one.
+TEST(ReportTest, FailedRunsAreListedEvenWhenNoneCompleted) {
+  v1::SuiteReport report = MakeReport({});
+  report.set_suite("s");
+  v1::FailedRun* f = report.add_failed();
+  f->set_experiment("naive_ddp");
+  f->set_reason("rank 1 exited with 1 \x1b[31m<b>");
+  const std::string md = FormatMarkdown(report);
+  EXPECT_NE(md.find("No run completed; every run failed:\n- naive_ddp: rank 1 exited with 1"), std::string::npos) << md;
+  const std::string html = FormatHtml(report);
+  EXPECT_NE(html.find("<h2>No run completed: every run failed</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<li><b>naive_ddp</b>: rank 1 exited with 1"), std::string::npos);
+  EXPECT_EQ(html.find("<b>\")"), std::string::npos);
 }
 
 }  // namespace
