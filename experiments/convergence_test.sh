@@ -5,7 +5,9 @@
 set -u
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
 suite="$TEST_SRCDIR/ddplab/experiments/testdata/convergence_suite.textproto"
-plugins="$(dirname "$(readlink -f "$TEST_SRCDIR/ddplab/core/testdata/plugins/shrink/libshrink.so")")"
+# The runfiles' directory, which holds shrink/libshrink.so alone (the build's own directory
+# may hold other libraries with shrink.proto).
+plugins="$TEST_SRCDIR/ddplab/core/testdata/plugins"
 results="$TEST_TMPDIR/results"
 out="$TEST_TMPDIR/out.txt"
 err="$TEST_TMPDIR/err.txt"

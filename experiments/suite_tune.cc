@@ -17,10 +17,13 @@ namespace {
 
 // `e`'s levers as PyTorch code to train with (tune::Runner::TrainingCode): a plugin that
 // configures lossy alone is left out and named.
-absl::StatusOr<std::string> TrainingCodeOf(PluginHost& host, const v1::Experiment& e) {
+absl::StatusOr<std::string> TrainingCodeOf(PluginHost& host, const v1::Experiment& e, int per_node) {
   absl::StatusOr<PluginSet> all = host.Configure(e);
   if (!all.ok()) return all.status();
   v1::Experiment exact = e;
+  // As the runs had it: processes per node from the plan where the experiment left it to
+  // the machine (every GPU).
+  if (exact.distributed().gpus_per_node() == 0) exact.mutable_distributed()->set_gpus_per_node(per_node);
   std::vector<std::string> lossy;
   if (all->lossy()) {
     exact.clear_plugin();
@@ -54,10 +57,12 @@ class RunnerOf : public tune::Runner {
  public:
   using RunFn = std::function<absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>>(
       const std::vector<v1::Experiment>&, int)>;
-  RunnerOf(PluginHost& host, RunFn run) : host_(host), run_(std::move(run)) {}
+  RunnerOf(PluginHost& host, int per_node, RunFn run) : host_(host), per_node_(per_node), run_(std::move(run)) {}
   const ExperimentSchema& schema() override { return host_.schema(); }
   absl::Status Check(const v1::Experiment& e) override { return host_.Configure(e).status(); }
-  absl::StatusOr<std::string> TrainingCode(const v1::Experiment& e) override { return TrainingCodeOf(host_, e); }
+  absl::StatusOr<std::string> TrainingCode(const v1::Experiment& e) override {
+    return TrainingCodeOf(host_, e, per_node_);
+  }
   absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> Run(const std::vector<v1::Experiment>& experiments,
                                                                  int repetitions) override {
     return run_(experiments, repetitions);
@@ -65,6 +70,7 @@ class RunnerOf : public tune::Runner {
 
  private:
   PluginHost& host_;
+  int per_node_;
   RunFn run_;
 };
 
@@ -80,7 +86,7 @@ void SuiteRunner::RunTune(int& exit) {
                                     base.run.experiment.name(), ".json");
   request.answer_path = absl::StrCat(plan_.tune_dir, "/", base.run.experiment.name(), "_tuned.textproto");
   request.say = [](const std::string& line) { std::cout << "\n" << line << "\n" << std::flush; };
-  RunnerOf runner(host_, [this, &exit](const std::vector<v1::Experiment>& experiments, int repetitions) {
+  RunnerOf runner(host_, base.per_node, [this, &exit](const std::vector<v1::Experiment>& experiments, int repetitions) {
     return RunForTuner(experiments, repetitions, exit);
   });
   std::cout << "\n== tuning " << base.run.experiment.name() << " (" << base.processes << " processes): "

@@ -64,14 +64,16 @@ grep -q "static_graph" "$out" || fail "the answer lost the experiment's static_g
 # the experiment's own 25 does. Its cap is the answer, nothing else runs, and a lossy
 # lever (bf16, whose convergence the tuner does not check) is left out of the code.
 one="$TEST_TMPDIR/one_bucket.textproto"
+# Its processes are left to the machine (gpus_per_node unset: 2 on CPUs), as on GPUs.
 sed -e 's/bucket_cap_mb: \[0.01, 0.05, 0.1, 1\]/bucket_cap_mb: [1, 5, 25]/' -e 's/plugin { static_graph {} }/plugin { bf16 {} }/' \
-  "$suite" >"$one"
+  -e 's/distributed { gpus_per_node: 2 device: CPU }/distributed { device: CPU }/' "$suite" >"$one"
 "$bin" --experiment="$one" --tune --only=ddp --output_dir="$results/one" >"$out" 2>"$err" || fail "--tune of one bucket exited $?"
 grep -q "^Nothing to tune in ddp: every bucket_cap_mb tried (1 to 25) makes the buckets it makes already (1 bucket), so keep bucket_cap_mb 25." "$out" ||
   fail "no nothing-to-tune answer"
 grep -q "tune: verifying" "$out" && fail "verified with nothing to tune"
 grep -q "^# left out: bf16 (lossy" "$out" || fail "the lossy lever is not said to be left out"
 grep -q "register_comm_hook" "$out" && fail "the code has the lossy hook"
+grep -q "^model = DDP(model, bucket_cap_mb=25)" "$out" || fail "no PyTorch code for a run whose processes the machine sets"
 grep -q "bucket_cap_mb: 25\b" "$results/one/tune_cpu_tune/ddp_tuned.textproto" || fail "the file does not keep cap 25"
 
 # A second tuning reuses the measurements: only the verified candidates run.
