@@ -13,7 +13,8 @@ namespace ddplab {
 int PlannedRuns(const Plan& plan, PluginHost& host) {
   int n = 0;
   for (const PlannedRun& p : plan.runs) n += p.selected ? std::max<int>(1, p.run.experiment.steps().repetitions()) : 0;
-  if (!plan.convergence || plan.tune) return n;
+  // --only leaves the convergence check out (SuiteRunner::RunConvergence).
+  if (!plan.convergence || plan.tune || plan.selected != static_cast<int>(plan.runs.size())) return n;
   const ConvergenceSettings s = ResolveConvergence(*plan.convergence);
   std::set<std::string> checked;  // as SuiteRunner::RunConvergence picks them
   for (const PlannedRun& p : plan.runs) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -421,57 +422,7 @@ int SuiteRunner::Finish() {
   for (const auto& [sweep, best] : fastest) {
     std::cout << "\nsweep " << sweep << ": fastest " << best.first << " at " << best.second << " steps/s (median)\n";
   }
-  // The report has every run of the suite that has a result: this invocation's, and the
-  // earlier ones of runs --only left out (where they record the same experiment).
-  std::vector<v1::RunResult> rows;
-  int earlier = 0;
-  std::string report_dir = plan_.tune ? plan_.tune_dir : "";
-  for (const PlannedRun& p : plan_.runs) {
-    if (plan_.tune) break;  // the tuner's report has its runs only
-    if (p.selected && report_dir.empty()) report_dir = p.run_dir;
-    if (auto it = results_.find(p.index); it != results_.end()) {
-      rows.push_back(it->second);
-      continue;
-    }
-    if (p.selected) continue;
-    const v1::Experiment& e = p.run.experiment;
-    absl::StatusOr<v1::RunResult> done = ReadResult(e.output().directory(), plan_.suite, e.name());
-    if (done.ok() && ResultDiffers(*done, e).empty()) {
-      rows.push_back(*done);
-      ++earlier;
-    }
-  }
-  for (const std::vector<PlannedRun>* more : {&convergence_runs_, &tune_runs_}) {
-    for (const PlannedRun& p : *more) {
-      auto it = results_.find(p.index);
-      // The tuner's probe exchanges nothing: its ready times and sweep are in its own
-      // file, not a row to compare.
-      if (it != results_.end() && !(p.tuning && it->second.diagnostic())) rows.push_back(it->second);
-    }
-  }
-  if (!results_.empty() || !failures_.empty()) {
-    v1::SuiteReport report = MakeReport(rows, ReportMachine(in_.device, plan_));
-    if (report.suite().empty()) report.set_suite(plan_.tune ? plan_.tune_suite : plan_.suite);
-    for (const auto& [name, why] : failures_) {
-      v1::FailedRun* f = report.add_failed();
-      f->set_experiment(name);
-      f->set_reason(why);
-    }
-    if (tuning_) {
-      *report.mutable_tuning() = *tuning_;
-      report.clear_recommendations();  // the tuner's answer is the recommendation
-      report.set_suite(plan_.tune_suite);
-    }
-    std::cout << "\n" << FormatMarkdown(report);
-    if (absl::Status s = WriteReport(report, report_dir); !s.ok()) {
-      std::cerr << "vit_ddp: report not written (the one before, if any, is as it was): " << s.message() << "\n";
-      ++failed_;
-    } else {
-      std::cout << "report: " << report_dir << "/report.{md,json,csv,html}";
-      if (earlier > 0) std::cout << " (with " << earlier << " earlier result(s) of runs --only left out)";
-      std::cout << "\n";
-    }
-  }
+  Report();
   int completed = 0;
   for (const PlannedRun& p : plan_.runs) completed += p.selected && results_.count(p.index) > 0;
   for (const PlannedRun& p : tune_runs_) completed += results_.count(p.index) > 0;

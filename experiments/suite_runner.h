@@ -72,6 +72,8 @@ class SuiteRunner {
   bool InJob() const { return in_.worker.has_value(); }
   bool Speaks() const { return !in_.worker || in_.worker->rank == 0; }
   int Finish();
+  void Report();  // suite_report.cc
+  std::vector<v1::RunResult> ReportRows(int& earlier) const;
   void Failed(const std::string& name, const std::string& why);
 
   const Invocation& in_;

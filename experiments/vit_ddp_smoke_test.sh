@@ -108,6 +108,14 @@ for r in (0, 1):
         assert b["name"] == "bucket 0 all-reduce" and b["args"]["bytes"] > 0, b
         assert s["ts"] <= b["ts"] and b["ts"] + b["dur"] <= s["ts"] + s["dur"] + 1, (b, s)
 PY
+  # --only reruns one experiment: the report keeps the others' rows and convergence verdicts,
+  # and says its runs were measured at different times.
+  "$bin" --experiment="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto" --only=bf16 --output_dir="$results" \
+    >"$out" 2>"$err" || fail "--only=bf16 exited $?"
+  grep -q "^- powersgd_rank4: " "$out" || fail "--only dropped the other experiment's convergence verdict"
+  grep -q "^- bf16: " "$out" || fail "no convergence verdict for the run --only ran"
+  grep -qE "^Date: .* \(runs measured from .*\)" "$out" || fail "--only's report does not say its runs' dates differ"
+  grep -q "^  suite:   2 runs planned" "$out" || fail "--only's total counts a convergence check that does not run"
 else
   # A LibTorch without Gloo (a CUDA wheel) cannot run CPU processes together: it says so.
   grep -q "this build has no Gloo" "$err" || fail "no Gloo, and no message saying so"

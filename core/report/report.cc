@@ -227,6 +227,9 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Mach
     if (report.suite().empty()) report.set_suite(r.suite());
     if (!single && r.world_size() == 1 && !r.engine()) single = &r;
     if (r.date() > report.date()) report.set_date(r.date());
+    if (!r.date().empty() && (report.first_date().empty() || r.date() < report.first_date())) {
+      report.set_first_date(r.date());
+    }
     report.set_repetitions(std::max<uint32_t>(report.repetitions(), std::max(1, r.repetitions_size())));
   }
   for (const v1::RunResult& r : runs) *report.add_rows() = RowOf(r, single, NaiveFor(r, runs));
@@ -268,7 +271,13 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
     absl::StrAppend(&out, "Machine: ", machine, "\n");
   }
   if (OnCpus(report.machine())) absl::StrAppend(&out, kCpuNote, "\n");
-  if (!report.date().empty()) absl::StrAppend(&out, "Date: ", report.date(), "\n");
+  if (!report.date().empty()) {
+    absl::StrAppend(&out, "Date: ", report.date(),
+                    report.first_date().empty() || report.first_date() == report.date()
+                        ? ""
+                        : absl::StrCat(" (runs measured from ", report.first_date(), ")"),
+                    "\n");
+  }
   absl::StrAppend(&out, "Repetitions: ", report.repetitions(),
                   report.repetitions() > 1 ? " (steps/s as median [min-max])" : "", "\n\n");
   absl::StrAppend(&out, "| ", absl::StrJoin(Headers(report.machine()), " | "), " |\n|");

@@ -86,6 +86,9 @@ std::string MachineItem(absl::string_view name, const std::string& value) {
 std::string Header(const v1::SuiteReport& report) {
   const v1::Machine& m = report.machine();
   std::string meta = Escape(report.date().empty() ? "undated" : report.date());
+  if (!report.first_date().empty() && report.first_date() != report.date()) {
+    absl::StrAppend(&meta, " (runs measured from ", Escape(report.first_date()), ")");
+  }
   if (report.repetitions() > 0) {
     absl::StrAppend(&meta, " · ",
                     report.repetitions() == 1
