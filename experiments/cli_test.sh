@@ -84,6 +84,22 @@ grep -q "$(printf '\033')" "$err" && fail "an escape from input was echoed raw"
 grep -q 'experi\\x1bment' "$err" || fail "the escape is not shown as \\x1b"
 pass "escapes and NUL bytes from input are shown as \\xNN, not sent to the terminal"
 
+# Ctrl-C in a run of one process (no workers to stop): it stops at its next step, says so,
+# and the suite ends with 130 and its count of runs.
+sed -e 's/gpus_per_node: 2 device: CPU timeout_seconds: 5/gpus_per_node: 1 device: CPU/' -e '/plugin {/d' "$long" \
+  >"$TEST_TMPDIR/long_one.textproto"
+"$bin" --experiment="$TEST_TMPDIR/long_one.textproto" --output_dir="$TEST_TMPDIR/one_stop" >"$out" 2>"$err" &
+one=$!
+for _ in $(seq 1 300); do grep -q "step [0-9]" "$err" && break; sleep 0.1; done
+kill -INT $one
+wait $one
+code=$?
+[ "$code" -eq 130 ] || fail "Ctrl-C in a one-process run exited $code, not 130"
+grep -qE "vit_ddp: long_cpu: stopped by signal 2 \(Interrupt\) at step [0-9]+ of 1000001" "$err" ||
+  fail "Ctrl-C in a one-process run: no message"
+grep -q "0 of 1 run(s) completed; stopped by signal 2" "$out" || fail "Ctrl-C in a one-process run: no count"
+pass "Ctrl-C in a run of one process stops it at its next step, saying so (exit 130)"
+
 # ViT-L/32 on CPUs is said to take minutes per step before anything runs.
 sed -e 's/preset: VIT_TINY_TEST/preset: VIT_L_32/' "$smoke" >"$TEST_TMPDIR/large_on_cpu.textproto"
 "$bin" --experiment="$TEST_TMPDIR/large_on_cpu.textproto" --print_experiments --only=single_process >"$out" 2>"$err" ||

@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <optional>
+#include <cstring>
+#include <csignal>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -139,7 +142,39 @@ int RunWorkerTask(const Invocation& in, PluginHost& host, const v1::WorkerTask& 
   return 0;
 }
 
+namespace {
+
+void OnSuiteStopSignal(int sig) { RequestStop(sig); }
+
+// While a suite runs, SIGINT, SIGTERM and SIGHUP ask it to stop (RequestStop) instead of
+// ending the process: between runs it stops there, and a run of one process at its next
+// step; then the report of what completed is written. The launcher takes them over while
+// workers run (it stops them), and gives them back after. A second signal ends at once.
+class SuiteSignals {
+ public:
+  SuiteSignals() {
+    struct sigaction action {};
+    action.sa_handler = OnSuiteStopSignal;
+    action.sa_flags = SA_RESETHAND;  // the second is the default action
+    sigemptyset(&action.sa_mask);
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &action, &saved_[i]);
+  }
+  ~SuiteSignals() {
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &saved_[i], nullptr);
+  }
+  SuiteSignals(const SuiteSignals&) = delete;
+  SuiteSignals& operator=(const SuiteSignals&) = delete;
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction saved_[3];
+};
+
+}  // namespace
+
 int SuiteRunner::RunAll() {
+  std::optional<SuiteSignals> signals;
+  if (!InJob()) signals.emplace();  // in a job, its launcher (torchrun, srun) stops the ranks
   if (InJob()) {
     absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
         OpenRendezvousStore(*in_.worker, std::chrono::seconds(kDefaultTimeoutSeconds));
@@ -215,6 +250,11 @@ bool SuiteRunner::RunConvergence(int& exit) {
 // Runs `p`; false when the suite must stop, with `exit` its code.
 bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
   const v1::Experiment& e = p.run.experiment;
+  if (const int sig = StopRequested(); sig != 0) {  // between runs: stop here
+    if (Speaks()) std::cerr << "vit_ddp: stopped by signal " << sig << " (" << strsignal(sig) << ") before " << e.name() << "\n";
+    stopped_by_ = sig;
+    return false;
+  }
   absl::StatusOr<PluginSet> plugins = host_.Configure(e);
   if (!plugins.ok()) {
     std::cerr << "vit_ddp: experiment \"" << e.name() << "\": " << plugins.status().message() << "\n";
@@ -370,6 +410,11 @@ bool SuiteRunner::TrainHere(const PlannedRun& p, const PluginSet& plugins, const
   if (together) store = PrefixedStore(absl::StrCat("ddplab_run_", p.index, "_", repetition_, "/"), job_store_);
   absl::StatusOr<v1::RunResult> result =
       TrainAndWrite(in_, plugins, e, SuiteOf(p), label, together ? in_.worker : std::nullopt, store);
+  if (!result.ok() && StopRequested() != 0 && absl::IsCancelled(result.status())) {
+    std::cerr << "vit_ddp: " << e.name() << ": " << result.status().message() << "\n";
+    stopped_by_ = StopRequested();
+    return false;
+  }
   if (!result.ok()) {
     Failed(e.name(), std::string(result.status().message()));
     exit = 1;

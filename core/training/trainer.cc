@@ -1,5 +1,8 @@
 #include "core/training/trainer.h"
 
+#include <csignal>
+#include <cstring>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -39,6 +42,13 @@
 #endif
 
 namespace ddplab {
+
+namespace {
+volatile sig_atomic_t g_stop_signal = 0;  // RequestStop's
+}  // namespace
+
+void RequestStop(int signal) { g_stop_signal = signal; }
+int StopRequested() { return g_stop_signal; }
 namespace {
 
 void Synchronize(const at::Device& device) {
@@ -213,6 +223,10 @@ absl::Status Training::Steps() {
   const int total = warmup_ + measured_ + profiled_ + static_cast<int>(e_.steps().cooldown());
   for (int step = 0; step < total; ++step) {
     progress_.Update(step, total);
+    if (const int sig = StopRequested(); sig != 0 && world_ == 1) {
+      return absl::CancelledError(absl::StrCat("stopped by signal ", sig, " (", strsignal(sig), ") at step ",
+                                               step + 1, " of ", total));
+    }
     if (absl::Status s = BeforeStep(step); !s.ok()) return s;
     if (options_.plugins) {
       for (const auto& callbacks : options_.plugins->step_callbacks()) callbacks->OnStepBegin(step);

@@ -61,6 +61,13 @@ struct TrainOptions {
 // plugin's step callbacks are called around every step.
 absl::StatusOr<v1::RunResult> Train(const v1::Experiment& experiment, const TrainOptions& options);
 
+// Asks a run of one process to stop at its next step (Train then fails with "stopped by
+// signal N"): async-signal-safe, for a SIGINT or SIGTERM handler. A run of several
+// processes is stopped by its launcher, which ends every rank together.
+void RequestStop(int signal);
+// The signal RequestStop was given, or 0.
+int StopRequested();
+
 // A few lines for a person: throughput, phases, memory, data waiting.
 std::string FormatRunSummary(const v1::RunResult& result);
 
