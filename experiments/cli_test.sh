@@ -75,6 +75,16 @@ expect 2 "unknown flag --outptu_dir=x; did you mean --output_dir? (see --help)" 
 expect 2 "unknown flag --nproc=2; did you mean --nproc_per_node? (see --help)" --nproc=2
 pass "torchrun's auto, cpu, N:N and --standalone work; gpu without GPUs, elastic ranges and typos are refused, saying what works"
 
+# Processes and nodes: a refusal names what asked for them; a file's nodes are the job's.
+"$bin" --experiment="$smoke" --print_experiments --nproc_per_node=512 >"$out" 2>"$err"
+[ $? -eq 2 ] && grep -q "(--nproc_per_node=512 asked for them)" "$err" || fail "too many processes: the flag is not named"
+sed 's/gpus_per_node: 2$/gpus_per_node: 2 nodes: 4/' "$smoke" >"$TEST_TMPDIR/four_nodes.textproto"
+grep -q "nodes: 4" "$TEST_TMPDIR/four_nodes.textproto" || fail "the test's file has no nodes: 4"
+"$bin" --experiment="$TEST_TMPDIR/four_nodes.textproto" --print_experiments >"$out" 2>"$err"
+[ $? -eq 2 ] && grep -q "asks for distributed.nodes 4, but this job runs on 1 node (--nnodes=1)" "$err" ||
+  fail "nodes: 4 on one node was not refused"
+pass "too many processes name --nproc_per_node; nodes: 4 on one node is refused"
+
 # Control characters from input are not echoed raw to the terminal.
 printf 'name: "a\033[31mb\000"\n' >"$TEST_TMPDIR/ansi.textproto"
 "$bin" --experiment="$TEST_TMPDIR/ansi.textproto" >"$out" 2>"$err"

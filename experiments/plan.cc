@@ -80,6 +80,18 @@ absl::Status CheckJobShape(const v1::Experiment& e, const JobPlace& worker) {
                                 worker.world_size, " in all)"));
 }
 
+// The nodes an experiment asks for are the job's: distributed.nodes of more than one
+// needs as many (--nnodes, or the launcher's job), else it would run on one, unsaid.
+absl::Status CheckNodes(const v1::Experiment& e, const std::optional<JobPlace>& worker, const PlanOptions& options) {
+  const uint32_t asked = e.distributed().nodes();
+  if (asked <= 1 || worker) return absl::OkStatus();
+  if (static_cast<int>(asked) == options.nnodes) return absl::OkStatus();
+  return Refuse(e, absl::StrCat("asks for distributed.nodes ", asked, ", but this job runs on ", options.nnodes,
+                                " node", options.nnodes == 1 ? "" : "s", " (--nnodes=", options.nnodes,
+                                "): start vit_ddp on each node with --nnodes=", asked,
+                                " --node_rank=R --master_addr --master_port, or leave nodes out"));
+}
+
 absl::Status PlanRun(PlannedRun& p, const Machine& machine, const std::optional<JobPlace>& worker,
                      const PlanOptions& options) {
   v1::Experiment& e = p.run.experiment;
@@ -95,7 +107,15 @@ absl::Status PlanRun(PlannedRun& p, const Machine& machine, const std::optional<
     p.here = !OneProcess(e) || options.node_rank == 0;
     p.launch = p.processes > 1 || options.profiling_with_nsys;
   }
-  if (absl::Status s = CheckProcesses(e, machine, p.per_node); !s.ok()) return s;
+  if (absl::Status s = CheckNodes(e, worker, options); !s.ok()) return s;
+  if (absl::Status s = CheckProcesses(e, machine, p.per_node); !s.ok()) {
+    // Where the count came from the flag, the flag is what to change.
+    if (options.nproc_per_node > 0 && !worker && !OneProcess(e)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(s.message(), " (--nproc_per_node=", options.nproc_per_node, " asked for them)"));
+    }
+    return s;
+  }
   return CheckMemory(e, machine, p.per_node);
 }
 
