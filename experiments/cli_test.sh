@@ -110,6 +110,13 @@ grep -qE "vit_ddp: long_cpu: stopped by signal 2 \(Interrupt\) at step [0-9]+ of
 grep -q "0 of 1 run(s) completed; stopped by signal 2" "$out" || fail "Ctrl-C in a one-process run: no count"
 pass "Ctrl-C in a run of one process stops it at its next step, saying so (exit 130)"
 
+# torchrun's variables left from another job: the wait for the other ranks is said at once.
+RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 \
+  timeout 5 "$bin" --experiment="$smoke" --only=naive_ddp --output_dir="$TEST_TMPDIR/stale" >"$out" 2>"$err"
+grep -q "rank 1 of 2 (torchrun's variables are set): meeting the other ranks at 127.0.0.1:29999, for up to 300 s. Not started by torchrun? Unset RANK" "$err" ||
+  fail "stale torchrun variables: no word before the wait"
+pass "with torchrun's variables set, the wait for the other ranks is said before it starts"
+
 # ViT-L/32 on CPUs is said to take minutes per step before anything runs.
 sed -e 's/preset: VIT_TINY_TEST/preset: VIT_L_32/' "$smoke" >"$TEST_TMPDIR/large_on_cpu.textproto"
 "$bin" --experiment="$TEST_TMPDIR/large_on_cpu.textproto" --print_experiments --only=single_process >"$out" 2>"$err" ||

@@ -176,6 +176,12 @@ int SuiteRunner::RunAll() {
   std::optional<SuiteSignals> signals;
   if (!InJob()) signals.emplace();  // in a job, its launcher (torchrun, srun) stops the ranks
   if (InJob()) {
+    // Said before the wait, so that variables left from another job do not wait in silence.
+    const WorkerEnv& w = *in_.worker;
+    std::cerr << "vit_ddp: rank " << w.rank << " of " << w.world_size << " (" << w.launcher
+              << "'s variables are set): meeting the other ranks at " << w.master_addr << ":" << w.master_port
+              << ", for up to " << kDefaultTimeoutSeconds << " s. Not started by " << w.launcher
+              << "? Unset RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.\n";
     absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
         OpenRendezvousStore(*in_.worker, std::chrono::seconds(kDefaultTimeoutSeconds));
     if (!store.ok()) {
