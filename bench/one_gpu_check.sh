@@ -40,7 +40,7 @@ args=(--out "$DIR/matrix" --gpus 1 --configs "$CONFIGS" --baselines single_gpu,d
 [ -n "$BEFORE" ] && args+=(--before "$BEFORE")
 [ -n "${DEADLINE:-}" ] && args+=(--deadline "$DEADLINE")
 python3 bench/ddp_matrix.py "${args[@]}" >"$DIR/matrix.log" 2>&1 || status=1
-traces=$(find "$DIR/matrix" -path '*/1/*' -name '*.torch_trace.rank0.json' | sort)
+traces=$(find "$DIR/matrix" -path '*/1/*' -path '*.torch_traces/rank0.json' | sort)
 [ -n "$traces" ] && python3 bench/trace_summary.py $traces --json "$DIR/traces.json" >"$DIR/traces.txt" 2>&1
 echo "total: $(($(date +%s) - start)) s"
 sed -n '/^ddp on /,$p' "$DIR/matrix.log"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a run's traces as #27 asks, on any machine: the merged trace of the measured
 steps (<experiment>.trace.json) has every rank on one clock and each bucket's collective
-on the communication track; LibTorch's profile (<experiment>.torch_trace.rank<R>.json),
+on the communication track; LibTorch's profile (<experiment>.torch_traces/rank<R>.json),
 where LibTorch has Kineto, says which rank of which job it is.
 
   trace_check.py RUN_DIR EXPERIMENT
@@ -46,7 +46,7 @@ def check_steps_trace(path):
 
 def check_torch_traces(run_dir, experiment):
     failed = []
-    for path in sorted(glob.glob(os.path.join(run_dir, f"{experiment}.torch_trace.rank*.json"))):
+    for path in sorted(glob.glob(os.path.join(run_dir, f"{experiment}.torch_traces/rank*.json"))):
         trace = json.load(open(path))
         info = trace.get("distributedInfo")
         kinds = {e.get("cat") for e in trace["traceEvents"]}

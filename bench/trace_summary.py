@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a step's GPU time goes, from `vit_ddp --profile=torch` traces.
 
-Each trace (<experiment>.torch_trace.rank<R>.json) holds a few steps run after the
+Each trace (<experiment>.torch_traces/rank<R>.json) holds a few steps run after the
 measured ones: the trainer's phase scopes ("get batch", "forward", "backward",
 "optimizer step") on the CPU, the CUDA runtime's launches, and every kernel, copy and
 memset on the stream that ran it, with the correlation id that ties a kernel to its

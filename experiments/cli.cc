@@ -42,8 +42,8 @@ ABSL_FLAG(std::string, profile, "none",
           "nsys: run every worker under Nsight Systems, capturing the measured steps "
           "(cudaProfilerApi range) with CUDA, NVTX, OS runtime and NCCL traces, one report per rank. "
           "torch: LibTorch's own profiler (Kineto, CUPTI on GPUs) over --profile_steps steps run "
-          "after the measured ones, one Chrome trace per rank (<experiment>.torch_trace.rank<R>.json "
-          "beside the results).");
+          "after the measured ones, one Chrome trace per rank with its distributedInfo, in a folder per run "
+          "(<experiment>.torch_traces/rank<R>.json: HTA's trace_dir).");
 ABSL_FLAG(bool, tune, false,
           "Instead of the suite's runs, find the fastest bucket_cap_mb for one experiment on this "
           "machine (--only's, the suite's tune.experiment, or its first of several processes): "

@@ -117,6 +117,21 @@ grep -q "rank 1 of 2 (torchrun's variables are set): meeting the other ranks at 
   fail "stale torchrun variables: no word before the wait"
 pass "with torchrun's variables set, the wait for the other ranks is said before it starts"
 
+# --profile=torch: each run's ranks' traces in a folder of their own, each with the
+# distributedInfo HTA groups them by.
+if [ "$gloo" -gt 0 ]; then
+  p="$TEST_TMPDIR/torch_profile"
+  "$bin" --experiment="$smoke" --only=naive_ddp --profile=torch --profile_steps=1 --output_dir="$p" >"$out" 2>"$err" ||
+    fail "--profile=torch exited $?"
+  [ "$(ls "$p/cpu_smoke/naive_ddp.torch_traces")" = "$(printf 'rank0.json\nrank1.json')" ] ||
+    fail "the run's torch traces: $(ls "$p/cpu_smoke/naive_ddp.torch_traces" 2>&1)"
+  for r in 0 1; do
+    python3 -c "import json,sys; i=json.load(open(sys.argv[1]))['distributedInfo']; assert i == {'backend': 'gloo', 'rank': int(sys.argv[2]), 'world_size': 2}, i" \
+      "$p/cpu_smoke/naive_ddp.torch_traces/rank$r.json" "$r" || fail "rank $r's torch trace has no distributedInfo"
+  done
+  pass "--profile=torch writes each run's ranks' traces in a folder of their own, with distributedInfo"
+fi
+
 # ViT-L/32 on CPUs is said to take minutes per step before anything runs.
 sed -e 's/preset: VIT_TINY_TEST/preset: VIT_L_32/' "$smoke" >"$TEST_TMPDIR/large_on_cpu.textproto"
 "$bin" --experiment="$TEST_TMPDIR/large_on_cpu.textproto" --print_experiments --only=single_process >"$out" 2>"$err" ||

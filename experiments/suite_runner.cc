@@ -89,7 +89,10 @@ absl::StatusOr<v1::RunResult> TrainAndWrite(const Invocation& in, const PluginSe
   train.trace_path = TracePart(run_dir, e.name(), rank);
   if (e.profiling().allreduce_sweep()) train.after_steps = tune::SweepIntoResult;
   if (in.torch_profile) {
-    train.torch_profile_path = absl::StrCat(run_dir, "/", e.name(), ".torch_trace.rank", rank, ".json");
+    // A folder per run, holding its ranks' traces alone: HTA reads every trace in a folder.
+    const std::string traces = absl::StrCat(run_dir, "/", e.name(), ".torch_traces");
+    if (absl::Status s = MakeDirectories(traces); !s.ok()) return s;
+    train.torch_profile_path = absl::StrCat(traces, "/rank", rank, ".json");
     train.torch_profile_steps = in.profile_steps;
   }
   absl::StatusOr<v1::RunResult> result = Train(e, train);

@@ -42,7 +42,9 @@ std::string JsonString(const std::string& s) {
 // The events of `result` as a Chrome trace of ours, where LibTorch has no Kineto to
 // write its own.
 absl::StatusOr<TorchProfile::Summary> WriteOwnTrace(const profiler::ProfilerResult& result, const std::string& path,
-                                                    int rank, const TorchProfile::Summary& summary) {
+                                                    const TorchProfile::Job& job,
+                                                    const TorchProfile::Summary& summary) {
+  const int rank = job.rank;
   const auto& events = result.events();
   int64_t origin_ns = 0;
   bool any = false;
@@ -79,7 +81,13 @@ absl::StatusOr<TorchProfile::Summary> WriteOwnTrace(const profiler::ProfilerResu
                             e.correlationId());
     }
   }
-  if (absl::Status s = WriteFileAtomically(path, absl::StrCat("{\"traceEvents\": [\n", body, "\n]}\n")); !s.ok()) {
+  // distributedInfo as torch.profiler writes it for a distributed job: HTA groups the
+  // ranks' traces by it, and refuses a trace without it.
+  const std::string info = absl::StrFormat(
+      "\"distributedInfo\": {\"backend\": %s, \"rank\": %d, \"world_size\": %d},\n", JsonString(job.backend),
+      job.rank, job.world);
+  if (absl::Status s = WriteFileAtomically(path, absl::StrCat("{", info, "\"traceEvents\": [\n", body, "\n]}\n"));
+      !s.ok()) {
     return s;
   }
   return summary;
@@ -137,7 +145,7 @@ absl::StatusOr<TorchProfile::Summary> TorchProfile::StopAndWrite(const std::stri
   } catch (const std::exception& e) {
     std::remove(tmp.c_str());
     const std::string why = compat::WhatWithoutBacktrace(e);
-    if (why.find("Kineto") != std::string::npos) return WriteOwnTrace(*result, path, job.rank, summary);
+    if (why.find("Kineto") != std::string::npos) return WriteOwnTrace(*result, path, job, summary);
     return absl::UnavailableError(absl::StrCat("cannot write ", path, ": LibTorch's profiler: ", why));
   }
   std::ifstream in(tmp);

@@ -104,6 +104,10 @@ TEST(TrainerTest, TorchProfileTracesTheStepsAfterTheMeasuredOnes) {
   google::protobuf::Struct trace;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(text.str(), &trace).ok()) << text.str().substr(0, 300);
   ASSERT_TRUE(trace.fields().contains("traceEvents"));
+  // HTA groups ranks by distributedInfo and refuses a trace without it.
+  ASSERT_TRUE(trace.fields().contains("distributedInfo")) << text.str().substr(0, 300);
+  EXPECT_EQ(trace.fields().at("distributedInfo").struct_value().fields().at("rank").number_value(), 0);
+  EXPECT_EQ(trace.fields().at("distributedInfo").struct_value().fields().at("world_size").number_value(), 1);
   // Host-side events (ours: "cpu"; Kineto's: "user_annotation" for scopes, "cpu_op").
   auto count = [&](const std::string& name) {
     int n = 0;
