@@ -93,7 +93,8 @@ TEST(ConvergenceReportTest, FourPercentWorseFailsThoughTheSeedsSpreadIsWider) {
 TEST(ConvergenceReportTest, ASeedWhoseExactRunFailedIsLeftOutOfTheMean) {
   std::vector<v1::RunResult> runs = Suite({1.0, 1.30, 1.0});
   runs.erase(runs.begin() + 4);  // seed 8's exact run
-  const v1::ConvergenceVerdict& v = MakeReport(runs).rows(2).convergence();
+  const v1::SuiteReport report = MakeReport(runs);
+  const v1::ConvergenceVerdict& v = report.rows(2).convergence();
   EXPECT_EQ(v.paired_difference_size(), 2);
   EXPECT_TRUE(v.within()) << v.text();
 }
