@@ -10,22 +10,28 @@
 
 namespace ddplab {
 
-int PlannedRuns(const Plan& plan, PluginHost& host) {
-  int n = 0;
-  for (const PlannedRun& p : plan.runs) n += p.selected ? std::max<int>(1, p.run.experiment.steps().repetitions()) : 0;
-  // --only leaves the convergence check out (SuiteRunner::RunConvergence).
-  if (!plan.convergence || plan.tune || plan.selected != static_cast<int>(plan.runs.size())) return n;
-  const ConvergenceSettings s = ResolveConvergence(*plan.convergence);
-  std::set<std::string> checked;  // as SuiteRunner::RunConvergence picks them
+std::vector<ConvergenceCheck> ConvergenceChecks(const Plan& plan, PluginHost& host) {
+  std::vector<ConvergenceCheck> checks;
+  if (!plan.convergence || plan.tune || plan.selected != static_cast<int>(plan.runs.size())) return checks;
+  const std::string& exact = plan.convergence->exact();
+  std::set<std::string> checked;  // one run per experiment, the first (a sweep makes several)
   for (const PlannedRun& p : plan.runs) {
-    if (p.run.origin == s.exact) checked.insert(p.run.origin);
+    if (p.run.origin == exact && checked.insert(p.run.origin).second) checks.push_back({&p, true});
   }
   for (const PlannedRun& p : plan.runs) {
     if (!p.selected || checked.count(p.run.origin) > 0) continue;
     absl::StatusOr<PluginSet> plugins = host.Configure(p.run.experiment);
-    if (plugins.ok() && plugins->lossy()) checked.insert(p.run.origin);
+    if (plugins.ok() && plugins->lossy() && checked.insert(p.run.origin).second) checks.push_back({&p, false});
   }
-  return n + s.seeds * static_cast<int>(checked.size());
+  return checks;
+}
+
+int PlannedRuns(const Plan& plan, PluginHost& host) {
+  int n = 0;
+  for (const PlannedRun& p : plan.runs) n += p.selected ? std::max<int>(1, p.run.experiment.steps().repetitions()) : 0;
+  const std::vector<ConvergenceCheck> checks = ConvergenceChecks(plan, host);
+  if (checks.empty()) return n;
+  return n + ResolveConvergence(*plan.convergence).seeds * static_cast<int>(checks.size());
 }
 
 std::string Duration(double seconds) {

@@ -9,14 +9,26 @@
 #define DDPLAB_EXPERIMENTS_SUITE_PROGRESS_H_
 
 #include <string>
+#include <vector>
 
 #include "core/plugin/plugin_host.h"
 #include "experiments/plan.h"
 
 namespace ddplab {
 
+// A run of the suite the convergence check trains from, once per seed.
+struct ConvergenceCheck {
+  const PlannedRun* run;  // the first run of its experiment
+  bool exact;             // the exact reference, or a lossy configuration
+};
+
+// What the convergence check (Note [The convergence check]) trains: the exact reference,
+// then each selected lossy configuration; none without the check, with --tune, or with
+// --only (which leaves it out).
+std::vector<ConvergenceCheck> ConvergenceChecks(const Plan& plan, PluginHost& host);
+
 // Every run the suite will launch: each selected run times its repetitions, and the
-// convergence check's (the exact reference and each lossy configuration, once per seed).
+// convergence check's (ConvergenceChecks, once per seed).
 int PlannedRuns(const Plan& plan, PluginHost& host);
 
 // "45 s", "3 min", "1 h 05 min".

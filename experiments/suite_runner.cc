@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -149,35 +148,16 @@ namespace {
 
 void OnSuiteStopSignal(int sig) { RequestStop(sig); }
 
-// While a suite runs, SIGINT, SIGTERM and SIGHUP ask it to stop (RequestStop) instead of
-// ending the process: between runs it stops there, and a run of one process at its next
-// step; then the report of what completed is written. The launcher takes them over while
-// workers run (it stops them), and gives them back after. A second signal ends at once.
-class SuiteSignals {
- public:
-  SuiteSignals() {
-    struct sigaction action {};
-    action.sa_handler = OnSuiteStopSignal;
-    action.sa_flags = SA_RESETHAND;  // the second is the default action
-    sigemptyset(&action.sa_mask);
-    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &action, &saved_[i]);
-  }
-  ~SuiteSignals() {
-    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &saved_[i], nullptr);
-  }
-  SuiteSignals(const SuiteSignals&) = delete;
-  SuiteSignals& operator=(const SuiteSignals&) = delete;
-
- private:
-  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
-  struct sigaction saved_[3];
-};
-
 }  // namespace
 
 int SuiteRunner::RunAll() {
-  std::optional<SuiteSignals> signals;
-  if (!InJob()) signals.emplace();  // in a job, its launcher (torchrun, srun) stops the ranks
+  // While the suite runs, SIGINT, SIGTERM and SIGHUP ask it to stop (RequestStop) instead
+  // of ending the process: between runs it stops there, a run of one process at its next
+  // step, and the report of what completed is written. The launcher takes them over while
+  // workers run (it stops them). A second signal ends at once. In a job, its launcher
+  // (torchrun, srun) stops the ranks.
+  std::optional<ScopedStopSignals> signals;
+  if (!InJob()) signals.emplace(OnSuiteStopSignal, SA_RESETHAND);
   if (InJob()) {
     // Said before the wait, so that variables left from another job do not wait in silence.
     const WorkerEnv& w = *in_.worker;
@@ -227,23 +207,17 @@ bool SuiteRunner::RunConvergence(int& exit) {
     return true;
   }
   const ConvergenceSettings s = ResolveConvergence(*plan_.convergence);
-  std::set<std::string> checked;
-  auto add = [&](const PlannedRun& p, int seed, bool exact) {
-    PlannedRun c = p;
-    c.run.experiment = ConvergenceExperiment(p.run.experiment, p.run.origin, s, seed, exact, &c.convergence.emplace());
-    c.run.sweep.clear();
-    c.index = static_cast<int>(plan_.runs.size() + convergence_runs_.size()) + 1;
-    c.selected = true;
-    convergence_runs_.push_back(std::move(c));
-  };
-  for (const PlannedRun& p : plan_.runs) {
-    if (p.run.origin != s.exact || !checked.insert(p.run.origin).second) continue;
-    for (int seed = 0; seed < s.seeds; ++seed) add(p, seed, /*exact=*/true);
-  }
-  for (const PlannedRun& p : plan_.runs) {
-    absl::StatusOr<PluginSet> plugins = host_.Configure(p.run.experiment);
-    if (!p.selected || !plugins.ok() || !plugins->lossy() || !checked.insert(p.run.origin).second) continue;
-    for (int seed = 0; seed < s.seeds; ++seed) add(p, seed, /*exact=*/false);
+  for (const ConvergenceCheck& check : ConvergenceChecks(plan_, host_)) {
+    const PlannedRun& p = *check.run;
+    for (int seed = 0; seed < s.seeds; ++seed) {
+      PlannedRun c = p;
+      c.run.experiment =
+          ConvergenceExperiment(p.run.experiment, p.run.origin, s, seed, check.exact, &c.convergence.emplace());
+      c.run.sweep.clear();
+      c.index = static_cast<int>(plan_.runs.size() + convergence_runs_.size()) + 1;
+      c.selected = true;
+      convergence_runs_.push_back(std::move(c));
+    }
   }
   if (Speaks()) {
     std::cout << "\n== the convergence check: " << convergence_runs_.size() << " run(s) of " << s.steps
@@ -458,8 +432,9 @@ void SuiteRunner::Keep(const PlannedRun& p, v1::RunResult result, bool fresh) {
 
 // A run that failed: said now, and listed in the report.
 void SuiteRunner::Failed(const std::string& name, const std::string& why) {
-  std::cerr << "vit_ddp: " << name << ": " << Printable(why) << "\n";
-  failures_.emplace_back(name, Printable(why));
+  const std::string printable = Printable(why);
+  std::cerr << "vit_ddp: " << name << ": " << printable << "\n";
+  failures_.emplace_back(name, printable);
   ++failed_;
 }
 

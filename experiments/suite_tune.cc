@@ -2,6 +2,7 @@
 // run as the suite's own do (launched workers, results written, repetitions joined),
 // filed under the suite "<suite>_tune" so that the suite's results and report stay as
 // they were.
+#include <algorithm>
 #include <functional>
 #include <iostream>
 #include <utility>
@@ -15,8 +16,8 @@
 namespace ddplab {
 namespace {
 
-// `e`'s levers as PyTorch code to train with (tune::Runner::TrainingCode): a plugin that
-// configures lossy alone is left out and named.
+// `e`'s levers as PyTorch code to train with (tune::Runner::TrainingCode): its lossy
+// plugins (PluginSet::lossy_plugins) are left out and named.
 absl::StatusOr<std::string> TrainingCodeOf(PluginHost& host, const v1::Experiment& e, int per_node) {
   absl::StatusOr<PluginSet> all = host.Configure(e);
   if (!all.ok()) return all.status();
@@ -24,20 +25,10 @@ absl::StatusOr<std::string> TrainingCodeOf(PluginHost& host, const v1::Experimen
   // As the runs had it: processes per node from the plan where the experiment left it to
   // the machine (every GPU).
   if (exact.distributed().gpus_per_node() == 0) exact.mutable_distributed()->set_gpus_per_node(per_node);
-  std::vector<std::string> lossy;
-  if (all->lossy()) {
-    exact.clear_plugin();
-    for (const v1::Plugin& entry : e.plugin()) {
-      v1::Experiment alone = e;
-      alone.clear_plugin();
-      *alone.add_plugin() = entry;
-      absl::StatusOr<PluginSet> one = host.Configure(alone);
-      if (one.ok() && one->lossy()) {
-        lossy.push_back(entry.name());
-      } else {
-        *exact.add_plugin() = entry;
-      }
-    }
+  const std::vector<std::string>& lossy = all->lossy_plugins();
+  exact.clear_plugin();
+  for (const v1::Plugin& entry : e.plugin()) {
+    if (std::find(lossy.begin(), lossy.end(), entry.name()) == lossy.end()) *exact.add_plugin() = entry;
   }
   absl::StatusOr<PluginSet> kept = host.Configure(exact);
   if (!kept.ok()) return kept.status();

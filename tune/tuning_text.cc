@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "tune/model/verdict.h"
 #include "tune/tuner.h"
 
 namespace ddplab::tune {
@@ -82,9 +83,7 @@ std::string TuningText(const v1::Tuning& t) {
   absl::StrAppendFormat(&out,
                         "Calibrated on the experiment as given: backward %.0f%% slower beside collectives, %s per "
                         "collective beyond the bare all-reduce's.\n",
-                        t.slowdown() * 100,
-                        t.collective_overhead_us() < 1000 ? absl::StrFormat("%.0f us", t.collective_overhead_us())
-                                                          : absl::StrFormat("%.2f ms", t.collective_overhead_us() / 1000));
+                        t.slowdown() * 100, FormatMicros(t.collective_overhead_us()));
   absl::StrAppend(&out, t.verdict(), "\n");
   absl::StrAppendFormat(&out, "Tuning took %.0f s%s.\n", t.tuning_seconds(),
                         t.cached() ? " (the probe and sweep from this machine's cache)" : "");

@@ -37,28 +37,6 @@ volatile sig_atomic_t g_stop_signal = 0;
 
 void OnStopSignal(int sig) { g_stop_signal = sig; }
 
-// While it lives, SIGINT, SIGTERM and SIGHUP are noted instead of ending the launcher,
-// so that it can stop its workers and remove the rendezvous directory first.
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = OnStopSignal;
-    sigemptyset(&action.sa_mask);
-    for (int i = 0; i < kCount; ++i) sigaction(kSignals[i], &action, &saved_[i]);
-  }
-  ~StopSignals() {
-    for (int i = 0; i < kCount; ++i) sigaction(kSignals[i], &saved_[i], nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
- private:
-  static constexpr int kCount = 3;
-  static constexpr int kSignals[kCount] = {SIGINT, SIGTERM, SIGHUP};
-  struct sigaction saved_[kCount];
-};
 
 // A directory of mkdtemp's (mode 0700, a name no one else had) under $TMPDIR or /tmp,
 // removed with the files in it when this goes out of scope, however the job ended.
@@ -209,7 +187,10 @@ LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& o
     if (rendezvous->path().empty()) return {1, rendezvous->error(), 0};
     store_file = rendezvous->path() + "/store";
   }
-  StopSignals signals;
+  // SIGINT, SIGTERM and SIGHUP are noted instead of ending the launcher, so that it can
+  // stop its workers and remove the rendezvous directory first.
+  g_stop_signal = 0;
+  ScopedStopSignals signals(OnStopSignal);
   std::map<pid_t, int> running;  // pid -> global rank
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -229,6 +210,20 @@ LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& o
   WaitForWorkers(running, options, result);
   if (result.exit_code != 0 && result.message.empty()) result.message = "a worker failed";
   return result;
+}
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+ScopedStopSignals::ScopedStopSignals(void (*handler)(int), int flags) {
+  struct sigaction action {};
+  action.sa_handler = handler;
+  action.sa_flags = flags;
+  sigemptyset(&action.sa_mask);
+  for (int i = 0; i < kCount; ++i) sigaction(kStopSignals[i], &action, &saved_[i]);
+}
+
+ScopedStopSignals::~ScopedStopSignals() {
+  for (int i = 0; i < kCount; ++i) sigaction(kStopSignals[i], &saved_[i], nullptr);
 }
 
 }  // namespace ddplab

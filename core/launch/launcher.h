@@ -18,6 +18,7 @@
 #ifndef DDPLAB_CORE_LAUNCHER_H_
 #define DDPLAB_CORE_LAUNCHER_H_
 
+#include <csignal>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -43,6 +44,23 @@ LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& o
 
 // A TCP port nothing listens on now (bound and released).
 int FreePort();
+
+// While it lives, SIGINT, SIGTERM and SIGHUP call `handler` (which must be
+// async-signal-safe) instead of ending the process; the dispositions before are restored
+// after. `flags` are sigaction's (SA_RESETHAND: a second signal acts as before).
+//
+//   ScopedStopSignals signals(OnStop);   // OnStop(int sig) notes sig in a sig_atomic_t
+class ScopedStopSignals {
+ public:
+  explicit ScopedStopSignals(void (*handler)(int), int flags = 0);
+  ~ScopedStopSignals();
+  ScopedStopSignals(const ScopedStopSignals&) = delete;
+  ScopedStopSignals& operator=(const ScopedStopSignals&) = delete;
+
+ private:
+  static constexpr int kCount = 3;
+  struct sigaction saved_[kCount];
+};
 
 }  // namespace ddplab
 

@@ -137,7 +137,8 @@ class Registrar : public PluginRegistrar {
     set_.refusals_.push_back({plugin_, point, why});
   }
   void Lossy(int every) override {
-    set_.lossy_ = true;
+    std::vector<std::string>& lossy = set_.lossy_plugins_;
+    if (std::find(lossy.begin(), lossy.end(), plugin_) == lossy.end()) lossy.push_back(plugin_);
     int& current = set_.sample_error_every_;
     if (every > 0 && (current == 0 || every < current)) current = every;
   }

@@ -65,9 +65,10 @@ class PluginSet {
   const std::vector<const LoadedPlugin*>& plugins() const { return plugins_; }
   // A plugin of diagnostic status is listed: the run is not a way to train.
   bool diagnostic() const;
-  // A plugin's reduction is lossy (PluginRegistrar::Lossy), and how often its error is
-  // sampled (0: never).
-  bool lossy() const { return lossy_; }
+  // A plugin's reduction is lossy (PluginRegistrar::Lossy), which ones, and how often the
+  // error is sampled (0: never).
+  bool lossy() const { return !lossy_plugins_.empty(); }
+  const std::vector<std::string>& lossy_plugins() const { return lossy_plugins_; }
   int sample_error_every() const { return sample_error_every_; }
   // Each plugin's PyTorch form, by plugin name; a plugin that gave none is absent.
   const std::map<std::string, PyTorchForm>& pytorch_forms() const { return pytorch_; }
@@ -90,7 +91,7 @@ class PluginSet {
   std::map<std::string, PyTorchForm> pytorch_;
   // The hook chain by role, in listing order (engine_parts() has them in chain order).
   std::map<ExtensionPoint, std::vector<HookWrapper>> hooks_;
-  bool lossy_ = false;
+  std::vector<std::string> lossy_plugins_;  // in listing order
   int sample_error_every_ = 0;
 };
 

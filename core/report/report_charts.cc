@@ -98,7 +98,7 @@ std::vector<LeverLine> LeverLines(const v1::SuiteReport& report) {
     }
     LeverLine& line = lines[it - keys.begin()];
     line.rows.push_back(&row);
-    line.lossy |= row.lossy() || row.has_gradient_error();
+    line.lossy |= row.lossy();
     line.diagnostic |= row.diagnostic();
   }
   for (size_t i = 0; i < lines.size(); ++i) {

@@ -31,11 +31,6 @@ absl::StatusOr<double> StepWithWireScaled(const StepInputs& in, const CostCurve&
   return best->prediction.step_ms + options.other_ms;
 }
 
-// A time given in microseconds, in the unit that reads best ("813 us", "4.08 ms").
-std::string Micros(double us) {
-  return us < 1000 ? absl::StrFormat("%.3g us", us) : absl::StrFormat("%.3g ms", us / 1000);
-}
-
 // "12.3% less" or "4.5% more": a change in a step, signed by its word.
 std::string LessOrMore(double fraction) {
   return absl::StrFormat("%.1f%% %s", 100 * std::abs(fraction), fraction >= 0 ? "less" : "more");
@@ -56,7 +51,7 @@ std::string BoundSentence(const Verdict& v, const VerdictOptions& options) {
       return absl::StrFormat(
           "Latency-bound: %s, and latency (%s per all-reduce) is %.0f%% of the collectives' time, so fewer "
           "all-reduces help more than fewer bytes.",
-          cost, Micros(v.line.alpha_us), 100 * v.latency_share);
+          cost, FormatMicros(v.line.alpha_us), 100 * v.latency_share);
     case Boundedness::kBandwidth:
       return absl::StrFormat(
           "Bandwidth-bound: %s, and bytes (at %.3g GB/s) are %.0f%% of the collectives' time, so fewer bytes on "
@@ -148,6 +143,10 @@ absl::StatusOr<Verdict> Judge(const StepInputs& in, const CostCurve& curve, cons
   v.compression_can_pay = gain >= options.compression_gain_fraction && gain > 0;
   v.sentence = absl::StrCat(BoundSentence(v, options), " ", CompressionSentence(v, options));
   return v;
+}
+
+std::string FormatMicros(double us) {
+  return us < 1000 ? absl::StrFormat("%.3g us", us) : absl::StrFormat("%.3g ms", us / 1000);
 }
 
 }  // namespace ddplab::tune

@@ -27,6 +27,9 @@ enum class Boundedness {
   kBandwidth,  // otherwise, and beta * bytes is most of it
 };
 
+// A time given in microseconds, in the unit that reads best: "813 us", "4.08 ms".
+std::string FormatMicros(double us);
+
 // "compute-bound", "latency-bound", "bandwidth-bound".
 absl::string_view BoundednessName(Boundedness b);
 
