@@ -25,7 +25,7 @@ constexpr char kStyle[] = R"css(
 body { margin: 0; background: #fafafa; color: #1d1d1f;
   font-family: system-ui, -apple-system, "Segoe UI", "DejaVu Sans", "Liberation Sans", sans-serif;
   font-size: 14px; line-height: 1.45; }
-main { max-width: 1140px; margin: 0 auto; padding: 24px 20px 48px; }
+main { max-width: 1360px; margin: 0 auto; padding: 24px 20px 48px; }
 h1 { font-size: 26px; margin: 0 0 4px; }
 h2 { font-size: 19px; margin: 36px 0 2px; }
 h3 { font-size: 15px; margin: 0 0 6px; }
@@ -58,7 +58,8 @@ th, td { padding: 5px 8px; border-bottom: 1px solid #e6e6e6; text-align: left;
   vertical-align: top; }
 th { background: #f1f1f1; font-weight: 600; vertical-align: bottom; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.num, td.transport { white-space: nowrap; }
+td.num { white-space: nowrap; }
+td { overflow-wrap: anywhere; }
 td .range { color: #777; font-size: 11px; }
 td .desc { color: #666; font-size: 12px; }
 tr.diagnostic td { color: #8a8a8a; }
@@ -71,7 +72,7 @@ td.lossy { color: #c0580a; }
   margin: 12px 0; }
 .rec .text, .tuning .text { white-space: pre-line; margin: 0 0 8px; }
 pre { background: #f6f8fa; border: 1px solid #e3e3e3; border-radius: 4px; padding: 8px 10px;
-  overflow-x: auto; margin: 6px 0; }
+  white-space: pre-wrap; overflow-wrap: anywhere; margin: 6px 0; }
 code { font-family: ui-monospace, "DejaVu Sans Mono", "Liberation Mono", monospace;
   font-size: 12.5px; }
 .ddplab-only, .facts { color: #5f6368; margin: 6px 0 0; font-size: 13px; }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # report.html in a real browser: Debian's chromium, headless, opens a sample page
 # (testdata/write_report_html) without a console message, its DOM holds the three charts
-# with their dots, bars and points, and its screenshot is a PNG of a drawn page.
+# with their dots, bars and points, and its screenshot is a PNG of a drawn page. A page with
+# what real suites write at full length (long names, a third transport, long code lines)
+# clips nothing at 1280 or 1400 px, and a control page with a clipped line is caught first.
 #
 # chromium prints the page's console (errors, uncaught exceptions, blocked loads) as
 # lines with "CONSOLE" under --enable-logging=stderr; a control page that calls
@@ -61,6 +63,26 @@ points=$(count '<g class="point"' "$tmp/dom.html")
 if grep -q '<script' "$tmp/dom.html"; then fail "a script element in the DOM"; fi
 grep -q 'within noise' "$tmp/dom.html" || fail "no recommendation badge"
 
+# Nothing clipped: clip_check PAGE WIDTH prints what testdata/clip_check.html finds in PAGE
+# at WIDTH px ("none" or a list), run on a copy without the page's script ban (the HTML
+# parser takes what follows </html> into the body).
+clip_check() {
+  local page="$1" width="$2" checked="$tmp/checked.html"
+  { sed 's#<meta http-equiv="Content-Security-Policy"[^>]*>##' "$page"
+    cat "$TEST_SRCDIR/ddplab/core/report/testdata/clip_check.html"; } >"$checked"
+  browse "$checked" "$tmp/clip.log" --window-size="$width",3000 --dump-dom |
+    grep -o 'data-clipped="[^"]*"' | sed 's/^data-clipped="//; s/"$//' || true
+}
+printf '<!DOCTYPE html><main><pre style="overflow-x:auto;white-space:pre;width:100px">%0300d</pre></main>\n' 0 \
+  >"$tmp/clipped.html"
+clipped="$(clip_check "$tmp/clipped.html" 1280)"
+[ -n "$clipped" ] && [ "$clipped" != none ] || fail "the clip checker missed a clipped line: '$clipped'"
+"$TEST_SRCDIR/ddplab/core/report/testdata/write_report_html" "$tmp/long.html" long
+for width in 1280 1400; do
+  clipped="$(clip_check "$tmp/long.html" "$width")"
+  [ "$clipped" = none ] || fail "at $width px, clipped: ${clipped:-no answer from the checker}"
+done
+
 # The screenshot: a PNG of the window's size, with more in it than a blank page.
 browse "$page" "$tmp/shot.log" --screenshot="$tmp/report.png" --window-size=1400,2000 >/dev/null
 if grep CONSOLE "$tmp/shot.log"; then fail "console messages above"; fi
@@ -74,4 +96,4 @@ bytes=$(wc -c <"$tmp/report.png")
 if [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]; then
   cp "$tmp/report.png" "$tmp/report.html" "$TEST_UNDECLARED_OUTPUTS_DIR/"
 fi
-echo "report.html in chromium: $dots dots, $bars bars, $points points, a ${bytes}-byte screenshot; 1 passed"
+echo "report.html in chromium: nothing clipped at 1280 and 1400 px, $dots dots, $bars bars, $points points, a ${bytes}-byte screenshot; 1 passed"

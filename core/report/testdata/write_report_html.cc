@@ -1,9 +1,11 @@
 // Writes report.html for a sample suite to the file named by argv[1], for
 // //core:report_html_browser_test: two transports at 2 GPUs with three repetitions each,
 // lossy and diagnostic rows, a single-process row and two configurations also at 4 GPUs,
-// so that every chart of the page is drawn.
+// so that every chart of the page is drawn. With "long" after the file, the page also
+// holds what real suites write at full length: a third transport, derived experiment names,
+// a description that runs on, and PyTorch code with a comment at the end of a line.
 //
-//   bazel run //core:testdata/write_report_html -- "$PWD/report.html"
+//   bazel run //core:testdata/write_report_html -- "$PWD/report.html" [long]
 #include <algorithm>
 #include <fstream>
 #include <string>
@@ -141,11 +143,35 @@ SuiteReport SampleReport() {
   return report;
 }
 
+// What real suites write at full length (see the file's comment).
+void AddLongRows(SuiteReport& report) {
+  ReportRow* row = AddRow(report, "bf16_fp32_sum_25mb", "SOCKETS", 2, 0.321, 61.2);
+  row->set_experiment("bf16_fp32_sum_bucket_25mb_gradient_as_bucket_view_sockets-convergence-2");
+  row->set_nccl_transport("NET Socket, NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1");
+  row->set_gradient_error(2.3e-3);
+  row->set_description(
+      "bf16 on the wire, summed in float32 after a per-bucket all-to-all: the exact sum's "
+      "order differs from NCCL's ring, so its error is the cast's alone, sampled every 50 steps.");
+  row->set_pytorch(
+      "state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=4,\n"
+      "    start_powerSGD_iter=1000,  # for training: PyTorch's default; its docs advise about 10% "
+      "of the steps (this run compressed from step 2)\n"
+      "    min_compression_rate=2, use_error_feedback=True, warm_start=True, random_seed=0)");
+  ddplab::v1::Recommendation* r = report.add_recommendations();
+  r->set_transport("SOCKETS");
+  r->set_fastest(row->experiment());
+  r->set_text("Over sockets, " + row->experiment() + " is fastest: 0.321 of one GPU's step rate.");
+  r->set_pytorch(row->pytorch());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) return 2;
+  const bool long_rows = argc == 3 && std::string(argv[2]) == "long";
+  if (argc != 2 && !long_rows) return 2;
+  SuiteReport report = SampleReport();
+  if (long_rows) AddLongRows(report);
   std::ofstream out(argv[1], std::ios::binary);
-  out << ddplab::FormatHtml(SampleReport());
+  out << ddplab::FormatHtml(report);
   return out ? 0 : 1;
 }
