@@ -1,9 +1,13 @@
 #include "core/training/synthetic_data.h"
 
 #include <chrono>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include <ATen/CPUGeneratorImpl.h>
+
+#include "core/torch_compat.h"
 
 #if defined(DDPLAB_CUDA)
 #include <ATen/cuda/CUDAEvent.h>
@@ -122,7 +126,20 @@ void SyntheticData::WorkerLoop() {
     // The consumer's last copy out of this buffer must finish before it is overwritten.
     if (slot->copy_pending) slot->copied.synchronize();
 #endif
-    Generate(index, slot->images, slot->labels);
+    try {
+      Generate(index, slot->images, slot->labels);
+    } catch (const std::exception& e) {
+      // An exception that left this thread would call std::terminate: the consumer
+      // throws it instead, from Next(), where the run reports it as its error.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failure_.empty())
+        failure_ = "a data worker failed generating batch " + std::to_string(index) + ": " +
+                   compat::WhatWithoutBacktrace(e);
+      stopping_ = true;
+      ready_cv_.notify_all();
+      free_cv_.notify_all();
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       slot->index = index;
@@ -146,7 +163,8 @@ SyntheticData::Slot& SyntheticData::WaitReady(int64_t index) {
   }
   auto start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
-  ready_cv_.wait(lock, [&] { return slot.ready && slot.index == index; });
+  ready_cv_.wait(lock, [&] { return (slot.ready && slot.index == index) || !failure_.empty(); });
+  if (!(slot.ready && slot.index == index)) throw std::runtime_error(failure_);
   slot.ready = false;
   slot.in_use = true;
   host_wait_seconds_ +=

@@ -20,6 +20,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -55,6 +56,7 @@ class SyntheticData {
   SyntheticData& operator=(const SyntheticData&) = delete;
 
   // The next batch on the device. On a GPU the current stream waits for its copy.
+  // Throws std::runtime_error when a worker failed generating it (out of memory, say).
   Batch Next();
 
   // Seconds Next() spent blocked waiting for workers to finish a batch.
@@ -85,6 +87,7 @@ class SyntheticData {
   int64_t next_to_consume_ = 0;
   int64_t next_to_copy_ = 0;
   bool stopping_ = false;  // guarded by mu_
+  std::string failure_;    // guarded by mu_: a worker's error, thrown by Next()
   std::vector<std::thread> workers_;
   std::deque<std::unique_ptr<DeviceBatch>> in_flight_;
   Slot* held_ = nullptr;  // CPU: the slot whose tensors the last batch returned

@@ -40,6 +40,26 @@ TEST(SyntheticDataTest, WorkersGiveTheSameBatchesInOrder) {
   }
 }
 
+// A worker that fails (out of memory in the red team's case; here labels it cannot draw)
+// fails the consumer's Next() with the error, once per call, and the workers stop: no
+// std::terminate, no hang, and no LibTorch backtrace in the message.
+TEST(SyntheticDataTest, AWorkersFailureIsNextsError) {
+  SyntheticData::Options o = Small(2);
+  o.num_classes = 0;
+  SyntheticData data(o);
+  for (int call = 0; call < 2; ++call) {
+    try {
+      data.Next();
+      ADD_FAILURE() << "Next() returned a batch whose labels cannot be drawn";
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("a data worker failed generating batch "), std::string::npos) << what;
+      EXPECT_NE(what.find("random_"), std::string::npos) << what;
+      EXPECT_EQ(what.find("frame #"), std::string::npos) << what;
+    }
+  }
+}
+
 TEST(SyntheticDataTest, RanksAndBatchesDiffer) {
   SyntheticData::Options other = Small(0);
   other.rank = 1;
