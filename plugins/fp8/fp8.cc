@@ -1,0 +1,272 @@
+// fp8: gradients travel as 8-bit floats in blocks with a float32 scale each (codec.h),
+// are summed in float64 by the rank that owns their shard, and come back in 8 bits again
+// (or bfloat16), as a communication hook. NCCL's own float8 sums add in 8 bits at every
+// hop of the ring; here nothing is added on the wire. Per bucket:
+//   1. the gradients (plus, with error feedback, what quantizing this bucket lost at the
+//      last step) are copied into a float32 buffer, padded with zeros to W shards of whole
+//      blocks (W ranks);
+//   2. the buffer is quantized in blocks; with error feedback, what that lost is kept;
+//   3. an all-to-all (c10d's alltoall_base) gives rank r every rank's shard r, each as its
+//      blocks' scales then its codes: a reduce-scatter's bytes, nothing reduced on the wire;
+//   4. rank r dequantizes the shards in float64 (exactly: 4 significant bits times a
+//      float32 scale), sums them in rank order, divides by W and rounds the mean to float32;
+//   5. the mean shard is quantized again with fresh scales (or rounded to bfloat16) and
+//      all-gathered;
+//   6. the bucket gets every shard, dequantized in float32.
+// The bytes are 1 + 4/block per value each way (0.258 of float32's at 128), besides padding.
+// One process quantizes its gradients once and issues no collective.
+//
+// The passes over every value (steps 2, 4 and 5, 6) are wire.h's: ATen's operations, or on
+// GPUs of a CUDA build kernels of our own that give the same bits in one pass each.
+// On GPUs (NCCL) Run queues everything on a stream of its own and NCCL's, and returns. On
+// CPUs (Gloo) a thread of the hook's own reduces the buckets in order while backward goes
+// on (core/engine/hook_worker.h).
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if defined(DDPLAB_CUDA)
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "core/engine/hook_worker.h"
+#include "core/plugin/plugin_api.h"
+#include "plugins/fp8/fp8.pb.h"
+#include "plugins/fp8/wire.h"
+
+namespace {
+
+using ddplab::CommContext;
+using ddplab::GradBucket;
+using ddplab::fp8::Format;
+using ddplab::plugins::fp8::v1::Config;
+
+constexpr int64_t kDefaultBlock = 128;
+
+struct Settings {
+  Format format = Format::kE4M3;
+  int64_t block = kDefaultBlock;
+  bool gather_bf16 = false;
+  bool error_feedback = false;
+  bool kernels = true;  // kernels.h's passes on GPUs of a CUDA build
+};
+
+// The bucket's gradients into the first elements of `values` (float32), zeros after them.
+// Gradients handed over where they lie are read from there and let go.
+void CopyInto(GradBucket& bucket, at::Tensor& values) {
+  const int64_t numel = bucket.buffer.numel();
+  if (bucket.gradients.empty()) {
+    values.narrow(0, 0, numel).copy_(bucket.buffer);
+  } else {
+    std::vector<at::Tensor> parts;
+    for (size_t k = 0; k < bucket.gradients.size(); ++k) {
+      const at::Tensor& gradient = bucket.gradients[k];
+      parts.push_back(values.narrow(0, bucket.offsets[k], gradient.numel()).view(gradient.sizes()));
+    }
+    ddplab::compat::CopyEach(parts, bucket.gradients);
+    bucket.gradients.clear();
+  }
+  if (values.numel() > numel) values.narrow(0, numel, values.numel() - numel).zero_();
+}
+
+// Every rank's `mine` (bytes) into `gathered`, in rank order.
+void AllGather(const CommContext& context, at::Tensor& gathered, const at::Tensor& mine) {
+  at::Tensor out = gathered.view(at::kByte).view(-1), in = mine.view(at::kByte).view(-1);
+  if (context.nccl) {
+    context.process_group->_allgather_base(out, in)->wait();
+    return;
+  }
+  // Gloo in LibTorch 1.x has no _allgather_base: the list form, into views of `out`.
+  const int64_t bytes = in.numel();
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int r = 0; r < context.world_size; ++r) outs[0].push_back(out.narrow(0, r * bytes, bytes));
+  std::vector<at::Tensor> ins{in};
+  context.process_group->allgather(outs, ins)->wait();
+}
+
+// The bucket's mean over the ranks into bucket.buffer (steps 1 to 6 above); `residual`
+// (error feedback; null without) holds what quantizing this bucket lost last time and
+// gets this time's.
+void Reduce(const Settings& s, const CommContext& context, GradBucket& bucket, at::Tensor* residual) {
+  const ddplab::fp8::Layout layout = ddplab::fp8::LayoutOf(bucket.buffer.numel(), context.world_size, s.block);
+  at::Tensor values = at::empty({layout.padded()}, bucket.buffer.options().dtype(at::kFloat));
+  CopyInto(bucket, values);
+  if (residual != nullptr && (!residual->defined() || residual->numel() != values.numel())) {
+    *residual = at::zeros_like(values);  // the first step, or buckets rebuilt
+  }
+  const bool kernels = s.kernels && ddplab::fp8::KernelsRun(values);
+  at::Tensor parts = ddplab::fp8::QuantizeParts(values, residual, layout, s.format, kernels);
+  if (context.world_size == 1) {
+    ddplab::fp8::DequantizeParts(parts, layout, s.format, kernels, bucket.buffer);
+    return;
+  }
+  at::Tensor received = at::empty_like(parts);
+  std::vector<int64_t> out_splits, in_splits;  // empty: equal shards
+  context.process_group->alltoall_base(received, parts, out_splits, in_splits)->wait();
+  const at::Tensor mine = ddplab::fp8::SumParts(received, layout, s.format, s.gather_bf16, kernels);
+  if (s.gather_bf16) {
+    at::Tensor result = at::empty({layout.padded()}, mine.options());
+    AllGather(context, result, mine);
+    bucket.buffer.copy_(result.narrow(0, 0, layout.numel));
+    return;
+  }
+  at::Tensor gathered = at::empty({layout.world, layout.part_bytes()}, received.options());
+  AllGather(context, gathered, mine);
+  ddplab::fp8::DequantizeParts(gathered, layout, s.format, kernels, bucket.buffer);
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> MakeFuture(const at::Tensor& buffer) {
+  if (buffer.device().is_cpu()) return c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+  // Completing it records an event on the current stream, which the engine's wait blocks.
+  return c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get(), std::vector<c10::Device>{buffer.device()});
+}
+
+class Fp8Hook : public ddplab::CommHook {
+ public:
+  Fp8Hook(const Settings& settings, const CommContext& context) : settings_(settings), context_(context) {
+    if (!context_.nccl && context_.world_size > 1) worker_.emplace([this](Task& task) { Finish(task); });
+  }
+
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
+    Count(bucket);
+    Task task{bucket, MakeFuture(bucket.buffer)};  // the engine's bucket is gone when Run returns
+    c10::intrusive_ptr<c10::ivalue::Future> future = task.future;
+    if (worker_) {
+      worker_->Push(std::move(task));
+      return future;
+    }
+#if defined(DDPLAB_CUDA)
+    if (bucket.buffer.is_cuda()) {
+      FinishOnOurStream(task);
+      return future;
+    }
+#endif
+    Finish(task);
+    return future;
+  }
+
+  // Reads the gradients where autograd left them: nothing is copied into the bucket.
+  ddplab::BucketFormat Format() const override { return {at::ScalarType::Undefined, /*filled=*/false}; }
+
+  // compression_ratio: the gradients' bytes over the bytes sent per value, each way
+  // (scales and padding included); wire_bytes_per_step: what each rank sends per step,
+  // both collectives together.
+  std::map<std::string, double> Stats() const override {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    std::map<std::string, double> stats;
+    if (wire_bytes_ > 0) stats["compression_ratio"] = 2.0 * gradient_bytes_ / wire_bytes_;
+    if (steps_ > 0 && context_.world_size > 1) {
+      stats["wire_bytes_per_step"] = wire_bytes_ * (context_.world_size - 1.0) / context_.world_size / steps_;
+    }
+    return stats;
+  }
+
+ private:
+  struct Task {
+    GradBucket bucket;
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+  };
+
+  void Count(const GradBucket& bucket) {
+    const ddplab::fp8::Layout layout = ddplab::fp8::LayoutOf(bucket.buffer.numel(), context_.world_size, settings_.block);
+    const int64_t there = layout.world * layout.part_bytes();
+    const int64_t back = settings_.gather_bf16 ? 2 * layout.padded() : there;
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    gradient_bytes_ += layout.numel * static_cast<int64_t>(bucket.buffer.element_size());
+    wire_bytes_ += there + back;
+    if (bucket.is_last) ++steps_;
+  }
+
+  // This bucket's residual (error feedback; null without), kept by the bucket's
+  // parameters: when the engine regroups its buckets, a new group's residual starts at
+  // zero and those of the groups it replaces (sharing a parameter) are dropped.
+  at::Tensor* Residual(const std::vector<size_t>& parameters) {
+    if (!settings_.error_feedback) return nullptr;
+    std::lock_guard<std::mutex> lock(residuals_mu_);
+    if (auto it = residuals_.find(parameters); it != residuals_.end()) return &it->second;
+    const std::set<size_t> mine(parameters.begin(), parameters.end());
+    for (auto it = residuals_.begin(); it != residuals_.end();) {
+      const bool shares = std::any_of(it->first.begin(), it->first.end(), [&](size_t p) { return mine.count(p) > 0; });
+      it = shares ? residuals_.erase(it) : std::next(it);
+    }
+    return &residuals_[parameters];  // std::map: the pointer stays valid
+  }
+
+  // Reduces the task's bucket and completes its future with it (or with the error).
+  void Finish(Task& task) {
+    c10::intrusive_ptr<c10::ivalue::Future> future = std::move(task.future);
+    try {
+      Reduce(settings_, context_, task.bucket, Residual(task.bucket.parameters));
+      const at::Tensor result = task.bucket.buffer;
+      task.bucket = GradBucket();  // nothing of the step held once the engine goes on
+      future->markCompleted(c10::IValue(result));
+    } catch (...) {
+      task.bucket = GradBucket();
+      future->setError(std::current_exception());
+    }
+  }
+
+#if defined(DDPLAB_CUDA)
+  // On a GPU the bucket is reduced on a stream of the hook's own, ordered after the
+  // gradients: each collective's wait() orders the current stream after NCCL's, and on
+  // the compute stream that would hold backward's next kernels until the bucket's
+  // exchange is over. The future's event is on our stream; the engine's wait for it
+  // orders the compute stream after the whole reduction, at the end of backward.
+  void FinishOnOurStream(Task& task) {
+    const c10::DeviceIndex device = task.bucket.buffer.device().index();
+    if (!stream_) stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+    at::cuda::CUDAEvent ready;
+    ready.record(c10::cuda::getCurrentCUDAStream(device));
+    ready.block(*stream_);
+    // Autograd's gradients are read on our stream and dropped once the reads are queued:
+    // their memory must not be handed out again before our stream is past them.
+    for (const at::Tensor& gradient : task.bucket.gradients) {
+      if (!gradient.is_alias_of(task.bucket.buffer)) gradient.record_stream(*stream_);
+    }
+    c10::cuda::CUDAStreamGuard guard(*stream_);
+    Finish(task);
+  }
+  std::optional<c10::cuda::CUDAStream> stream_;  // Run's (autograd's thread) alone
+#endif
+
+  const Settings settings_;
+  const CommContext context_;
+  mutable std::mutex stats_mu_;  // the counters below: Run writes, Stats reads
+  int64_t gradient_bytes_ = 0, wire_bytes_ = 0, steps_ = 0;
+  std::mutex residuals_mu_;
+  std::map<std::vector<size_t>, at::Tensor> residuals_;
+  std::optional<ddplab::HookWorker<Task>> worker_;  // last: started once everything it uses exists
+};
+
+void Register(const Config& config, ddplab::PluginRegistrar& registrar) {
+  Settings s;
+  s.format = config.format() == Config::E5M2 ? Format::kE5M2 : Format::kE4M3;
+  if (config.block_size() != 0) s.block = config.block_size();
+  if (s.block % 16 != 0) {
+    registrar.RejectField("block_size", "must be a multiple of 16, got " + std::to_string(s.block));
+    return;
+  }
+  s.gather_bf16 = config.gather() == Config::BF16;
+  s.error_feedback = config.error_feedback();
+  s.kernels = !config.disable_fused_kernels();
+  registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
+                         [s](std::unique_ptr<ddplab::CommHook>, const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
+                           return std::make_unique<Fp8Hook>(s, context);
+                         });
+  registrar.Refuse(ddplab::ExtensionPoint::kCodec, "it sends 8-bit floats itself; a codec would change what travels");
+  registrar.Lossy(static_cast<int>(config.sample_error_every()));
+  // PyTorch's DDP has no FP8 hook: described by nothing, the report says its gain needs
+  // ddplab's engine.
+}
+
+}  // namespace
+
+DDPLAB_PLUGIN("fp8", "0.1.0", ddplab::plugins::fp8::v1::Config, ddplab::PluginStatus::kExperimental, Register)
