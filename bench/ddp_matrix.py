@@ -53,6 +53,23 @@ for cap in (25, 50, 100, 2000):
     CONFIGS[f"bf16_cap{cap}"] = (
         f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} plugin {{ bf16 {{ sample_error_every: 5 }} }}",
         ["--bucket_cap_mb", str(cap), "--static_graph", "--gradient_as_bucket_view", "--comm_hook", "bf16"])
+# bfloat16 summed in float32, and 8-bit floats in blocks summed in float64 (fp8, with and
+# without error feedback), with bf16's levers. PyTorch has neither: its rows run its bf16
+# hook, the nearest it has (once, where bf16_cap<cap> runs too: PYTORCH_BASE).
+PYTORCH_BASE = {}
+for cap in (25, 100):
+    CONFIGS[f"bf16_fp32_sum_cap{cap}"] = (
+        f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} plugin {{ bf16_fp32_sum {{ sample_error_every: 5 }} }}",
+        CONFIGS[f"bf16_cap{cap}"][1])
+    for name, fields in (("fp8", ""), ("fp8_ef", "error_feedback: true ")):
+        CONFIGS[f"{name}_cap{cap}"] = (
+            f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} plugin {{ fp8 {{ {fields}sample_error_every: 5 }} }}",
+            CONFIGS[f"bf16_cap{cap}"][1])
+    # fp8's passes as ATen's operations instead of its kernels: what the kernels buy.
+    CONFIGS[f"fp8_aten_cap{cap}"] = (CONFIGS[f"fp8_cap{cap}"][0].replace("fp8 {", "fp8 { disable_fused_kernels: true"),
+                                     CONFIGS[f"bf16_cap{cap}"][1])
+    for name in ("bf16_fp32_sum", "fp8", "fp8_ef", "fp8_aten"):
+        PYTORCH_BASE[f"{name}_cap{cap}"] = f"bf16_cap{cap}"
 for rank in (1, 4):
     for cap in (25, 100, 200, 2000):
         CONFIGS[f"powersgd_rank{rank}" + ("" if cap == 2000 else f"_cap{cap}")] = (
@@ -137,7 +154,7 @@ def config_entry(config):
     if config not in CONFIGS:
         sys.exit(f"ddp_matrix.py: unknown configuration {config!r}")
     nccl_env, fields = EXTRA.get(config, ({}, ""))
-    return CONFIGS[config][0], CONFIGS[config][1], nccl_env, fields, None
+    return CONFIGS[config][0], CONFIGS[config][1], nccl_env, fields, PYTORCH_BASE.get(config)
 
 
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"}),
