@@ -36,8 +36,9 @@ ABSL_FLAG(std::string, only, "",
           "Run only the experiment of this name; the suite's report keeps the other runs' "
           "earlier results.");
 ABSL_FLAG(bool, skip_completed, false,
-          "Skip experiments whose result is already in the output directory and records the "
-          "same experiment (a rerun after a crash picks up where the suite stopped).");
+          "Keep the repetitions a result already in the output directory holds, where it records "
+          "the same experiment, and run only the missing ones (a rerun after a crash or Ctrl-C "
+          "picks up where the suite stopped).");
 ABSL_FLAG(std::string, profile, "none",
           "nsys: run every worker under Nsight Systems, capturing the measured steps "
           "(cudaProfilerApi range) with CUDA, NVTX, OS runtime and NCCL traces, one report per rank. "

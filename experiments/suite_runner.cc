@@ -186,7 +186,7 @@ int SuiteRunner::RunAll() {
   } else {
     for (repetition_ = 1; repetition_ <= most && go_on; ++repetition_) {
       for (const PlannedRun& p : plan_.runs) {
-        if (!p.selected || repetition_ > Repetitions(p) || skipped_.count(p.index) > 0) continue;
+        if (!p.selected || repetition_ > Repetitions(p) || repetition_ <= Kept(p)) continue;
         if (!(go_on = Run(p, exit))) break;
       }
     }
@@ -245,15 +245,18 @@ bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
     return false;
   }
   if (Speaks()) Announce(p, *plugins);
-  bool skip = Speaks() && repetition_ == 1 && !p.tuning && SkipCompleted(p);
-  if (InJob()) {  // every rank goes the way rank 0 decided
-    const std::string key = absl::StrCat("ddplab_run_", p.index, "/skip");
-    if (Speaks()) job_store_->set(key, std::vector<uint8_t>{static_cast<uint8_t>(skip)});
-    skip = job_store_->get(key).at(0) != 0;
-  }
-  if (skip) {
-    skipped_.insert(p.index);
-    return true;
+  if (repetition_ == 1 && !p.tuning) {
+    // The repetitions a result from before holds (--skip_completed): kept, not run again.
+    int kept = Speaks() ? SkipCompleted(p) : 0;
+    if (InJob()) {  // every rank goes the way rank 0 decided
+      const std::string key = absl::StrCat("ddplab_run_", p.index, "/kept");
+      if (Speaks()) job_store_->set(key, std::vector<uint8_t>{static_cast<uint8_t>(std::min(kept, 255))});
+      kept = job_store_->get(key).at(0);
+    }
+    if (kept > 0) {
+      kept_[p.index] = kept;
+      return true;
+    }
   }
   if (absl::Status made = MakeDirectories(p.run_dir); Speaks() && !made.ok()) {
     std::cerr << "vit_ddp: " << made.message() << "\n";
@@ -302,27 +305,35 @@ void SuiteRunner::Announce(const PlannedRun& p, const PluginSet& plugins) {
   std::cout.flush();
 }
 
-// Whether `p` has a result already that records the same experiment (--skip_completed).
-bool SuiteRunner::SkipCompleted(const PlannedRun& p) {
-  if (!in_.skip_completed) return false;
+// How many repetitions of `p` a result from before holds, kept for the report
+// (--skip_completed): 0 where there is none, or it records another experiment.
+int SuiteRunner::SkipCompleted(const PlannedRun& p) {
+  if (!in_.skip_completed) return 0;
   const v1::Experiment& e = p.run.experiment;
   absl::StatusOr<v1::RunResult> done = ReadResult(e.output().directory(), plan_.suite, e.name());
-  if (!done.ok()) return false;
+  if (!done.ok()) return 0;
   const std::string path = absl::StrCat(p.run_dir, "/", e.name(), ".json");
   if (std::string why = ResultDiffers(*done, e); !why.empty()) {
     std::cout << "  rerun: the result at " << path << " is of another experiment (" << why << ")\n";
-    return false;
+    return 0;
   }
   // A worker's own result, not yet joined to the repetitions before it, is one.
-  if (std::max(1, done->repetitions_size()) < Repetitions(p)) {
-    std::cout << "  rerun: the result at " << path << " has " << std::max(1, done->repetitions_size()) << " of "
-              << Repetitions(p) << " repetitions\n";
-    return false;
+  if (done->repetitions_size() == 0) *done->add_repetitions() = RepetitionOf(*done);
+  const int kept = done->repetitions_size();
+  if (kept < Repetitions(p)) {
+    std::cout << "  kept: " << kept << " of " << Repetitions(p) << " repetitions from " << path
+              << "; the other " << Repetitions(p) - kept << " run\n";
+  } else {
+    std::cout << "  skipped: completed before (" << path << ")\n";
   }
-  std::cout << "  skipped: completed before (" << path << ")\n";
   Keep(p, *done, /*fresh=*/false);
-  ++ran_;
-  return true;
+  ran_ += std::min(kept, Repetitions(p));
+  return kept;
+}
+
+int SuiteRunner::Kept(const PlannedRun& p) const {
+  auto it = kept_.find(p.index);
+  return it == kept_.end() ? 0 : it->second;
 }
 
 // Starts the workers of `p`: this binary again, with the run handed over in the
@@ -368,6 +379,11 @@ bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
   if (result.signal != 0) {
     std::cerr << "vit_ddp: " << e.name() << ": " << result.message << "; the suite stops here\n";
     stopped_by_ = result.signal;
+    // A worker may have written its own result over the repetitions before it: they go
+    // back, for --skip_completed to keep.
+    if (auto before = results_.find(p.index); before != results_.end()) {
+      (void)WriteRunResult(before->second, e.output().directory());
+    }
     return false;
   }
   if (result.exit_code != 0) {

@@ -64,7 +64,8 @@ class SuiteRunner {
   absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> RunForTuner(const std::vector<v1::Experiment>& experiments,
                                                                          int repetitions, int& exit);
   const std::string& SuiteOf(const PlannedRun& p) const { return p.suite.empty() ? plan_.suite : p.suite; }
-  bool SkipCompleted(const PlannedRun& p);
+  int SkipCompleted(const PlannedRun& p);
+  int Kept(const PlannedRun& p) const;  // repetitions of `p` kept from before
   bool Launch(const PlannedRun& p, const std::string& label);
   bool TrainHere(const PlannedRun& p, const PluginSet& plugins, const std::string& label, int& exit);
   void Keep(const PlannedRun& p, v1::RunResult result, bool fresh);
@@ -89,7 +90,7 @@ class SuiteRunner {
   std::vector<PlannedRun> convergence_runs_;  // the convergence check's, once they are known
   std::vector<PlannedRun> tune_runs_;         // the tuner's, as it asks for them
   std::optional<v1::Tuning> tuning_;          // the tuner's answer
-  std::set<int> skipped_;  // runs --skip_completed found done: no more repetitions
+  std::map<int, int> kept_;  // by run index: repetitions --skip_completed kept from before
   int repetition_ = 1;     // of the runs now running, from 1
 };
 

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# An interrupted suite resumed with --skip_completed keeps its work: stopped by SIGINT once
+# its results hold 3 of its 6 runs (2 experiments, 3 repetitions each, interleaved; a run
+# the signal cuts short is not one of them), resumed, it runs
+# only the missing repetitions, and the report holds all six, the first three with the
+# dates they were measured at.
+set -u
+bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
+suite="$TEST_SRCDIR/ddplab/experiments/testdata/resume_suite.textproto"
+results="$TEST_TMPDIR/results"
+out="$TEST_TMPDIR/out.txt"
+err="$TEST_TMPDIR/err.txt"
+fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; cat "$err"; exit 1; }
+
+"$bin" --experiment="$suite" --print_experiments >"$out" 2>"$err" || fail "the plan"
+if ! grep -q "Gloo yes" "$out"; then
+  echo "no Gloo in this LibTorch: the suite needs 2 processes"
+  exit 0
+fi
+
+# Every repetition kept in the results: "<experiment> <date>" a line.
+repetitions() {
+  python3 - "$results/resume" <<'PY'
+import glob, json, os, sys
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    name = os.path.basename(path)[:-len(".json")]
+    if name == "report" or "." in name:  # the report, traces
+        continue
+    r = json.load(open(path))
+    for rep in r.get("repetitions") or [{"date": r["date"]}]:
+        print(r["experiment"], rep["date"])
+PY
+}
+
+"$bin" --experiment="$suite" --output_dir="$results" >"$out" 2>"$err" &
+suite_pid=$!
+for _ in $(seq 1 600); do
+  [ "$(repetitions 2>/dev/null | wc -l)" -ge 3 ] && break
+  sleep 0.2
+done
+kill -INT $suite_pid
+wait $suite_pid
+code=$?
+[ "$code" -eq 130 ] || fail "the interrupted suite exited $code, not 130"
+repetitions >"$TEST_TMPDIR/before.txt"
+kept=$(wc -l <"$TEST_TMPDIR/before.txt")
+[ "$kept" -ge 3 ] && [ "$kept" -lt 6 ] || fail "$kept repetitions done when interrupted, not 3 to 5"
+
+"$bin" --experiment="$suite" --output_dir="$results" --skip_completed >"$out" 2>"$err" || fail "the resumed suite exited $?"
+ran=$(grep -c "result: " "$out")
+[ "$ran" -eq $((6 - kept)) ] || fail "resumed: $ran runs, not the $((6 - kept)) missing"
+grep -q "rerun:" "$out" && fail "resumed: a completed repetition was run again"
+grep -qE "^  kept: [12] of 3 repetitions from " "$out" || fail "resumed: no word of the repetitions kept"
+repetitions >"$TEST_TMPDIR/after.txt"
+[ "$(wc -l <"$TEST_TMPDIR/after.txt")" -eq 6 ] || fail "after resuming: $(wc -l <"$TEST_TMPDIR/after.txt") repetitions, not 6"
+while read -r line; do
+  grep -qxF "$line" "$TEST_TMPDIR/after.txt" || fail "the repetition '$line' measured before the interrupt is gone"
+done <"$TEST_TMPDIR/before.txt"
+python3 - "$results/resume/report.json" <<'PY' || fail "the report does not hold every repetition"
+import json, sys
+rows = {r["experiment"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+for name in ("naive_ddp", "small_buckets"):
+    assert rows[name]["steps_per_s"]["count"] == 3, (name, rows[name]["steps_per_s"])
+PY
+echo "interrupted after $kept of 6 runs, resumed with $ran more; the report holds all 6; 1 passed"
