@@ -108,4 +108,17 @@ PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::T
   return {work, [work] { work->wait(); }, nullptr};
 }
 
+void AllGatherBytes(compat::CollectiveGroup& group, bool nccl, at::Tensor& gathered, const at::Tensor& mine) {
+  at::Tensor out = gathered.view(at::kByte).view(-1), in = mine.view(at::kByte).view(-1);
+  if (nccl) {
+    group._allgather_base(out, in)->wait();
+    return;
+  }
+  const int64_t bytes = in.numel();
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int r = 0; r < group.getSize(); ++r) outs[0].push_back(out.narrow(0, r * bytes, bytes));
+  std::vector<at::Tensor> ins{in};
+  group.allgather(outs, ins)->wait();
+}
+
 }  // namespace ddplab

@@ -38,6 +38,12 @@ PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nc
 PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::Tensor> tensors,
                                bool nccl);
 
+// Every rank's `mine` into `gathered` (the ranks' bytes of it, contiguous), in rank order,
+// as bytes: any dtype on either backend (Gloo in LibTorch 1.x has no _allgather_base: its
+// list form, into views of `gathered`). Returns once waited for (on a GPU: once the
+// current stream is ordered after it).
+void AllGatherBytes(compat::CollectiveGroup& group, bool nccl, at::Tensor& gathered, const at::Tensor& mine);
+
 }  // namespace ddplab
 
 #endif  // DDPLAB_CORE_ENGINE_COLLECTIVES_H_

@@ -33,6 +33,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/engine/collectives.h"
+#include "core/engine/flat_bucket.h"
 #include "core/engine/hook_worker.h"
 #include "core/plugin/plugin_api.h"
 #include "plugins/bf16_fp32_sum/bf16_fp32_sum.pb.h"
@@ -42,40 +44,6 @@ namespace {
 using ddplab::CommContext;
 using ddplab::GradBucket;
 
-// The bucket's gradients cast to bfloat16 into the first elements of `wire`, zeros after
-// them (the padding). Gradients handed over where they lie are read from there and let
-// go: autograd's memory is free once the reads are queued.
-void CastInto(GradBucket& bucket, at::Tensor& wire) {
-  const int64_t numel = bucket.buffer.numel();
-  if (bucket.gradients.empty()) {
-    wire.narrow(0, 0, numel).copy_(bucket.buffer);
-  } else {
-    std::vector<at::Tensor> parts;
-    for (size_t k = 0; k < bucket.gradients.size(); ++k) {
-      const at::Tensor& gradient = bucket.gradients[k];
-      parts.push_back(wire.narrow(0, bucket.offsets[k], gradient.numel()).view(gradient.sizes()));
-    }
-    ddplab::compat::CopyEach(parts, bucket.gradients);
-    bucket.gradients.clear();
-  }
-  if (wire.numel() > numel) wire.narrow(0, numel, wire.numel() - numel).zero_();
-}
-
-// Every rank's `mine` (one chunk, bfloat16) into `gathered`, in rank order.
-void AllGather(const CommContext& context, at::Tensor& gathered, const at::Tensor& mine) {
-  at::Tensor out = gathered.view(at::kByte), in = mine.view(at::kByte);
-  if (context.nccl) {
-    context.process_group->_allgather_base(out, in)->wait();
-    return;
-  }
-  // Gloo in LibTorch 1.x has no _allgather_base: the list form, into views of `out`.
-  const int64_t bytes = in.numel();
-  std::vector<std::vector<at::Tensor>> outs(1);
-  for (int r = 0; r < context.world_size; ++r) outs[0].push_back(out.narrow(0, r * bytes, bytes));
-  std::vector<at::Tensor> ins{in};
-  context.process_group->allgather(outs, ins)->wait();
-}
-
 // The bucket's mean over the ranks, rounded once to bfloat16, into bucket.buffer (steps
 // 1 to 5 above). On NCCL the waits order the current stream after each collective.
 void Reduce(const CommContext& context, GradBucket& bucket) {
@@ -83,7 +51,7 @@ void Reduce(const CommContext& context, GradBucket& bucket) {
   const int64_t numel = bucket.buffer.numel();
   const int64_t chunk = (numel + world - 1) / world;
   at::Tensor wire = at::empty({chunk * world}, bucket.buffer.options().dtype(at::kBFloat16));
-  CastInto(bucket, wire);
+  ddplab::CopyBucketInto(bucket, wire);  // cast to bfloat16, zeros after
   if (world == 1) {
     bucket.buffer.copy_(wire);
     return;
@@ -98,14 +66,8 @@ void Reduce(const CommContext& context, GradBucket& bucket) {
   for (int r = 1; r < world; ++r) sum.add_(from[r]);
   const at::Tensor mine = sum.div_(world).to(at::kBFloat16);
   at::Tensor gathered = at::empty_like(wire);
-  AllGather(context, gathered, mine);
+  ddplab::AllGatherBytes(*context.process_group, context.nccl, gathered, mine);
   bucket.buffer.copy_(gathered.narrow(0, 0, numel));
-}
-
-c10::intrusive_ptr<c10::ivalue::Future> MakeFuture(const at::Tensor& buffer) {
-  if (buffer.device().is_cpu()) return c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
-  // Completing it records an event on the current stream, which the engine's wait blocks.
-  return c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get(), std::vector<c10::Device>{buffer.device()});
 }
 
 class Bf16Fp32SumHook : public ddplab::CommHook {
@@ -116,7 +78,7 @@ class Bf16Fp32SumHook : public ddplab::CommHook {
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
     Count(bucket);
-    Task task{bucket, MakeFuture(bucket.buffer)};  // the engine's bucket is gone when Run returns
+    Task task{bucket, ddplab::MakeBucketFuture(bucket.buffer)};  // the engine's bucket is gone when Run returns
     c10::intrusive_ptr<c10::ivalue::Future> future = task.future;
     if (!worker_) {
       Finish(task);

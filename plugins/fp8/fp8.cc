@@ -37,6 +37,8 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "core/engine/collectives.h"
+#include "core/engine/flat_bucket.h"
 #include "core/engine/hook_worker.h"
 #include "core/plugin/plugin_api.h"
 #include "plugins/fp8/fp8.pb.h"
@@ -59,46 +61,13 @@ struct Settings {
   bool kernels = true;  // kernels.h's passes on GPUs of a CUDA build
 };
 
-// The bucket's gradients into the first elements of `values` (float32), zeros after them.
-// Gradients handed over where they lie are read from there and let go.
-void CopyInto(GradBucket& bucket, at::Tensor& values) {
-  const int64_t numel = bucket.buffer.numel();
-  if (bucket.gradients.empty()) {
-    values.narrow(0, 0, numel).copy_(bucket.buffer);
-  } else {
-    std::vector<at::Tensor> parts;
-    for (size_t k = 0; k < bucket.gradients.size(); ++k) {
-      const at::Tensor& gradient = bucket.gradients[k];
-      parts.push_back(values.narrow(0, bucket.offsets[k], gradient.numel()).view(gradient.sizes()));
-    }
-    ddplab::compat::CopyEach(parts, bucket.gradients);
-    bucket.gradients.clear();
-  }
-  if (values.numel() > numel) values.narrow(0, numel, values.numel() - numel).zero_();
-}
-
-// Every rank's `mine` (bytes) into `gathered`, in rank order.
-void AllGather(const CommContext& context, at::Tensor& gathered, const at::Tensor& mine) {
-  at::Tensor out = gathered.view(at::kByte).view(-1), in = mine.view(at::kByte).view(-1);
-  if (context.nccl) {
-    context.process_group->_allgather_base(out, in)->wait();
-    return;
-  }
-  // Gloo in LibTorch 1.x has no _allgather_base: the list form, into views of `out`.
-  const int64_t bytes = in.numel();
-  std::vector<std::vector<at::Tensor>> outs(1);
-  for (int r = 0; r < context.world_size; ++r) outs[0].push_back(out.narrow(0, r * bytes, bytes));
-  std::vector<at::Tensor> ins{in};
-  context.process_group->allgather(outs, ins)->wait();
-}
-
 // The bucket's mean over the ranks into bucket.buffer (steps 1 to 6 above); `residual`
 // (error feedback; null without) holds what quantizing this bucket lost last time and
 // gets this time's.
 void Reduce(const Settings& s, const CommContext& context, GradBucket& bucket, at::Tensor* residual) {
   const ddplab::fp8::Layout layout = ddplab::fp8::LayoutOf(bucket.buffer.numel(), context.world_size, s.block);
   at::Tensor values = at::empty({layout.padded()}, bucket.buffer.options().dtype(at::kFloat));
-  CopyInto(bucket, values);
+  ddplab::CopyBucketInto(bucket, values);
   if (residual != nullptr && (!residual->defined() || residual->numel() != values.numel())) {
     *residual = at::zeros_like(values);  // the first step, or buckets rebuilt
   }
@@ -114,19 +83,13 @@ void Reduce(const Settings& s, const CommContext& context, GradBucket& bucket, a
   const at::Tensor mine = ddplab::fp8::SumParts(received, layout, s.format, s.gather_bf16, kernels);
   if (s.gather_bf16) {
     at::Tensor result = at::empty({layout.padded()}, mine.options());
-    AllGather(context, result, mine);
+    ddplab::AllGatherBytes(*context.process_group, context.nccl, result, mine);
     bucket.buffer.copy_(result.narrow(0, 0, layout.numel));
     return;
   }
   at::Tensor gathered = at::empty({layout.world, layout.part_bytes()}, received.options());
-  AllGather(context, gathered, mine);
+  ddplab::AllGatherBytes(*context.process_group, context.nccl, gathered, mine);
   ddplab::fp8::DequantizeParts(gathered, layout, s.format, kernels, bucket.buffer);
-}
-
-c10::intrusive_ptr<c10::ivalue::Future> MakeFuture(const at::Tensor& buffer) {
-  if (buffer.device().is_cpu()) return c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
-  // Completing it records an event on the current stream, which the engine's wait blocks.
-  return c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get(), std::vector<c10::Device>{buffer.device()});
 }
 
 class Fp8Hook : public ddplab::CommHook {
@@ -137,7 +100,7 @@ class Fp8Hook : public ddplab::CommHook {
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
     Count(bucket);
-    Task task{bucket, MakeFuture(bucket.buffer)};  // the engine's bucket is gone when Run returns
+    Task task{bucket, ddplab::MakeBucketFuture(bucket.buffer)};  // the engine's bucket is gone when Run returns
     c10::intrusive_ptr<c10::ivalue::Future> future = task.future;
     if (worker_) {
       worker_->Push(std::move(task));
