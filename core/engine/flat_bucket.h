@@ -1,4 +1,4 @@
-// For a communication hook that reduces a bucket itself (plugins/fp8, bf16_fp32_sum):
+// For a communication hook that reduces a bucket itself (a codec of its own on the wire):
 // the bucket's gradients into a flat tensor of the hook's own, and the future the hook
 // completes with the result. Header only: plugins compile it.
 //
