@@ -59,33 +59,8 @@ TEST(Bf16Fp32SumPluginTest, OneProcessRoundsOnce) {
 
 // What the hook's own checks over `ranks` Gloo processes (sum_worker.cc) found: "" if they
 // held, and the relative errors rank 0 measured against the exact mean.
-struct Reduced {
-  std::string failure;
-  std::map<std::string, double> errors;
-};
-
-const Reduced& ReduceOnRanks(int ranks) {
-  static std::map<int, Reduced> done;  // each rank count runs once for the tests below
-  if (auto it = done.find(ranks); it != done.end()) return it->second;
-  Reduced& r = done[ranks];
-  std::string error;
-  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
-      bazel::tools::cpp::runfiles::Runfiles::CreateForTest(&error));
-  const std::string out = absl::StrCat(::testing::TempDir(), "/errors_", ranks);
-  LaunchOptions options;
-  options.nproc_per_node = ranks;
-  LaunchResult launched =
-      Launch({runfiles->Rlocation("ddplab/plugins/bf16_fp32_sum/sum_worker"), "--out=" + out}, options);
-  if (launched.exit_code != 0) {
-    r.failure = absl::StrCat("exit ", launched.exit_code, ": ", launched.message);
-    return r;
-  }
-  std::ifstream in(out);
-  std::string name;
-  double value;
-  while (in >> name >> value) r.errors[name] = value;
-  if (r.errors.size() != 6) r.failure = "rank 0 did not write its errors";
-  return r;
+const testing::RanksRun& ReduceOnRanks(int ranks) {
+  return testing::RunOnRanks("ddplab/plugins/bf16_fp32_sum/sum_worker", ranks);
 }
 
 // On 2, 3 and 5 ranks, each rank's result is, bit for bit, the float32 sum of the
@@ -103,18 +78,18 @@ TEST(Bf16Fp32SumHookTest, SumsInFloat32AndRoundsOnce) {
 TEST(Bf16Fp32SumHookTest, NoWorseThanBf16AndBetterThanRoundingEachHop) {
   REQUIRE_GLOO();
   for (int ranks : {3, 5}) {
-    const Reduced& r = ReduceOnRanks(ranks);
+    const testing::RanksRun& r = ReduceOnRanks(ranks);
     ASSERT_EQ(r.failure, "") << ranks << " ranks";
-    const double hook = r.errors.at("hook"), bf16 = r.errors.at("bf16"), hops = r.errors.at("rounded_hops");
+    const double hook = r.values.at("hook"), bf16 = r.values.at("bf16"), hops = r.values.at("rounded_hops");
     std::cout << ranks << " ranks, relative error against the exact mean: bf16_fp32_sum " << hook << ", bf16 "
               << bf16 << ", rounding each hop " << hops << "; of the reduction alone: "
-              << r.errors.at("hook_reduction") << ", " << r.errors.at("bf16_reduction") << ", "
-              << r.errors.at("rounded_hops_reduction") << "\n";
+              << r.values.at("hook_reduction") << ", " << r.values.at("bf16_reduction") << ", "
+              << r.values.at("rounded_hops_reduction") << "\n";
     EXPECT_LE(hook, bf16) << ranks << " ranks";
     EXPECT_LT(hook, hops) << ranks << " ranks";
-    EXPECT_LE(r.errors.at("hook_reduction"), r.errors.at("bf16_reduction")) << ranks << " ranks";
-    EXPECT_LT(r.errors.at("hook_reduction"), r.errors.at("rounded_hops_reduction")) << ranks << " ranks";
-    EXPECT_GT(r.errors.at("hook_reduction"), 0) << "bfloat16 should round something";
+    EXPECT_LE(r.values.at("hook_reduction"), r.values.at("bf16_reduction")) << ranks << " ranks";
+    EXPECT_LT(r.values.at("hook_reduction"), r.values.at("rounded_hops_reduction")) << ranks << " ranks";
+    EXPECT_GT(r.values.at("hook_reduction"), 0) << "bfloat16 should round something";
   }
 }
 

@@ -134,33 +134,7 @@ TEST(Fp8PluginTest, SendsAQuarterOfFloat32sBytes) {
 // What the hook's own checks over `ranks` Gloo processes (fp8_worker.cc) found: "" if
 // they held, and what rank 0 wrote: per configuration the relative error against the
 // exact mean, and the hook's figures.
-struct Reduced {
-  std::string failure;
-  std::map<std::string, double> values;
-};
-
-const Reduced& ReduceOnRanks(int ranks) {
-  static std::map<int, Reduced> done;  // each rank count runs once for the tests below
-  if (auto it = done.find(ranks); it != done.end()) return it->second;
-  Reduced& r = done[ranks];
-  std::string error;
-  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
-      bazel::tools::cpp::runfiles::Runfiles::CreateForTest(&error));
-  const std::string out = absl::StrCat(::testing::TempDir(), "/fp8_", ranks);
-  LaunchOptions options;
-  options.nproc_per_node = ranks;
-  LaunchResult launched = Launch({runfiles->Rlocation("ddplab/plugins/fp8/fp8_worker"), "--out=" + out}, options);
-  if (launched.exit_code != 0) {
-    r.failure = absl::StrCat("exit ", launched.exit_code, ": ", launched.message);
-    return r;
-  }
-  std::ifstream in(out);
-  std::string name;
-  double value;
-  while (in >> name >> value) r.values[name] = value;
-  if (r.values.count("default") == 0) r.failure = "rank 0 did not write its errors";
-  return r;
-}
+const testing::RanksRun& ReduceOnRanks(int ranks) { return testing::RunOnRanks("ddplab/plugins/fp8/fp8_worker", ranks); }
 
 // On 2, 3 and 5 ranks, each rank's result is, bit for bit, the reduction fp8.cc's top
 // comment describes, computed by the worker in scalar loops (reference.h), and within
@@ -179,7 +153,7 @@ TEST(Fp8HookTest, ReducesAsItsReferenceBitForBit) {
 TEST(Fp8HookTest, ErrsAsItsRoundingsSay) {
   REQUIRE_GLOO();
   for (int ranks : {2, 3, 5}) {
-    const Reduced& r = ReduceOnRanks(ranks);
+    const testing::RanksRun& r = ReduceOnRanks(ranks);
     ASSERT_EQ(r.failure, "") << ranks << " ranks";
     const double e4m3 = r.values.at("default"), e5m2 = r.values.at("e5m2"), bf16 = r.values.at("bf16_gather");
     std::cout << ranks << " ranks, relative error against the exact mean: E4M3 " << e4m3 << ", E5M2 " << e5m2
@@ -209,7 +183,7 @@ TEST(Fp8HookTest, CountsTheBytesItSends) {
                                   {"block256", 256, false}, {"bf16_gather", 128, true}, {"error_feedback", 128, false},
                                   {"all_options", 48, true}};
   for (int ranks : {2, 3, 5}) {
-    const Reduced& r = ReduceOnRanks(ranks);
+    const testing::RanksRun& r = ReduceOnRanks(ranks);
     ASSERT_EQ(r.failure, "") << ranks << " ranks";
     for (const Shape& s : shapes) {
       double sent = 0, float32 = 0;

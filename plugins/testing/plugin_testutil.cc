@@ -154,4 +154,32 @@ std::string TrainAndCompareOnGpus(const std::string& plugins_text, const std::ve
 
 bool HasTwoGpus() { return DDPLAB_CUDA_BUILD && torch::cuda::device_count() >= 2; }
 
+const RanksRun& RunOnRanks(const std::string& worker, int ranks) {
+  static std::map<std::pair<std::string, int>, RanksRun> done;
+  if (auto it = done.find({worker, ranks}); it != done.end()) return it->second;
+  RanksRun& r = done[{worker, ranks}];
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::CreateForTest(&error));
+  if (runfiles == nullptr) {
+    r.failure = "no runfiles: " + error;
+    return r;
+  }
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string out = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ranks_run_", done.size(), "_", ranks);
+  LaunchOptions options;
+  options.nproc_per_node = ranks;
+  const LaunchResult launched = Launch({runfiles->Rlocation(worker), "--out=" + out}, options);
+  if (launched.exit_code != 0) {
+    r.failure = absl::StrCat("exit ", launched.exit_code, ": ", launched.message);
+    return r;
+  }
+  std::ifstream in(out);
+  std::string name;
+  double value;
+  while (in >> name >> value) r.values[name] = value;
+  if (r.values.empty()) r.failure = "rank 0 wrote no values";
+  return r;
+}
+
 }  // namespace ddplab::testing

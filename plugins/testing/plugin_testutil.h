@@ -7,6 +7,7 @@
 #ifndef DDPLAB_PLUGINS_TESTING_PLUGIN_TESTUTIL_H_
 #define DDPLAB_PLUGINS_TESTING_PLUGIN_TESTUTIL_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,16 @@ absl::StatusOr<v1::RunResult> TrainAndMeasure(int ranks, const std::string& plug
 // there are none: REQUIRE_TWO_GPUS().
 std::string TrainAndCompareOnGpus(const std::string& plugins_text, const std::vector<std::string>& flags = {});
 bool HasTwoGpus();
+
+// What a plugin's own check over several processes found: `worker` (a runfiles path, e.g.
+// "ddplab/plugins/fp8/fp8_worker") started as `ranks` Gloo processes with --out=FILE, into
+// which its rank 0 writes "name value" lines. `failure` is "" where every rank exited 0 and
+// rank 0 wrote its values. Each worker and rank count runs once per test binary.
+struct RanksRun {
+  std::string failure;
+  std::map<std::string, double> values;
+};
+const RanksRun& RunOnRanks(const std::string& worker, int ranks);
 
 // Small buckets for the tiny ViT (several buckets, and a rebuild that changes them).
 inline constexpr char kSmallBuckets[] = "plugin { bucket_sizing { bucket_cap_mb: 0.02 first_bucket_cap_mb: 0.004 } }";
