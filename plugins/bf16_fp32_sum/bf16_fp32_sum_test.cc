@@ -1,5 +1,4 @@
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -7,12 +6,9 @@
 
 #include <torch/torch.h>
 
-#include "absl/strings/str_cat.h"
 #include "core/engine/engine.h"
-#include "core/launch/launcher.h"
 #include "gtest/gtest.h"
 #include "plugins/testing/plugin_testutil.h"
-#include "tools/cpp/runfiles/runfiles.h"
 
 namespace ddplab {
 namespace {

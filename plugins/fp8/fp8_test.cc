@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -11,11 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/engine/engine.h"
-#include "core/launch/launcher.h"
 #include "gtest/gtest.h"
 #include "plugins/fp8/codec.h"
 #include "plugins/testing/plugin_testutil.h"
-#include "tools/cpp/runfiles/runfiles.h"
 
 namespace ddplab {
 namespace {
