@@ -1,11 +1,11 @@
-// One rank of fp8_test's checks of the hook itself over several Gloo processes
-// (fp8_test.cc), started by the launcher as one of N ranks.
+// One rank of fp8_hook_test's checks of the hook itself over several Gloo processes
+// (fp8_hook_test.cc), started by the launcher as one of N ranks.
 //
 // Every rank's gradients come from a seed, the rank and the step, so that each rank makes
 // all of them, and the references, without communicating. Their values are of mixed
 // magnitude (normal values times 2^k, k from -12 to 12), so that a block's small values
 // fall into the format's subnormals. For each configuration of kCases, on buckets of 1,
-// 3, 1000 and 262147 elements (fewer than the ranks, padded, read from the bucket or
+// 3, 1000 and 65539 elements (fewer than the ranks, padded, read from the bucket or
 // from gradients handed over where they lie beside a bucket of NaN), every rank checks
 // that the hook's result
 //   - equals, bit for bit, the reduction its top comment (fp8.cc) describes, computed
@@ -65,7 +65,7 @@ namespace {
 using fp8::reference::ScalarFp8;
 using Vectors = std::vector<std::vector<float>>;  // one per rank
 
-const std::vector<int64_t> kBucketSizes{1, 3, 1000, 262147};
+const std::vector<int64_t> kBucketSizes{1, 3, 1000, 65539};
 
 // A configuration of the hook (its plugin entry) and what the reference makes of it.
 struct Case {
