@@ -32,6 +32,7 @@ ABSL_DECLARE_FLAG(std::string, master_addr);
 ABSL_DECLARE_FLAG(int, master_port);
 ABSL_DECLARE_FLAG(std::string, only);
 ABSL_DECLARE_FLAG(bool, skip_completed);
+ABSL_DECLARE_FLAG(bool, all_repetitions);
 ABSL_DECLARE_FLAG(std::string, profile);
 ABSL_DECLARE_FLAG(int, profile_steps);
 ABSL_DECLARE_FLAG(bool, tune);

@@ -3,7 +3,8 @@
 # its results hold 3 of its 6 runs (2 experiments, 3 repetitions each, interleaved; a run
 # the signal cuts short is not one of them), resumed, it runs
 # only the missing repetitions, and the report holds all six, the first three with the
-# dates they were measured at.
+# dates they were measured at. (--all_repetitions: every run gets its three, close to the
+# others or not.)
 set -u
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
 suite="$TEST_SRCDIR/ddplab/experiments/testdata/resume_suite.textproto"
@@ -32,7 +33,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
 PY
 }
 
-"$bin" --experiment="$suite" --output_dir="$results" >"$out" 2>"$err" &
+"$bin" --experiment="$suite" --output_dir="$results" --all_repetitions >"$out" 2>"$err" &
 suite_pid=$!
 for _ in $(seq 1 600); do
   [ "$(repetitions 2>/dev/null | wc -l)" -ge 3 ] && break
@@ -46,7 +47,7 @@ repetitions >"$TEST_TMPDIR/before.txt"
 kept=$(wc -l <"$TEST_TMPDIR/before.txt")
 [ "$kept" -ge 3 ] && [ "$kept" -lt 6 ] || fail "$kept repetitions done when interrupted, not 3 to 5"
 
-"$bin" --experiment="$suite" --output_dir="$results" --skip_completed >"$out" 2>"$err" || fail "the resumed suite exited $?"
+"$bin" --experiment="$suite" --output_dir="$results" --skip_completed --all_repetitions >"$out" 2>"$err" || fail "the resumed suite exited $?"
 ran=$(grep -c "result: " "$out")
 [ "$ran" -eq $((6 - kept)) ] || fail "resumed: $ran runs, not the $((6 - kept)) missing"
 grep -q "rerun:" "$out" && fail "resumed: a completed repetition was run again"

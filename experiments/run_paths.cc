@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -137,5 +139,23 @@ absl::StatusOr<std::unique_ptr<DirectoryLock>> DirectoryLock::Take(const std::st
 }
 
 DirectoryLock::~DirectoryLock() { close(fd_); }
+
+std::string TracePart(const std::string& run_dir, const std::string& name, int rank) {
+  return absl::StrCat(run_dir, "/", name, ".trace.rank", rank, ".json");
+}
+
+// Joins the ranks' timelines of a run into <name>.trace.json: those that are here (a job
+// across nodes leaves each node's on its own disk).
+void MergeRunTraces(const std::string& run_dir, const std::string& name, int processes) {
+  std::vector<std::string> parts;
+  struct stat st;
+  for (int r = 0; r < processes; ++r) {
+    if (std::string part = TracePart(run_dir, name, r); stat(part.c_str(), &st) == 0) parts.push_back(part);
+  }
+  if (parts.empty()) return;
+  if (absl::Status merged = MergeTraces(parts, absl::StrCat(run_dir, "/", name, ".trace.json")); !merged.ok()) {
+    std::cerr << "vit_ddp: " << merged.message() << "\n";
+  }
+}
 
 }  // namespace ddplab

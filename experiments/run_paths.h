@@ -27,6 +27,14 @@ std::string SelfPath(const char* argv0);
 // `program` found on PATH, or "".
 std::string FindOnPath(const std::string& program);
 
+// Where rank `rank` writes its timeline of run `name` (MergeTraces joins them).
+std::string TracePart(const std::string& run_dir, const std::string& name, int rank);
+
+// Joins the ranks' timelines of a run into <run_dir>/<name>.trace.json: those that are
+// here (a job across nodes leaves each node's on its own disk); a failure is said on
+// stderr.
+void MergeRunTraces(const std::string& run_dir, const std::string& name, int processes);
+
 // The transports NCCL's logs for one run name (files <dir>/<prefix>*), or "".
 std::string NcclTransport(const std::string& dir, const std::string& prefix);
 

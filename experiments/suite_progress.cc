@@ -42,11 +42,12 @@ std::string Duration(double seconds) {
   return absl::StrFormat("%d h %02d min", m / 60, m % 60);
 }
 
-std::string SuiteProgressLine(int done, int total, double seconds, int timed) {
-  if (timed == 0) return absl::StrCat("  suite:   ", total, " run", total == 1 ? "" : "s", " planned\n");
+std::string SuiteProgressLine(int done, int total, double seconds, int timed, bool up_to) {
+  const std::string of = up_to ? "up to " : "";
+  if (timed == 0) return absl::StrCat("  suite:   ", of, total, " run", total == 1 ? "" : "s", " planned\n");
   const int left = std::max(0, total - done);
-  return absl::StrCat("  suite:   ", done, " of ", total, " runs done, ", Duration(seconds), " so far, about ",
-                      Duration(seconds / timed * left), " left\n");
+  return absl::StrCat("  suite:   ", done, " of ", of, total, " runs done, ", Duration(seconds), " so far, ",
+                      up_to ? "at most " : "", "about ", Duration(seconds / timed * left), " left\n");
 }
 
 }  // namespace ddplab

@@ -1,5 +1,5 @@
 // A suite's progress line: a total of runs fixed when the suite starts (repetitions and
-// the convergence check included), the time spent so far and the time left at the rate
+// the convergence check included; the most it may run where repetitions are spared), the time spent so far and the time left at the rate
 // measured, in seconds, minutes or hours as they read best.
 //
 //   const int total = ddplab::PlannedRuns(plan, host);       // before the first run
@@ -35,8 +35,10 @@ int PlannedRuns(const Plan& plan, PluginHost& host);
 std::string Duration(double seconds);
 
 // The line above; `timed` runs took `seconds` in all (the rate for the time left). Before
-// any run: the total alone.
-std::string SuiteProgressLine(int done, int total, double seconds, int timed);
+// any run: the total alone. `up_to`: the total is the most the suite may run, as where
+// repetitions go only to runs they decide (Note [Repetitions that decide]):
+// "  suite:   3 of up to 15 runs done, 41 s so far, at most about 2 min left".
+std::string SuiteProgressLine(int done, int total, double seconds, int timed, bool up_to = false);
 
 }  // namespace ddplab
 

@@ -22,5 +22,12 @@ TEST(SuiteProgress, TheLineSaysTheFixedTotalTheTimeSoFarAndTheTimeLeft) {
   EXPECT_EQ(SuiteProgressLine(18, 19, 36, 18), "  suite:   18 of 19 runs done, 36 s so far, about 2 s left\n");
 }
 
+// Where repetitions go only to the runs they decide, the total is the most that may run.
+TEST(SuiteProgress, AnUpperBoundSaysSo) {
+  EXPECT_EQ(SuiteProgressLine(0, 15, 0, 0, /*up_to=*/true), "  suite:   up to 15 runs planned\n");
+  EXPECT_EQ(SuiteProgressLine(3, 15, 30, 3, /*up_to=*/true),
+            "  suite:   3 of up to 15 runs done, 30 s so far, at most about 2 min left\n");
+}
+
 }  // namespace
 }  // namespace ddplab

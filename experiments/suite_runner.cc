@@ -19,9 +19,10 @@
 #include "core/training/trainer.h"
 #include "experiments/cli.h"  // Printable
 #include "experiments/run_paths.h"
+#include "experiments/repetitions.h"
 #include "experiments/suite_progress.h"
+#include "experiments/worker.h"
 #include "google/protobuf/text_format.h"
-#include "tune/allreduce_sweep.h"
 
 namespace ddplab {
 namespace {
@@ -52,58 +53,6 @@ v1::Repetition RepetitionOf(const v1::RunResult& r) {
   return rep;
 }
 
-std::string TracePart(const std::string& run_dir, const std::string& name, int rank) {
-  return absl::StrCat(run_dir, "/", name, ".trace.rank", rank, ".json");
-}
-
-// Joins the ranks' timelines of a run into <name>.trace.json: those that are here (a job
-// across nodes leaves each node's on its own disk).
-void MergeRunTraces(const std::string& run_dir, const std::string& name, int processes) {
-  std::vector<std::string> parts;
-  struct stat st;
-  for (int r = 0; r < processes; ++r) {
-    if (std::string part = TracePart(run_dir, name, r); stat(part.c_str(), &st) == 0) parts.push_back(part);
-  }
-  if (parts.empty()) return;
-  if (absl::Status merged = MergeTraces(parts, absl::StrCat(run_dir, "/", name, ".trace.json")); !merged.ok()) {
-    std::cerr << "vit_ddp: " << merged.message() << "\n";
-  }
-}
-
-// Trains `e` in this process; where this process speaks, prints its summary and writes
-// its result. An error says what failed: training, or writing the result.
-absl::StatusOr<v1::RunResult> TrainAndWrite(const Invocation& in, const PluginSet& plugins, const v1::Experiment& e,
-                                            const std::string& suite, const std::string& label,
-                                            const std::optional<WorkerEnv>& worker,
-                                            c10::intrusive_ptr<c10d::Store> store) {
-  const int rank = worker ? worker->rank : 0;
-  const bool speaks = rank == 0;
-  const std::string run_dir = absl::StrCat(e.output().directory(), "/", suite);
-  TrainOptions train;
-  train.suite = suite;
-  train.plugins = &plugins;
-  train.worker = worker;
-  train.store = std::move(store);
-  if (speaks) train.progress_label = label;
-  train.trace_path = TracePart(run_dir, e.name(), rank);
-  if (e.profiling().allreduce_sweep()) train.after_steps = tune::SweepIntoResult;
-  if (in.torch_profile) {
-    // A folder per run, holding its ranks' traces alone: HTA reads every trace in a folder.
-    const std::string traces = absl::StrCat(run_dir, "/", e.name(), ".torch_traces");
-    if (absl::Status s = MakeDirectories(traces); !s.ok()) return s;
-    train.torch_profile_path = absl::StrCat(traces, "/rank", rank, ".json");
-    train.torch_profile_steps = in.profile_steps;
-  }
-  absl::StatusOr<v1::RunResult> result = Train(e, train);
-  if (!result.ok() || !speaks) return result;
-  std::cout << FormatRunSummary(*result);
-  absl::StatusOr<std::string> written = WriteRunResult(*result, e.output().directory());
-  if (!written.ok()) return absl::Status(written.status().code(), absl::StrCat("result not written: ", written.status().message()));
-  std::cout << "  result: " << *written << "\n";
-  std::cout.flush();
-  return result;
-}
-
 }  // namespace
 
 v1::Machine ReportMachine(const DeviceReport& d, const Plan& plan) {
@@ -126,22 +75,6 @@ v1::Machine ReportMachine(const DeviceReport& d, const Plan& plan) {
   for (const PlannedRun& p : plan.runs) nodes = std::max<int>(nodes, p.run.experiment.distributed().nodes());
   m.set_nodes(nodes);
   return m;
-}
-
-int RunWorkerTask(const Invocation& in, PluginHost& host, const v1::WorkerTask& task) {
-  const v1::Experiment& e = task.experiment();
-  absl::StatusOr<PluginSet> plugins = host.Configure(e);
-  if (!plugins.ok()) {
-    std::cerr << "vit_ddp: experiment \"" << e.name() << "\": " << plugins.status().message() << "\n";
-    return 2;
-  }
-  absl::StatusOr<v1::RunResult> result =
-      TrainAndWrite(in, *plugins, e, task.suite(), task.progress_label(), in.worker, {});
-  if (!result.ok()) {
-    std::cerr << "vit_ddp: " << e.name() << ": " << result.status().message() << "\n";
-    return 1;
-  }
-  return 0;
 }
 
 namespace {
@@ -174,27 +107,76 @@ int SuiteRunner::RunAll() {
     job_store_ = *store;
   }
   if (Speaks()) planned_ = PlannedRuns(plan_, host_);
-  // Repetitions interleaved: every run once, then again, so that drift over the suite's
-  // time spreads over every run rather than falling on some.
-  int exit = 0, most = 1;
-  for (const PlannedRun& p : plan_.runs) {
-    if (p.selected) most = std::max(most, Repetitions(p));
-  }
+  int exit = 0;
   bool go_on = true;
   if (plan_.tune) {
     RunTune(exit);  // instead of the suite's runs
   } else {
-    for (repetition_ = 1; repetition_ <= most && go_on; ++repetition_) {
-      for (const PlannedRun& p : plan_.runs) {
-        if (!p.selected || repetition_ > Repetitions(p) || repetition_ <= Kept(p)) continue;
-        if (!(go_on = Run(p, exit))) break;
-      }
+    // The runs by transport, in the order each first appears: one pool of workers each.
+    std::vector<std::string> keys;
+    std::map<std::string, std::vector<const PlannedRun*>> transports;
+    for (const PlannedRun& p : plan_.runs) {
+      if (!p.selected) continue;
+      const std::string key = InJob() ? "job" : TransportOf(p);
+      if (transports[key].empty()) keys.push_back(key);
+      transports[key].push_back(&p);
+    }
+    for (const std::string& key : keys) {
+      if (!(go_on = RunTransport(transports[key], exit))) break;
     }
     if (go_on) RunConvergence(exit);
   }
+  pool_.reset();
   const int finished = Finish();
   if (stopped_by_ != 0) return 128 + stopped_by_;
   return exit != 0 ? exit : finished;
+}
+
+// The runs of one transport: every run once, then further repetitions, interleaved, for
+// those a repetition still decides (Note [Repetitions that decide], repetitions.h); all
+// of them with --all_repetitions, and in a job or across nodes, whose processes would
+// have to agree on which. A run
+// found clear of the leader is not repeated again. False when the suite must stop.
+bool SuiteRunner::RunTransport(const std::vector<const PlannedRun*>& runs, int& exit) {
+  int most = 1;
+  for (const PlannedRun* p : runs) most = std::max(most, Repetitions(*p));
+  const bool adaptive = !InJob() && in_.launch.nnodes == 1 && !in_.all_repetitions;
+  std::set<int> settled;
+  bool go_on = true;
+  for (repetition_ = 1; repetition_ <= most && go_on; ++repetition_) {
+    const std::vector<bool> more = repetition_ > 1 && adaptive ? Undecided(runs) : std::vector<bool>(runs.size(), true);
+    for (size_t i = 0; i < runs.size() && go_on; ++i) {
+      const PlannedRun& p = *runs[i];
+      if (repetition_ > Repetitions(p) || repetition_ <= Kept(p) || settled.count(p.index) > 0) continue;
+      if (!more[i]) {
+        settled.insert(p.index);
+        spared_ += Repetitions(p) - std::max(repetition_ - 1, Kept(p));
+        continue;
+      }
+      go_on = Run(p, exit);
+    }
+  }
+  pool_.reset();  // the next transport's workers are others
+  return go_on;
+}
+
+bool SuiteRunner::UpTo() const {
+  if (InJob() || in_.launch.nnodes > 1 || plan_.tune || in_.all_repetitions) return false;
+  for (const PlannedRun& p : plan_.runs) {
+    if (p.selected && Repetitions(p) > 1) return true;
+  }
+  return false;
+}
+
+std::vector<bool> SuiteRunner::Undecided(const std::vector<const PlannedRun*>& runs) const {
+  std::vector<std::vector<double>> rates;
+  for (const PlannedRun* p : runs) {
+    std::vector<double>& r = rates.emplace_back();
+    if (auto it = results_.find(p->index); it != results_.end()) {
+      for (const v1::Repetition& rep : it->second.repetitions()) r.push_back(rep.steps_per_s());
+    }
+  }
+  return ddplab::Undecided(rates);
 }
 
 // The convergence check (Note [The convergence check], core/config/convergence.h), after every
@@ -290,7 +272,7 @@ bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
 void SuiteRunner::Announce(const PlannedRun& p, const PluginSet& plugins) {
   if (repetition_ > 1 && !p.tuning) {  // its plugins and engine were said at its first repetition
     std::cout << "\n== " << p.run.experiment.name() << ", repetition " << repetition_ << " of " << Repetitions(p)
-              << "\n" << SuiteProgressLine(ran_ + failed_, planned_, seconds_, timed_) << std::flush;
+              << "\n" << SuiteProgressLine(ran_ + failed_, planned_ - spared_, seconds_, timed_, UpTo()) << std::flush;
     return;
   }
   std::vector<std::string> names;
@@ -301,7 +283,7 @@ void SuiteRunner::Announce(const PlannedRun& p, const PluginSet& plugins) {
   if (p.processes > 1 || p.run.experiment.distributed().force_engine()) {
     std::cout << "  engine:  " << DescribeEngine(plugins.engine_parts()) << "\n";
   }
-  if (!p.tuning) std::cout << SuiteProgressLine(ran_ + failed_, planned_, seconds_, timed_);
+  if (!p.tuning) std::cout << SuiteProgressLine(ran_ + failed_, planned_ - spared_, seconds_, timed_, UpTo());
   std::cout.flush();
 }
 
@@ -334,71 +316,6 @@ int SuiteRunner::SkipCompleted(const PlannedRun& p) {
 int SuiteRunner::Kept(const PlannedRun& p) const {
   auto it = kept_.find(p.index);
   return it == kept_.end() ? 0 : it->second;
-}
-
-// Starts the workers of `p`: this binary again, with the run handed over in the
-// environment. False when the suite must stop (the launcher was signalled).
-bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
-  const v1::Experiment& e = p.run.experiment;
-  std::vector<std::string> args;
-  if (!in_.nsys.empty()) {
-    args = {in_.nsys, "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
-            "--trace=cuda,nvtx,osrt,nccl", absl::StrCat("--output=", p.run_dir, "/", e.name(), "_rank%q{RANK}")};
-  }
-  args.push_back(SelfPath(in_.argv0));
-  // One flag: a repeated --plugin_dir replaces the one before it.
-  if (!in_.plugin_dirs.empty()) args.push_back(absl::StrCat("--plugin_dir=", absl::StrJoin(in_.plugin_dirs, ",")));
-  if (in_.torch_profile) {
-    args.push_back("--profile=torch");
-    args.push_back(absl::StrCat("--profile_steps=", in_.profile_steps));
-  }
-  v1::WorkerTask task;
-  task.set_suite(SuiteOf(p));
-  *task.mutable_experiment() = e;
-  task.set_progress_label(label);
-  google::protobuf::TextFormat::Printer printer;
-  printer.SetSingleLineMode(true);
-  std::string text;
-  printer.PrintToString(task, &text);
-  EnvironmentList env = {{kWorkerTaskVariable, text}};
-  // NCCL's log says which transport its channels used; keep it beside the results.
-  // (Each worker sets the experiment's own NCCL variables: NcclEnvironment.)
-  const std::string nccl_log_prefix = absl::StrCat(e.name(), ".nccl.");
-  if (std::getenv("NCCL_DEBUG") == nullptr && !in_.device.gpus.empty()) {
-    env.emplace_back("NCCL_DEBUG", "INFO");
-    env.emplace_back("NCCL_DEBUG_FILE", absl::StrCat(p.run_dir, "/", nccl_log_prefix, "%h.%p.log"));
-  }
-  LaunchOptions launch = in_.launch;
-  launch.nproc_per_node = p.per_node;
-  LaunchResult result;
-  {
-    ScopedEnvironment scoped(env);
-    result = ddplab::Launch(args, launch);
-  }
-  MergeRunTraces(p.run_dir, e.name(), p.per_node * launch.nnodes);
-  if (result.signal != 0) {
-    std::cerr << "vit_ddp: " << e.name() << ": " << result.message << "; the suite stops here\n";
-    stopped_by_ = result.signal;
-    // A worker may have written its own result over the repetitions before it: they go
-    // back, for --skip_completed to keep.
-    if (auto before = results_.find(p.index); before != results_.end()) {
-      (void)WriteRunResult(before->second, e.output().directory());
-    }
-    return false;
-  }
-  if (result.exit_code != 0) {
-    Failed(e.name(), result.message);
-    return true;
-  }
-  absl::StatusOr<v1::RunResult> r = ReadResult(e.output().directory(), SuiteOf(p), e.name());
-  if (!r.ok()) {
-    if (launch.node_rank == 0) Failed(e.name(), std::string(r.status().message()));
-    return true;
-  }
-  ++ran_;
-  if (std::string used = NcclTransport(p.run_dir, nccl_log_prefix); !used.empty()) r->set_nccl_transport(used);
-  Keep(p, *r, /*fresh=*/true);
-  return true;
 }
 
 // Trains `p` in this process: alone, or as this rank of a job another launcher started.

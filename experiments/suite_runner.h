@@ -13,6 +13,7 @@
 #define DDPLAB_EXPERIMENTS_SUITE_RUNNER_H_
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -23,6 +24,7 @@
 #include "core/report/device_report.h"
 #include "core/launch/distributed.h"
 #include "core/launch/launcher.h"
+#include "core/launch/worker_pool.h"
 #include "core/plugin/plugin_host.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/report.pb.h"
@@ -43,6 +45,7 @@ struct Invocation {
   bool torch_profile = false;
   int profile_steps = 3;
   bool skip_completed = false;
+  bool all_repetitions = false;  // not only where they decide (Note [Repetitions that decide])
   std::vector<std::string> plugin_dirs;
   LaunchOptions launch;             // nnodes, node_rank, master_addr, master_port
 
@@ -66,7 +69,24 @@ class SuiteRunner {
   const std::string& SuiteOf(const PlannedRun& p) const { return p.suite.empty() ? plan_.suite : p.suite; }
   int SkipCompleted(const PlannedRun& p);
   int Kept(const PlannedRun& p) const;  // repetitions of `p` kept from before
-  bool Launch(const PlannedRun& p, const std::string& label);
+  // How the workers of `p` are started (suite_launch.cc); runs of the same `key` can share
+  // one pool of workers.
+  struct WorkerLaunch {
+    std::vector<std::string> args;
+    EnvironmentList env;  // besides the run itself
+    LaunchOptions options;
+    bool pooled = false;
+    std::string key;
+  };
+  WorkerLaunch LaunchOf(const PlannedRun& p) const;
+  // The runs that share `p`'s transport (Note [Repetitions that decide]): its pool's key,
+  // or "here".
+  std::string TransportOf(const PlannedRun& p) const;
+  bool Launch(const PlannedRun& p, const std::string& label);  // suite_launch.cc
+  // The runs of one transport with their repetitions; false when the suite must stop.
+  bool RunTransport(const std::vector<const PlannedRun*>& runs, int& exit);
+  std::vector<bool> Undecided(const std::vector<const PlannedRun*>& runs) const;
+  bool UpTo() const;  // the progress line's total is the most that may run
   bool TrainHere(const PlannedRun& p, const PluginSet& plugins, const std::string& label, int& exit);
   void Keep(const PlannedRun& p, v1::RunResult result, bool fresh);
   void Announce(const PlannedRun& p, const PluginSet& plugins);
@@ -92,14 +112,13 @@ class SuiteRunner {
   std::optional<v1::Tuning> tuning_;          // the tuner's answer
   std::map<int, int> kept_;  // by run index: repetitions --skip_completed kept from before
   int repetition_ = 1;     // of the runs now running, from 1
+  int spared_ = 0;         // repetitions planned that decided nothing (not run)
+  std::unique_ptr<WorkerPool> pool_;  // the workers of the transport now running
+  std::string pool_key_, pool_nccl_prefix_;
 };
 
 // The machine a report describes: this node's, and the most nodes a run of `plan` used.
 v1::Machine ReportMachine(const DeviceReport& d, const Plan& plan);
-
-// Trains the run handed over in `task` as one worker of ddplab's launcher (rank 0 writes
-// the result); the process's exit code.
-int RunWorkerTask(const Invocation& in, PluginHost& host, const v1::WorkerTask& task);
 
 }  // namespace ddplab
 

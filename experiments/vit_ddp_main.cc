@@ -34,7 +34,7 @@
 #include "experiments/plan.h"
 #include "experiments/run_paths.h"
 #include "experiments/suite_runner.h"
-#include "google/protobuf/text_format.h"
+#include "experiments/worker.h"
 #include "torch/version.h"
 
 namespace ddplab {
@@ -96,6 +96,7 @@ std::optional<int> CheckFlags(Invocation& in) {
     return 2;
   }
   in.skip_completed = absl::GetFlag(FLAGS_skip_completed);
+  in.all_repetitions = absl::GetFlag(FLAGS_all_repetitions);
   in.launch.nnodes = nnodes;
   in.launch.node_rank = node_rank;
   in.launch.master_addr = absl::GetFlag(FLAGS_master_addr);
@@ -115,16 +116,6 @@ Machine MachineOf(const DeviceReport& device) {
   m.cpu_cores = device.cpu_cores;
   m.host_memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   return m;
-}
-
-// A worker of ddplab's launcher: the run it was handed, nothing else.
-int RunHandedOver(const Invocation& in, PluginHost& host, const char* text) {
-  v1::WorkerTask task;
-  if (!google::protobuf::TextFormat::ParseFromString(text, &task)) {
-    std::cerr << "vit_ddp: " << kWorkerTaskVariable << " holds no run (it is set by vit_ddp for its workers)\n";
-    return 2;
-  }
-  return RunWorkerTask(in, host, task);
 }
 
 // Loads, plans and checks the suite; an exit code when it cannot run (or was only to be
@@ -226,7 +217,14 @@ int Main(int argc, char** argv) {
     return 2;
   }
   PluginHost host(in.plugin_dirs);
-  if (const char* task = std::getenv(kWorkerTaskVariable)) return RunHandedOver(in, host, task);
+  // A worker of ddplab's launcher: the run it was handed, or its pool's runs; nothing else.
+  if (const char* task = std::getenv(kWorkerTaskVariable)) return RunWorkerTask(in, host, task);
+  absl::StatusOr<std::optional<TaskChannel>> channel = TaskChannel::FromEnvironment();
+  if (!channel.ok()) {
+    std::cerr << "vit_ddp: " << channel.status().message() << "\n";
+    return 2;
+  }
+  if (channel->has_value()) return ServeTasks(in, host, **channel);
   Plan plan;
   if (std::optional<int> exit = Prepare(in, host, plan)) return *exit;
   // One job per output directory: a second is refused before it runs anything.

@@ -19,12 +19,17 @@ grep -qE "^single_process: [0-9.]+ steps/s" "$out" || fail "no summary of the si
 grep -q '"steps_per_s"' "$results/cpu_smoke/single_process.json" || fail "no result record"
 if grep -q "c10d          Gloo yes" "$out"; then
   grep -q "5 of 5 run(s) completed" "$out" || fail "not every run completed"
-  # Progress: a total fixed at the start (5 runs twice, 3 configurations of the convergence
-  # check 3 times), the time so far, one line for a repetition after the first.
-  grep -q "^  suite:   19 runs planned" "$out" || fail "no total planned"
-  [ "$(grep -oE "of [0-9]+ runs done" "$out" | sort -u)" = "of 19 runs done" ] || fail "the total moved"
-  grep -qE "^  suite:   [0-9]+ of 19 runs done, [0-9]+ s so far, about [0-9]+ (s|min) left" "$out" || fail "no time"
-  grep -q "^== naive_ddp, repetition 2 of 2$" "$out" || fail "no short line for a repetition"
+  # Progress: the most the suite may run, fixed at the start (5 runs twice, 3
+  # configurations of the convergence check 3 times), lowered only as runs clear of their
+  # transport's fastest are spared their second repetition; the time so far; one line for
+  # a repetition after the first (the fastest of each transport always gets one).
+  grep -q "^  suite:   up to 19 runs planned" "$out" || fail "no total planned"
+  totals=$(grep -oE "of up to [0-9]+ runs done" "$out" | grep -oE "[0-9]+")
+  [ "$(head -1 <<<"$totals")" = 19 ] || fail "the first total is not 19"
+  [ "$totals" = "$(sort -rn <<<"$totals")" ] || fail "the total went up: $(echo $totals)"
+  grep -qE "^  suite:   [0-9]+ of up to [0-9]+ runs done, [0-9]+ s so far, at most about [0-9]+ (s|min) left" "$out" \
+    || fail "no time"
+  grep -q "^== single_process, repetition 2 of 2$" "$out" || fail "no short line for a repetition"
   grep -q "compression [0-9.]*x" "$out" || fail "no compression ratio for PowerSGD"
   grep -q '"world_size": 2' "$results/cpu_smoke/naive_ddp.json" || fail "no 2-process result record"
   # The suite's report: the table, a recommendation, the files, a trace per run with one
@@ -51,7 +56,9 @@ for row in rows:
                    "tflops_per_gpu", "vs_single_gpu", "vs_naive", "busbw_gbps", "gradient_error"):
         if row[column] != "":
             float(row[column])
-    assert int(row["repetitions"]) == 2
+    # Every run once; a second only where it could change which is fastest.
+    assert int(row["repetitions"]) in (1, 2), row["repetitions"]
+assert int(next(r for r in rows if r["experiment"] == "single_process")["repetitions"]) == 2
 # The convergence check: a verdict for each lossy row, none for the exact ones, and the
 # recommendation names a lossy configuration only with a verdict of within.
 verdicts = {r["experiment"]: r.get("convergence") for r in report["rows"]}
@@ -115,7 +122,7 @@ PY
   grep -q "^- powersgd_rank4: " "$out" || fail "--only dropped the other experiment's convergence verdict"
   grep -q "^- bf16: " "$out" || fail "no convergence verdict for the run --only ran"
   grep -qE "^Date: .* \(runs measured from .*\)" "$out" || fail "--only's report does not say its runs' dates differ"
-  grep -q "^  suite:   2 runs planned" "$out" || fail "--only's total counts a convergence check that does not run"
+  grep -q "^  suite:   up to 2 runs planned" "$out" || fail "--only's total counts a convergence check that does not run"
 else
   # A LibTorch without Gloo (a CUDA wheel) cannot run CPU processes together: it says so.
   grep -q "this build has no Gloo" "$err" || fail "no Gloo, and no message saying so"

@@ -1,10 +1,8 @@
 #include "core/launch/launcher.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,64 +16,15 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/launch/spawn.h"
 
 namespace ddplab {
 namespace {
-
-std::string Describe(int rank, int status) {
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    return absl::StrCat("rank ", rank, " was killed by signal ", sig, " (", strsignal(sig), ")");
-  }
-  return absl::StrCat("rank ", rank, " exited with code ", WEXITSTATUS(status));
-}
-
-bool Failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
 // The signal that asked the launcher to stop (SIGINT, SIGTERM, SIGHUP), or 0.
 volatile sig_atomic_t g_stop_signal = 0;
 
 void OnStopSignal(int sig) { g_stop_signal = sig; }
-
-
-// A directory of mkdtemp's (mode 0700, a name no one else had) under $TMPDIR or /tmp,
-// removed with the files in it when this goes out of scope, however the job ended.
-class PrivateDirectory {
- public:
-  PrivateDirectory() {
-    const char* tmp = std::getenv("TMPDIR");
-    const std::string pattern =
-        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/ddplab-rendezvous-XXXXXX");
-    std::string name = pattern;  // mkdtemp fills in the Xs, even when it fails
-    if (mkdtemp(name.data()) != nullptr) {
-      path_ = name;
-    } else {
-      error_ = absl::StrCat("cannot create a directory for the rendezvous as ", pattern, ": ",
-                            std::strerror(errno));
-    }
-  }
-  ~PrivateDirectory() {
-    if (path_.empty()) return;
-    // Only files: the workers' FileStore (which may have removed it already).
-    if (DIR* dir = opendir(path_.c_str())) {
-      while (const dirent* entry = readdir(dir)) {
-        const std::string name = entry->d_name;
-        if (name != "." && name != "..") unlink((path_ + "/" + name).c_str());
-      }
-      closedir(dir);
-    }
-    rmdir(path_.c_str());
-  }
-  PrivateDirectory(const PrivateDirectory&) = delete;
-  PrivateDirectory& operator=(const PrivateDirectory&) = delete;
-
-  const std::string& path() const { return path_; }  // empty when it could not be made
-  const std::string& error() const { return error_; }
-
- private:
-  std::string path_;
-  std::string error_;
-};
 
 }  // namespace
 
@@ -97,30 +46,6 @@ int FreePort() {
 }
 
 namespace {
-
-// In a forked child: this worker's environment, then the worker itself. Never returns.
-[[noreturn]] void ExecWorker(std::vector<char*>& args, const LaunchOptions& options, int rank, int local, int world,
-                             int port, const std::string& store_file) {
-  setenv("RANK", std::to_string(rank).c_str(), 1);
-  setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
-  setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-  setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node).c_str(), 1);
-  setenv("MASTER_ADDR", options.master_addr.c_str(), 1);
-  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-  if (!store_file.empty()) {
-    setenv("DDPLAB_RENDEZVOUS_FILE", store_file.c_str(), 1);
-  } else {
-    unsetenv("DDPLAB_RENDEZVOUS_FILE");
-  }
-  // The workers meet at this launcher's rendezvous, not at the store of a torchrun
-  // agent that may have started the launcher.
-  unsetenv("TORCHELASTIC_USE_AGENT_STORE");
-  // A worker ends with the launcher, even when the launcher is killed outright.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  execv(args[0], args.data());
-  std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-  _exit(127);
-}
 
 // Waits for every worker in `running` (pid -> global rank); on the first failure, stops
 // the rest (SIGTERM, then SIGKILL after options.grace). `result` holds a failure to
@@ -160,8 +85,8 @@ void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options,
     if (it == running.end()) continue;
     const int rank = it->second;
     running.erase(it);
-    if (Failed(status) && !stopping) {
-      result = {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), Describe(rank, status), 0};
+    if (launch_internal::ExitFailed(status) && !stopping) {
+      result = {launch_internal::ExitCodeOf(status), launch_internal::DescribeExit(rank, status), 0};
       stopping = true;
       for (const auto& [p, r] : running) {
         kill(p, SIGTERM);
@@ -175,37 +100,35 @@ void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options,
 }  // namespace
 
 LaunchResult Launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
-  const int world = options.nproc_per_node * options.nnodes;
-  const int port = options.master_port > 0 ? options.master_port : FreePort();
   // On one node the workers meet through a file only this user can reach, and nothing
   // listens (c10d's TCPStore server may listen on every interface). Across nodes they
   // need the TCPStore at master_addr.
-  std::optional<PrivateDirectory> rendezvous;
-  std::string store_file;
+  std::optional<launch_internal::RendezvousDirectory> rendezvous;
+  launch_internal::WorkerPlace place;
+  place.world_size = options.nproc_per_node * options.nnodes;
+  place.local_world_size = options.nproc_per_node;
+  place.master_addr = options.master_addr;
+  place.master_port = options.master_port > 0 ? options.master_port : FreePort();
   if (options.nnodes == 1) {
     rendezvous.emplace();
     if (rendezvous->path().empty()) return {1, rendezvous->error(), 0};
-    store_file = rendezvous->path() + "/store";
+    place.store_file = rendezvous->path() + "/store";
   }
   // SIGINT, SIGTERM and SIGHUP are noted instead of ending the launcher, so that it can
   // stop its workers and remove the rendezvous directory first.
   g_stop_signal = 0;
   ScopedStopSignals signals(OnStopSignal);
   std::map<pid_t, int> running;  // pid -> global rank
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-
   LaunchResult result;
   for (int local = 0; local < options.nproc_per_node; ++local) {
-    const int rank = options.node_rank * options.nproc_per_node + local;
-    pid_t pid = fork();
-    if (pid < 0) {
-      result = {1, absl::StrCat("cannot start rank ", rank, ": ", std::strerror(errno)), 0};
+    place.local_rank = local;
+    place.rank = options.node_rank * options.nproc_per_node + local;
+    absl::StatusOr<pid_t> pid = launch_internal::SpawnWorker(argv, place, {}, {});
+    if (!pid.ok()) {
+      result = {1, std::string(pid.status().message()), 0};
       break;
     }
-    if (pid == 0) ExecWorker(args, options, rank, local, world, port, store_file);
-    running[pid] = rank;
+    running[*pid] = place.rank;
   }
   WaitForWorkers(running, options, result);
   if (result.exit_code != 0 && result.message.empty()) result.message = "a worker failed";

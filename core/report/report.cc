@@ -154,7 +154,7 @@ std::vector<std::string> Headers(const v1::Machine& m) {
           "vs naive", "exposed comm ms", "busbw GB/s", "peak GiB", "grad error", gpus ? "TFLOP/s/GPU" : "TFLOP/s"};
 }
 
-// A cell of report.md: medians with [min-max] over repetitions.
+// A cell of report.md: medians with [min-max] and the count over repetitions.
 std::string MarkdownCell(const v1::ReportRow& r, int column) {
   const v1::Spread& s = r.steps_per_s();
   switch (column) {
@@ -165,7 +165,7 @@ std::string MarkdownCell(const v1::ReportRow& r, int column) {
       return r.nccl_transport().empty() ? transport : absl::StrCat(transport, " (", r.nccl_transport(), ")");
     }
     case 3:
-      return s.count() > 1 ? absl::StrFormat("%.3f [%.3f-%.3f]", s.median(), s.min(), s.max())
+      return s.count() > 1 ? absl::StrFormat("%.3f [%.3f-%.3f] ×%d", s.median(), s.min(), s.max(), s.count())
                            : absl::StrFormat("%.3f", s.median());
     case 4: return r.has_vs_single() ? Fixed(r.vs_single().median(), 3) : "-";
     case 5: return Fixed(r.has_vs_naive() ? std::optional<double>(r.vs_naive()) : std::nullopt, 3);
@@ -278,8 +278,13 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
                         : absl::StrCat(" (runs measured from ", report.first_date(), ")"),
                     "\n");
   }
-  absl::StrAppend(&out, "Repetitions: ", report.repetitions(),
-                  report.repetitions() > 1 ? " (steps/s as median [min-max])" : "", "\n\n");
+  absl::StrAppend(&out, "Repetitions: ",
+                  report.repetitions() > 1
+                      ? absl::StrCat("up to ", report.repetitions(),
+                                     " (steps/s as median [min-max] ×repetitions; a run clear of its transport's "
+                                     "fastest after its first is not repeated)")
+                      : "1",
+                  "\n\n");
   absl::StrAppend(&out, "| ", absl::StrJoin(Headers(report.machine()), " | "), " |\n|");
   for (int c = 0; c < kColumns; ++c) absl::StrAppend(&out, c == 0 ? " --- |" : " ---: |");
   absl::StrAppend(&out, "\n");

@@ -117,14 +117,14 @@ std::string Cell(const std::string& html, absl::string_view css = "num") {
   return absl::StrCat("<td class=\"", css, "\">", html, "</td>");
 }
 
-// Steps/s: the median, and [min–max] over several repetitions.
+// Steps/s: the median, and [min–max] ×count over several repetitions.
 std::string StepsCell(const v1::ReportRow& row) {
   if (!row.has_steps_per_s()) return Cell(kDash);
   const v1::Spread& s = row.steps_per_s();
   std::string html = Number(s.median(), 2);
   if (s.count() > 1) {
-    absl::StrAppend(&html, "<div class=\"range\">[", Number(s.min(), 2), "–", Number(s.max(), 2),
-                    "]</div>");
+    absl::StrAppend(&html, "<div class=\"range\">[", Number(s.min(), 2), "–", Number(s.max(), 2), "] ×",
+                    s.count(), "</div>");
   }
   return Cell(html);
 }

@@ -134,6 +134,7 @@ TEST(ReportHtmlTest, HeaderNamesTheMachineAndRepetitions) {
   EXPECT_NE(html.find("<b>NCCL</b>2.28.9"), std::string::npos);
   EXPECT_NE(html.find("<b>topology</b>NV18"), std::string::npos);
   EXPECT_NE(html.find("up to 3 repetitions"), std::string::npos);
+  EXPECT_NE(html.find("] ×3</div>"), std::string::npos) << "each row says how many repetitions it got";
   EXPECT_EQ(html.find("<b>driver</b>"), std::string::npos) << "empty fields are left out";
 }
 
@@ -209,7 +210,7 @@ TEST(ReportHtmlTest, TableHasEveryRowAndDashesForMissingValues) {
   EXPECT_EQ(Count(table, "<tr"), 6);
   EXPECT_NE(table.find("NVLink (P2P)"), std::string::npos);
   EXPECT_NE(table.find("host memory (SHM)"), std::string::npos);
-  EXPECT_NE(table.find("11.30<div class=\"range\">[11.20–11.40]</div>"), std::string::npos);
+  EXPECT_NE(table.find("11.30<div class=\"range\">[11.20–11.40] ×3</div>"), std::string::npos);
   EXPECT_NE(table.find(">11.64</td>"), std::string::npos) << "no range for one repetition";
   EXPECT_GE(Count(table, ">—</td>"), 6) << "vs naive and busbw are absent";
 }
@@ -273,7 +274,7 @@ TEST(ReportHtmlTest, NaNAndInfinitiesSkipPointsNotCharts) {
   EXPECT_EQ(Count(Chart(html, "levers"), "<g class=\"dot\""), 4);
   EXPECT_EQ(Count(Chart(html, "step"), "<g class=\"bar"), 6);
   EXPECT_EQ(Count(Chart(html, "step"), "<g class=\"seg forward\""), 5);
-  EXPECT_NE(html.find(">NaN<div class=\"range\">[-∞–∞]</div>"), std::string::npos);
+  EXPECT_NE(html.find(">NaN<div class=\"range\">[-∞–∞] ×3</div>"), std::string::npos);
   EXPECT_NE(html.find(">∞</td>"), std::string::npos);
   EXPECT_NE(html.find("class=\"num lossy\">NaN</td>"), std::string::npos);
   EXPECT_NE(Chart(html, "levers").find(">NaN / 42.9<"), std::string::npos);

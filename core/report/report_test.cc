@@ -75,7 +75,9 @@ TEST(ReportTest, RepetitionsGiveMedianAndSpreadAndNoWinnerWithinNoise) {
   EXPECT_TRUE(report.recommendations(0).within_noise());
   EXPECT_NE(report.recommendations(0).text().find("bf16 and naive_ddp are within noise"), std::string::npos)
       << report.recommendations(0).text();
-  EXPECT_NE(FormatMarkdown(report).find("| 11.800 [11.780-11.850] |"), std::string::npos) << FormatMarkdown(report);
+  EXPECT_NE(FormatMarkdown(report).find("| 11.800 [11.780-11.850] ×3 |"), std::string::npos) << FormatMarkdown(report);
+  EXPECT_NE(FormatMarkdown(report).find("Repetitions: up to 3 (steps/s as median [min-max] ×repetitions;"),
+            std::string::npos);
   // Apart: a winner.
   runs[1].clear_repetitions();
   repeat(runs[1], {11.0, 11.1, 11.2});

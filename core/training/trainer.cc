@@ -466,6 +466,19 @@ void Training::FillEngine(v1::RunResult& r) {
   }
 }
 
+// What LibTorch's allocator cached for the run goes back to the device, so that a run
+// after it in the same process (Note [Persistent workers], worker_pool.h) starts as a
+// fresh process would: its peak is its own, and NCCL and cuDNN find the memory free.
+void ReleaseCachedMemory() {
+#if defined(DDPLAB_CUDA)
+  try {
+    if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
+  } catch (const std::exception&) {
+    // A device in an error state: the run's own error says so.
+  }
+#endif
+}
+
 absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainOptions& options) {
   absl::StatusOr<at::Device> device = ChooseDevice(e, options.worker ? options.worker->local_rank : 0);
   if (!device.ok()) return device.status();
@@ -482,8 +495,11 @@ absl::StatusOr<v1::RunResult> Train(const v1::Experiment& e, const TrainOptions&
   // another rank stalled, a peer that went away, a device out of memory. They end this
   // run with an error that says what happened, not with std::terminate.
   try {
-    return TrainOrThrow(e, options);
+    absl::StatusOr<v1::RunResult> result = TrainOrThrow(e, options);
+    ReleaseCachedMemory();
+    return result;
   } catch (const std::exception& ex) {
+    ReleaseCachedMemory();
     return absl::AbortedError(absl::StrCat("rank ", options.worker ? options.worker->rank : 0,
                                            ": training failed: ", compat::WhatWithoutBacktrace(ex)));
   }

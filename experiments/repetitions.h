@@ -1,0 +1,34 @@
+// Which runs of a transport a further repetition still decides something for.
+//
+//   // steps/s of each run's repetitions so far (none: the run failed)
+//   std::vector<std::vector<double>> rates = {{11.30, 11.41}, {8.80}, {11.35}};
+//   std::vector<bool> more = ddplab::Undecided(rates);   // {true, false, true}
+//
+// Note [Repetitions that decide]
+// A suite repeats its runs to tell apart those that are close. Every run is run once;
+// a further repetition, up to its steps.repetitions, goes only to the runs whose spread
+// overlaps the leader's among the runs of their transport (the runs vit_ddp starts the
+// same way: the same processes and NCCL environment): the leader itself (the highest
+// median steps/s) and those that could still be it or tie with it. A spread is
+// [min, max] of a run's repetitions, widened by kDrift each way: the drift from run to
+// run over a suite on one machine, which a run's own one or two repetitions cannot
+// show. A run clear of the leader keeps the repetitions it has: its place and its ratio
+// to the leader hold whatever the noise. Repetitions stay interleaved (every undecided
+// run, then again), and the report says how many each run got.
+#ifndef DDPLAB_EXPERIMENTS_REPETITIONS_H_
+#define DDPLAB_EXPERIMENTS_REPETITIONS_H_
+
+#include <vector>
+
+namespace ddplab {
+
+// Run-to-run drift over a suite, relative: 2%, above the 0.3-1% spreads of repeated
+// runs measured on GPUs (bench/NOTES.md) and CPUs' about 1%.
+inline constexpr double kDrift = 0.02;
+
+// Per run (in the order of `steps_per_s`), whether its spread overlaps the leader's.
+std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s, double drift = kDrift);
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_EXPERIMENTS_REPETITIONS_H_
