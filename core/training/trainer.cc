@@ -23,6 +23,7 @@
 #include "core/engine/engine.h"
 #include "core/fidelity/error_sampler.h"
 #include "core/fidelity/fidelity_result.h"
+#include "core/training/device.h"
 #include "core/training/nvtx.h"
 #include "core/training/progress.h"
 #include "core/plugin/pytorch_form.h"
@@ -50,34 +51,6 @@ volatile sig_atomic_t g_stop_signal = 0;  // RequestStop's
 void RequestStop(int signal) { g_stop_signal = signal; }
 int StopRequested() { return g_stop_signal; }
 namespace {
-
-void Synchronize(const at::Device& device) {
-#if defined(DDPLAB_CUDA)
-  if (device.is_cuda()) {
-    cudaDeviceSynchronize();
-    return;
-  }
-#endif
-  (void)device;
-}
-
-absl::StatusOr<at::Device> ChooseDevice(const v1::Experiment& e, int local_rank) {
-  v1::Distributed::Device want = e.distributed().device();
-  bool has_gpu = DDPLAB_CUDA_BUILD && torch::cuda::is_available();
-  if (want == v1::Distributed::CPU || (want == v1::Distributed::DEVICE_UNSPECIFIED && !has_gpu)) {
-    return at::Device(at::kCPU);
-  }
-  if (!DDPLAB_CUDA_BUILD) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "experiment \"", e.name(), "\" asks for distributed.device CUDA, but this is a CPU build"));
-  }
-  int count = static_cast<int>(torch::cuda::device_count());
-  if (local_rank >= count) {
-    return absl::FailedPreconditionError(absl::StrCat("experiment \"", e.name(), "\" needs GPU ",
-                                                      local_rank, " but this machine has ", count));
-  }
-  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
-}
 
 // One process's run of an experiment: Setup, then every step, then the Result.
 class Training {
@@ -464,19 +437,6 @@ void Training::FillEngine(v1::RunResult& r) {
     g->set_name(named[index].key());
     g->set_bytes(named[index].value().numel() * named[index].value().element_size());
   }
-}
-
-// What LibTorch's allocator cached for the run goes back to the device, so that a run
-// after it in the same process (Note [Persistent workers], worker_pool.h) starts as a
-// fresh process would: its peak is its own, and NCCL and cuDNN find the memory free.
-void ReleaseCachedMemory() {
-#if defined(DDPLAB_CUDA)
-  try {
-    if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
-  } catch (const std::exception&) {
-    // A device in an error state: the run's own error says so.
-  }
-#endif
 }
 
 absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainOptions& options) {
