@@ -11,6 +11,7 @@
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
@@ -171,6 +172,59 @@ int64_t ProfilerEventDurationNs(const Event& event) {
   return static_cast<int64_t>(event.durationUs()) * 1000;
 #endif
 }
+
+// avg = beta avg + (1 - beta) x for each pair, as torch.optim's foreach Adam of each
+// version computes it (LibTorch 2: lerp; 1.13: mul, then add with alpha), so that the same
+// gradients give the same bits as PyTorch's.
+inline void ForeachMovingAverage(at::TensorList avgs, at::TensorList xs, double beta) {
+#if TORCH_VERSION_MAJOR >= 2
+  at::_foreach_lerp_(avgs, xs, 1 - beta);
+#else
+  at::_foreach_mul_(avgs, beta);
+  at::_foreach_add_(avgs, xs, 1 - beta);
+#endif
+}
+
+// torch.autocast(device_type, dtype) for its lifetime, as Python's context manager: the
+// state before comes back after, and the cast weights' cache is dropped when the
+// outermost scope ends. (LibTorch 2.4 keys autocast by device type; 1.13 has a call per
+// device.)
+class AutocastScope {
+ public:
+  AutocastScope(at::DeviceType device, at::ScalarType dtype) : device_(device) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    was_enabled_ = at::autocast::is_autocast_enabled(device);
+    was_dtype_ = at::autocast::get_autocast_dtype(device);
+    at::autocast::set_autocast_enabled(device, true);
+    at::autocast::set_autocast_dtype(device, dtype);
+#else
+    const bool cpu = device == at::kCPU;
+    was_enabled_ = cpu ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+    was_dtype_ = cpu ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+    cpu ? at::autocast::set_cpu_enabled(true) : at::autocast::set_enabled(true);
+    cpu ? at::autocast::set_autocast_cpu_dtype(dtype) : at::autocast::set_autocast_gpu_dtype(dtype);
+#endif
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(device_, was_enabled_);
+    at::autocast::set_autocast_dtype(device_, was_dtype_);
+#else
+    const bool cpu = device_ == at::kCPU;
+    cpu ? at::autocast::set_cpu_enabled(was_enabled_) : at::autocast::set_enabled(was_enabled_);
+    cpu ? at::autocast::set_autocast_cpu_dtype(was_dtype_) : at::autocast::set_autocast_gpu_dtype(was_dtype_);
+#endif
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  at::DeviceType device_;
+  bool was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kFloat;
+};
 
 }  // namespace ddplab::compat
 

@@ -73,6 +73,14 @@ void ApplyDefaults(v1::Experiment& e) {
     e.mutable_profiling()->set_profiler(v1::Profiling::NONE);
   }
   if (e.output().directory().empty()) e.mutable_output()->set_directory(kDefaultOutputDirectory);
+  if (e.precision() == v1::PRECISION_UNSPECIFIED) e.set_precision(v1::FLOAT32);
+  if (e.optimizer().has_adamw()) {  // torch.optim.AdamW's defaults
+    v1::AdamW& a = *e.mutable_optimizer()->mutable_adamw();
+    if (!a.has_beta1()) a.set_beta1(0.9);
+    if (!a.has_beta2()) a.set_beta2(0.999);
+    if (!a.has_eps()) a.set_eps(1e-8);
+    if (!a.has_weight_decay()) a.set_weight_decay(0.01);
+  }
 }
 
 // Checks a parsed suite, and resolves and checks each of its experiments (the suite's

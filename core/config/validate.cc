@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -182,13 +183,40 @@ absl::Status ValidateSteps(const v1::Experiment& e, const Locator& at) {
                     absl::StrCat("must be at most 1024, got ", e.steps().accumulation()));
   }
 
-  if (!e.optimizer().has_sgd()) return at.Error("optimizer", "is required: set optimizer.sgd");
-  const v1::Sgd& sgd = e.optimizer().sgd();
+  return absl::OkStatus();
+}
+
+// A rate in [0, 1): momentum, Adam's betas.
+bool IsRate(double x) { return x >= 0 && x < 1; }
+
+absl::Status ValidateOptimizer(const v1::Experiment& e, const Locator& at) {
+  const v1::Optimizer& o = e.optimizer();
+  if (o.has_adamw()) {
+    const v1::AdamW& a = o.adamw();
+    if (!(a.learning_rate() > 0) || !std::isfinite(a.learning_rate())) {
+      return at.Error("optimizer.adamw.learning_rate", absl::StrCat("must be > 0, got ", FormatNumber(a.learning_rate())));
+    }
+    for (const auto& [name, has, value] : {std::tuple<const char*, bool, double>{"beta1", a.has_beta1(), a.beta1()},
+                                           {"beta2", a.has_beta2(), a.beta2()}}) {
+      if (has && !IsRate(value)) {
+        return at.Error(absl::StrCat("optimizer.adamw.", name), absl::StrCat("must be in [0, 1), got ", FormatNumber(value)));
+      }
+    }
+    if (a.has_eps() && (!(a.eps() > 0) || !std::isfinite(a.eps()))) {
+      return at.Error("optimizer.adamw.eps", absl::StrCat("must be > 0, got ", FormatNumber(a.eps())));
+    }
+    if (a.has_weight_decay() && (a.weight_decay() < 0 || !std::isfinite(a.weight_decay()))) {
+      return at.Error("optimizer.adamw.weight_decay", absl::StrCat("must be >= 0, got ", FormatNumber(a.weight_decay())));
+    }
+    return absl::OkStatus();
+  }
+  if (!o.has_sgd()) return at.Error("optimizer", "is required: set optimizer.sgd or optimizer.adamw");
+  const v1::Sgd& sgd = o.sgd();
   if (!(sgd.learning_rate() > 0) || !std::isfinite(sgd.learning_rate())) {
     return at.Error("optimizer.sgd.learning_rate",
                     absl::StrCat("must be > 0, got ", FormatNumber(sgd.learning_rate())));
   }
-  if (sgd.momentum() < 0 || !(sgd.momentum() < 1)) {
+  if (!IsRate(sgd.momentum())) {
     return at.Error("optimizer.sgd.momentum",
                     absl::StrCat("must be in [0, 1), got ", FormatNumber(sgd.momentum())));
   }
@@ -196,7 +224,15 @@ absl::Status ValidateSteps(const v1::Experiment& e, const Locator& at) {
     return at.Error("optimizer.sgd.weight_decay",
                     absl::StrCat("must be >= 0, got ", FormatNumber(sgd.weight_decay())));
   }
+  return absl::OkStatus();
+}
 
+// TF32 is a mode of GPUs' matmuls: asked for on CPUs it would measure nothing.
+absl::Status ValidatePrecision(const v1::Experiment& e, const Locator& at) {
+  if (e.precision() == v1::TF32 && e.distributed().device() == v1::Distributed::CPU) {
+    return at.Error("precision", "TF32 is a mode of GPUs' matrix units, and distributed.device is CPU: "
+                                 "use FLOAT32 or BF16_AUTOCAST on CPUs");
+  }
   return absl::OkStatus();
 }
 
@@ -321,7 +357,8 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at, cons
   if (e.profiling().profiler() == v1::Profiling::NSYS) {
     return at.Error("profiling.profiler", "NSYS is asked for on the command line, not in a file: --profile=nsys");
   }
-  for (auto check : {ValidateModel, ValidateData, ValidateSteps, ValidateDistributed}) {
+  for (auto check : {ValidateModel, ValidateData, ValidateSteps, ValidateOptimizer, ValidatePrecision,
+                     ValidateDistributed}) {
     if (absl::Status s = check(e, at); !s.ok()) return s;
   }
   if (absl::Status s = ValidatePlugins(e, at, schema); !s.ok()) return s;

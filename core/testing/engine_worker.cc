@@ -14,7 +14,8 @@
 // gradient is not a bucket view, 17 buckets hold memory, 18 the last step's gradient is
 // still held, 19 the engine did (not) update the parameters against --expect_updated,
 // 24 the unused parameter (--unused_parameter) was given a gradient other than zero,
-// 25 the result (--result_dir) could not be written.
+// 25 the result (--result_dir) could not be written, 26 --precision=bf16's forward did
+// not compute in bfloat16.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -35,7 +36,8 @@
 #include "core/plugin/plugin_host.h"
 #include "tools/cpp/runfiles/runfiles.h"
 #include "core/launch/distributed.h"
-#include "core/training/sgd.h"
+#include "core/training/optimizer.h"
+#include "core/training/precision.h"
 #include "core/training/synthetic_data.h"
 #include "core/model/vit.h"
 
@@ -53,6 +55,8 @@ ABSL_FLAG(std::string, wire_dtype, "", "the dtype the engine must send in, if gi
 ABSL_FLAG(double, lr, 0.05, "");
 ABSL_FLAG(double, momentum, 0, "");
 ABSL_FLAG(double, weight_decay, 0, "");
+ABSL_FLAG(std::string, optimizer, "sgd", "sgd (--lr, --momentum, --weight_decay) or adamw (--lr, PyTorch's defaults)");
+ABSL_FLAG(std::string, precision, "float32", "float32, or bf16: autocast around both sides' forward and loss");
 ABSL_FLAG(int, batch, 4, "samples per rank per micro-step");
 ABSL_FLAG(bool, cuda, false, "on the GPU of LOCAL_RANK over NCCL instead of the CPU over Gloo");
 ABSL_FLAG(bool, expect_views, false, "every gradient is a view into a bucket after a synced step");
@@ -169,15 +173,28 @@ int Main(int argc, char** argv) {
   std::shared_ptr<ErrorSampler> sampler = AddErrorSampler(params, plugins->sample_error_every(), engine_parts);
   DataParallelEngine engine(params, group->front(), engine_parts);
   engine.BroadcastParameters();
-  const double lr = absl::GetFlag(FLAGS_lr);
-  const double momentum = absl::GetFlag(FLAGS_momentum), weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  Sgd sgd(params, lr, momentum, weight_decay);
-  Sgd reference_sgd(reference->parameters(), lr, momentum, weight_decay);
+  v1::Optimizer optimizer;
+  if (absl::GetFlag(FLAGS_optimizer) == "adamw") {
+    v1::AdamW& a = *optimizer.mutable_adamw();
+    a.set_learning_rate(absl::GetFlag(FLAGS_lr));
+    a.set_beta1(0.9);
+    a.set_beta2(0.999);
+    a.set_eps(1e-8);
+    a.set_weight_decay(0.01);
+  } else {
+    v1::Sgd& sgd = *optimizer.mutable_sgd();
+    sgd.set_learning_rate(absl::GetFlag(FLAGS_lr));
+    sgd.set_momentum(absl::GetFlag(FLAGS_momentum));
+    sgd.set_weight_decay(absl::GetFlag(FLAGS_weight_decay));
+  }
+  const v1::Precision precision = absl::GetFlag(FLAGS_precision) == "bf16" ? v1::BF16_AUTOCAST : v1::FLOAT32;
+  std::unique_ptr<Optimizer> step_ours = MakeOptimizer(optimizer, params);
+  std::unique_ptr<Optimizer> step_theirs = MakeOptimizer(optimizer, reference->parameters());
   // Where a plugin updates each bucket's parameters itself, the gradients checked below
   // are still the averaged ones, and the next step's (checked against the reference's,
   // which steps after backward) show the update.
-  engine.SetParameterStep([&sgd](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
-    sgd.StepParameters(indices, grads);
+  engine.SetParameterStep([&step_ours](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
+    step_ours->StepParameters(indices, grads);
   });
   const int accumulate = absl::GetFlag(FLAGS_accumulate);
   const double grad_tolerance = absl::GetFlag(FLAGS_grad_tolerance);
@@ -192,7 +209,7 @@ int Main(int argc, char** argv) {
       engine.StartTiming(/*bucket_times=*/true);
     }
     engine.ZeroGrad();
-    reference_sgd.ZeroGrad();
+    step_theirs->ZeroGrad();
     for (int micro = 0; micro < accumulate; ++micro) {
       const int64_t index = step * accumulate + micro;
       Batch mine = MakeBatch(rank, index);
@@ -207,7 +224,16 @@ int Main(int argc, char** argv) {
         return 18;
       }
       last_grad = at::Tensor();
-      at::Tensor loss = at::cross_entropy_loss(model->forward(mine.images), mine.labels) / accumulate;
+      at::Tensor loss;
+      {
+        ForwardPrecision scope(precision, g_device);
+        const at::Tensor logits = model->forward(mine.images);
+        if (precision == v1::BF16_AUTOCAST && logits.scalar_type() != at::kBFloat16) {
+          std::cerr << "rank " << rank << ": under bf16 autocast the logits are " << logits.scalar_type() << "\n";
+          return 26;
+        }
+        loss = at::cross_entropy_loss(logits, mine.labels) / accumulate;
+      }
       loss.backward();
       if (absl::Status s = engine.EndBackward(); !s.ok()) {
         std::cerr << "rank " << rank << ": " << s << "\n";
@@ -228,8 +254,11 @@ int Main(int argc, char** argv) {
         images.push_back(b.images);
         labels.push_back(b.labels);
       }
-      at::Tensor reference_loss =
-          at::cross_entropy_loss(reference->forward(at::cat(images)), at::cat(labels)) / accumulate;
+      at::Tensor reference_loss;
+      {
+        ForwardPrecision scope(precision, g_device);
+        reference_loss = at::cross_entropy_loss(reference->forward(at::cat(images)), at::cat(labels)) / accumulate;
+      }
       reference_loss.backward();
       losses.push_back(loss.item<double>() * accumulate);
     }
@@ -260,8 +289,8 @@ int Main(int argc, char** argv) {
         return 24;
       }
     }
-    if (!engine.updated_parameters()) sgd.Step();
-    reference_sgd.Step();
+    if (!engine.updated_parameters()) step_ours->Step();
+    step_theirs->Step();
     last_grad = model->parameters()[0].grad();
   }
   engine.FinishTiming();

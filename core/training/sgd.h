@@ -1,37 +1,29 @@
 // Stochastic gradient descent as torch.optim.SGD with foreach=True (PyTorch's default on
 // GPUs): each update is a few multi-tensor kernels over all parameters, not a few kernels
 // per parameter.
+//
+//   ddplab::Sgd sgd(model->parameters(), /*learning_rate=*/0.1, /*momentum=*/0.9);
+//   sgd.Step();   // optimizer.h: the interface
 #ifndef DDPLAB_CORE_SGD_H_
 #define DDPLAB_CORE_SGD_H_
 
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <c10/core/GradMode.h>
+
+#include "core/training/optimizer.h"
 
 namespace ddplab {
 
-class Sgd {
+class Sgd : public Optimizer {
  public:
-  Sgd(std::vector<at::Tensor> params, double learning_rate, double momentum = 0,
-      double weight_decay = 0);
-
-  // p -= lr * (momentum buffer or gradient); parameters without a gradient are skipped.
-  void Step();
-  // The same for some of the parameters (indices into `params`), e.g. one bucket's as
-  // soon as its gradients are averaged: a step over every parameter in parts updates
-  // them exactly as one Step (the updates are elementwise).
-  void StepParameters(const std::vector<size_t>& indices);
-  // The same with their gradients given (shaped like them, in any dtype: cast to the
-  // parameters'), e.g. views of a bucket's average; still only the parameters that have
-  // a gradient (.grad()) are stepped.
-  void StepParameters(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads);
-  // Drops the gradients (set_to_none=True, PyTorch's default): backward then writes
-  // fresh ones instead of adding to zeros.
-  void ZeroGrad();
+  Sgd(std::vector<at::Tensor> params, double learning_rate, double momentum = 0, double weight_decay = 0);
 
  private:
-  std::vector<at::Tensor> params_;
+  // p -= lr * (momentum buffer or gradient).
+  void Update(const std::vector<size_t>& indices, std::vector<at::Tensor> params,
+              std::vector<at::Tensor> grads) override;
+
   std::vector<at::Tensor> momentum_buffers_;  // per parameter; undefined until first used
   double lr_, momentum_, weight_decay_;
 };

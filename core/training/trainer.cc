@@ -28,7 +28,8 @@
 #include "core/training/progress.h"
 #include "core/plugin/pytorch_form.h"
 #include "core/training/run_trace.h"
-#include "core/training/sgd.h"
+#include "core/training/optimizer.h"
+#include "core/training/precision.h"
 #include "core/training/step_timer.h"
 #include "core/training/synthetic_data.h"
 #include "core/training/torch_profile.h"
@@ -96,7 +97,7 @@ class Training {
   std::optional<VitConfig> config_;
   Vit model_{nullptr};
   int64_t parameters_ = 0;
-  std::unique_ptr<Sgd> optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<DataParallelEngine> engine_;
   std::shared_ptr<ErrorSampler> sampler_;  // a lossy plugin's error, where it asks
   ProcessGroupPtr group_;  // the engine's
@@ -129,8 +130,8 @@ absl::Status Training::Setup() {
   model_->to(device_);
   model_->train();
   for (const at::Tensor& p : model_->parameters()) parameters_ += p.numel();
-  const v1::Sgd& sgd = e_.optimizer().sgd();
-  optimizer_ = std::make_unique<Sgd>(model_->parameters(), sgd.learning_rate(), sgd.momentum(), sgd.weight_decay());
+  optimizer_ = MakeOptimizer(e_.optimizer(), model_->parameters());
+  if (absl::Status s = SetMatmulPrecision(e_.precision(), device_); !s.ok()) return s;
   // The data-parallel engine, for runs of several processes or when asked for.
   if (world_ > 1 || e_.distributed().force_engine()) {
     if (absl::Status s = StartEngine(); !s.ok()) return s;
@@ -169,7 +170,7 @@ absl::Status Training::StartEngine() {
   if (options_.plugins) sampler_ = AddErrorSampler(model_->parameters(), options_.plugins->sample_error_every(), parts);
   engine_ = std::make_unique<DataParallelEngine>(model_->parameters(), group_, parts);
   engine_->BroadcastParameters();
-  Sgd* optimizer = optimizer_.get();
+  Optimizer* optimizer = optimizer_.get();
   engine_->SetParameterStep([optimizer](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
     optimizer->StepParameters(indices, grads);
   });
@@ -289,6 +290,7 @@ void Training::MicroBatch(int micro, bool timed, int m) {
   {
     NvtxRange r(nvtx_, "forward");
     RECORD_USER_SCOPE("forward");  // for LibTorch's profiler, when on
+    ForwardPrecision precision(e_.precision(), device_);
     loss_ = at::cross_entropy_loss(model_->forward(batch.images), batch.labels);
     if (micro_batches > 1) loss_ = loss_ / micro_batches;
   }

@@ -1,0 +1,52 @@
+#include "core/training/optimizer.h"
+
+#include <c10/core/GradMode.h>
+
+#include "core/training/adamw.h"
+#include "core/training/sgd.h"
+
+namespace ddplab {
+
+void Optimizer::Step() {
+  std::vector<size_t> all(params_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  StepParameters(all);
+}
+
+void Optimizer::StepParameters(const std::vector<size_t>& which, const std::vector<at::Tensor>& given) {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> params, grads;
+  std::vector<size_t> indices;
+  for (size_t k = 0; k < which.size(); ++k) {
+    const size_t i = which[k];
+    const at::Tensor& grad = params_.at(i).grad();
+    if (!grad.defined()) continue;
+    params.push_back(params_[i]);
+    if (given.empty()) {
+      grads.push_back(grad);
+    } else {
+      const at::Tensor& g = given.at(k);
+      grads.push_back(g.scalar_type() == params_[i].scalar_type() ? g : g.to(params_[i].scalar_type()));
+    }
+    indices.push_back(i);
+  }
+  if (!params.empty()) Update(indices, std::move(params), std::move(grads));
+}
+
+void Optimizer::ZeroGrad() {
+  for (at::Tensor& p : params_) {
+    if (p.grad().defined()) p.mutable_grad() = at::Tensor();
+  }
+}
+
+std::unique_ptr<Optimizer> MakeOptimizer(const v1::Optimizer& o, std::vector<at::Tensor> params) {
+  if (o.has_adamw()) {
+    const v1::AdamW& a = o.adamw();
+    return std::make_unique<AdamW>(std::move(params), AdamW::Options{a.learning_rate(), a.beta1(), a.beta2(), a.eps(),
+                                                                     a.weight_decay()});
+  }
+  const v1::Sgd& s = o.sgd();
+  return std::make_unique<Sgd>(std::move(params), s.learning_rate(), s.momentum(), s.weight_decay());
+}
+
+}  // namespace ddplab

@@ -1,0 +1,54 @@
+// The optimizer a run steps its parameters with: SGD (sgd.h) or AdamW (adamw.h), made from
+// the experiment's optimizer field. Every update is a few multi-tensor (foreach) kernels
+// over the parameters stepped, as PyTorch's default on GPUs, and elementwise: stepping
+// the parameters in parts (a bucket's as soon as its gradients are averaged, the engine's
+// optimizer overlap) updates them exactly as one Step.
+//
+//   std::unique_ptr<ddplab::Optimizer> optimizer = ddplab::MakeOptimizer(e.optimizer(), model->parameters());
+//   loss.backward();
+//   optimizer->Step();
+//   optimizer->ZeroGrad();
+#ifndef DDPLAB_CORE_TRAINING_OPTIMIZER_H_
+#define DDPLAB_CORE_TRAINING_OPTIMIZER_H_
+
+#include <memory>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "ddplab/v1/experiment.pb.h"
+
+namespace ddplab {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<at::Tensor> params) : params_(std::move(params)) {}
+  virtual ~Optimizer() = default;
+
+  // Steps every parameter that has a gradient (.grad()).
+  void Step();
+  // The same for some of the parameters (indices into the parameters).
+  void StepParameters(const std::vector<size_t>& indices) { StepParameters(indices, {}); }
+  // The same with their gradients given (shaped like them, in any dtype: cast to the
+  // parameters'), e.g. views of a bucket's average; still only the parameters that have
+  // a gradient (.grad()) are stepped.
+  void StepParameters(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads);
+  // Drops the gradients (set_to_none=True, PyTorch's default): backward then writes
+  // fresh ones instead of adding to zeros.
+  void ZeroGrad();
+
+ protected:
+  // Updates params_[indices[k]] with grads[k] (each defined, in the parameter's dtype).
+  virtual void Update(const std::vector<size_t>& indices, std::vector<at::Tensor> params,
+                      std::vector<at::Tensor> grads) = 0;
+
+ private:
+  std::vector<at::Tensor> params_;
+};
+
+// The optimizer `o` (resolved: AdamW's defaults filled in) asks for, over `params`.
+std::unique_ptr<Optimizer> MakeOptimizer(const v1::Optimizer& o, std::vector<at::Tensor> params);
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_CORE_TRAINING_OPTIMIZER_H_
