@@ -49,6 +49,11 @@ CASES = [
 ]
 
 
+# An experiment that trains as users do: its code makes the optimizer and the autocast.
+AMP = ("precision: BF16_AUTOCAST optimizer { adamw { learning_rate: 0.001 weight_decay: 0.05 } } "
+       "plugin { static_graph {} }")
+
+
 def pytorch_code(configurations):
     """The report's code for each configuration, from the plugins (a dict)."""
     binary = os.path.join(os.environ["TEST_SRCDIR"], "ddplab/plugins/testing/pytorch_code")
@@ -102,7 +107,7 @@ class DdpWrapTest(unittest.TestCase):
     def setUpClass(cls):
         store = dist.FileStore(os.path.join(tempfile.mkdtemp(), "store"), 1)
         dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-        cls.codes = pytorch_code([c for c, _ in CASES])
+        cls.codes = pytorch_code([c for c, _ in CASES] + [AMP])
         torch.nn.parallel.DistributedDataParallel = RecordingDDP
 
     def test_the_code_is_the_configuration(self):
@@ -143,6 +148,35 @@ class DdpWrapTest(unittest.TestCase):
                     loss.backward()
                     optimizer.step()
                     self.assertTrue(torch.isfinite(loss), step)
+
+    def test_bf16_autocast_and_adamw(self):
+        code = self.codes[AMP]
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, 10)).to(DEVICE)
+        ddp, optimizer, autocast = ddp_wrap.training(model, code, local_rank=0)
+        self.assertTrue(ddp.static_graph)
+        self.assertIsInstance(optimizer, torch.optim.AdamW)
+        group = optimizer.param_groups[0]
+        self.assertEqual((group["lr"], group["weight_decay"], group["betas"], group["eps"]),
+                         (0.001, 0.05, (0.9, 0.999), 1e-8))  # left out: PyTorch's defaults
+        self.assertEqual(autocast, dict(device_type="cuda", dtype=torch.bfloat16))
+        self.assertEqual([p.data_ptr() for p in group["params"]], [p.data_ptr() for p in ddp.parameters()])
+        # It trains as the benchmark runs it, the forward in bfloat16 (on this device).
+        autocast = dict(autocast, device_type=DEVICE.type)
+        before = [p.detach().clone() for p in ddp.parameters()]
+        for step in range(3):
+            x, y = torch.randn(8, 64, device=DEVICE), torch.randint(10, (8,), device=DEVICE)
+            with torch.autocast(**autocast):
+                logits = ddp(x)
+                loss = torch.nn.functional.cross_entropy(logits, y)
+            self.assertEqual(logits.dtype, torch.bfloat16)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        self.assertTrue(all(not torch.equal(a, b) for a, b in zip(before, ddp.parameters())))
+        # The seed study's code makes neither.
+        self.assertEqual(ddp_wrap.training(torch.nn.Linear(4, 4).to(DEVICE), self.codes[CASES[0][0]], 0)[1:],
+                         (None, None))
 
     def test_a_different_configuration_is_told_apart(self):
         # The checks above can fail: another configuration's code gives another DDP.

@@ -2,7 +2,8 @@
 """PyTorch's own ViT training, the reference ddplab is measured against: torchvision's
 model, torch.optim.SGD, synthetic normal images with uniform labels from a DataLoader
 with worker processes and pinned memory (a DistributedSampler under DDP), as in the seed
-experiment.
+experiment; or as users train today: --precision bf16 (torch.autocast) or tf32, and
+--optimizer adamw (PyTorch's defaults but --lr); --compile for torch.compile's figure.
 
   python3 pytorch_vit.py --output r.json                        # one GPU, no DDP
   torchrun --nproc_per_node=4 pytorch_vit.py --ddp --bucket_cap_mb 25 --output r.json
@@ -47,6 +48,11 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--measured", type=int, default=20)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--precision", choices=["float32", "tf32", "bf16"], default="float32",
+                   help="bf16: forward and loss under torch.autocast(bfloat16); tf32: TF32 matmuls")
+    p.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd",
+                   help="adamw: torch.optim.AdamW with PyTorch's defaults but --lr (foreach, its default on GPUs)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (for information)")
     p.add_argument("--ddp", action="store_true", help="wrap in DistributedDataParallel")
     p.add_argument("--bucket_cap_mb", type=float, default=25)
     p.add_argument("--static_graph", action="store_true")
@@ -77,20 +83,27 @@ def main():
         dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
 
     torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
+    autocast = dict(device_type="cuda", dtype=torch.bfloat16) if a.precision == "bf16" else None
     model = getattr(torchvision.models, a.model)().to(device)
     model.train()
     optimizer = None
+    kind = torch.optim.AdamW if a.optimizer == "adamw" else torch.optim.SGD
     if a.optimizer_in_backward:
         # Before the DDP wrapper, which then runs each bucket's optimizers on a stream of
         # its own after the bucket's all-reduce, and leaves no gradients after backward.
         from torch.distributed.optim import _apply_optimizer_in_backward
-        _apply_optimizer_in_backward(torch.optim.SGD, model.parameters(), {"lr": a.lr})
+        _apply_optimizer_in_backward(kind, model.parameters(), {"lr": a.lr})
     else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=a.lr)
+        optimizer = kind(model.parameters(), lr=a.lr)
     if a.ddp and a.ddp_code:
         import ddp_wrap
         with open(a.ddp_code) as f:
-            model = ddp_wrap.wrap(model, f.read(), local_rank, start_powerSGD_iter=a.start_powersgd_iter)
+            model, code_optimizer, code_autocast = ddp_wrap.training(
+                model, f.read(), local_rank, start_powerSGD_iter=a.start_powersgd_iter)
+        if code_optimizer is not None and not a.optimizer_in_backward:
+            optimizer = code_optimizer
+        autocast = code_autocast or autocast
     elif a.ddp:
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[local_rank], bucket_cap_mb=a.bucket_cap_mb,
@@ -104,6 +117,8 @@ def main():
                 process_group=None, matrix_approximation_rank=a.powersgd_rank,
                 start_powerSGD_iter=a.start_powersgd_iter)
             model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    if a.compile:
+        model = torch.compile(model)
     criterion = torch.nn.CrossEntropyLoss()
     steps = a.warmup + a.measured
     dataset = SyntheticImages(steps * a.batch_size * world, a.image_size, 1000)
@@ -114,7 +129,7 @@ def main():
     compute = (torch.cuda.stream(torch.cuda.Stream(device, priority=-1)) if a.high_priority_compute
                else contextlib.nullcontext())
     with compute:
-        seconds = train(a, loader, model, criterion, optimizer, device)
+        seconds = train(a, loader, model, criterion, optimizer, device, autocast)
     if rank == 0:
         record = {
             "steps_per_s": a.measured / seconds,
@@ -127,6 +142,9 @@ def main():
             "ddp_code": open(a.ddp_code).read() if a.ddp_code else None,
             "high_priority_compute": a.high_priority_compute,
             "optimizer_in_backward": a.optimizer_in_backward,
+            "precision": a.precision if autocast is None else "bf16",
+            "optimizer": type(optimizer).__name__ if optimizer is not None else a.optimizer,
+            "compile": a.compile,
             "torch_version": torch.__version__,
             "device": torch.cuda.get_device_name(local_rank),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -138,8 +156,9 @@ def main():
         dist.destroy_process_group()
 
 
-def train(a, loader, model, criterion, optimizer, device):
-    """Runs the steps on the current stream; returns the measured steps' seconds."""
+def train(a, loader, model, criterion, optimizer, device, autocast):
+    """Runs the steps on the current stream, forward and loss under torch.autocast(**autocast)
+    where given; returns the measured steps' seconds."""
     start = None
     for step, (images, labels) in enumerate(loader):
         if step == a.warmup:
@@ -148,7 +167,8 @@ def train(a, loader, model, criterion, optimizer, device):
             start = time.perf_counter()
         images = images.to(device, non_blocking=True)
         labels = labels.to(device, non_blocking=True)
-        loss = criterion(model(images), labels)
+        with torch.autocast(**autocast) if autocast else contextlib.nullcontext():
+            loss = criterion(model(images), labels)
         if optimizer is None:  # stepped inside backward
             loss.backward()
             continue

@@ -54,8 +54,9 @@ absl::Status CheckProcesses(const v1::Experiment& e, const Machine& machine, int
 absl::Status CheckMemory(const v1::Experiment& e, const Machine& machine, int per_node) {
   absl::StatusOr<VitConfig> config = VitConfigForModel(e.model(), e.data().image_size());
   if (!config.ok()) return Refuse(e, std::string(config.status().message()));
-  const bool momentum = e.optimizer().sgd().momentum() != 0;
-  const TrainingMemory need = VitTrainingMemory(*config, e.data().batch_size(), momentum);
+  // float32 copies of the parameters the optimizer keeps: AdamW's two moments, SGD's momentum.
+  const int states = e.optimizer().has_adamw() ? 2 : (e.optimizer().sgd().momentum() != 0 ? 1 : 0);
+  const TrainingMemory need = VitTrainingMemory(*config, e.data().batch_size(), states);
   const bool cpu = OnCpu(e, machine);
   // On CPUs the processes of a node share its memory; on GPUs each has its own.
   const int sharing = cpu ? per_node : 1;
@@ -64,7 +65,8 @@ absl::Status CheckMemory(const v1::Experiment& e, const Machine& machine, int pe
   return Refuse(e, absl::StrFormat(
                        "cannot fit: each process needs at least %.1f GiB (%d parameters with their "
                        "gradients%s: %.1f GiB; activations of a batch of %d: %.1f GiB), and %s has %.1f GiB%s",
-                       need.total() / kGiB, VitParameterCount(*config), momentum ? " and momentum" : "",
+                       need.total() / kGiB, VitParameterCount(*config),
+                       states == 2 ? " and AdamW's moments" : (states == 1 ? " and momentum" : ""),
                        need.state_bytes / kGiB, e.data().batch_size(), need.activation_bytes / kGiB,
                        cpu ? "this machine" : "each GPU", static_cast<double>(have) / kGiB,
                        sharing > 1 ? absl::StrCat(" for its ", sharing, " processes") : ""));

@@ -106,6 +106,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"zero_learning_rate", ":5:19: optimizer.sgd.learning_rate: must be > 0, got 0"},
         BadCase{"momentum_out_of_range",
                 ":5:38: optimizer.sgd.momentum: must be in [0, 1), got 1.5"},
+        BadCase{"adamw_beta_out_of_range",
+                ":5:42: optimizer.adamw.beta2: must be in [0, 1), got 1"},
+        BadCase{"tf32_on_cpu",
+                ":6:1: precision: TF32 is a mode of GPUs' matrix units, and distributed.device is CPU: "
+                "use FLOAT32 or BF16_AUTOCAST on CPUs"},
         BadCase{"sweep_and_cap",
                 ":9:5: plugin[0].bucket_sizing.bucket_cap_mb: contradicts sweep_cap_mb: a sweep "
                 "sets the bucket_cap_mb of each run; leave bucket_cap_mb out"},

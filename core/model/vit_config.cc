@@ -83,9 +83,9 @@ int64_t VitParameterCount(const VitConfig& c) {
   return embedding + c.num_layers * layer + 2 * h + h * c.num_classes + c.num_classes;
 }
 
-TrainingMemory VitTrainingMemory(const VitConfig& c, int64_t batch, bool momentum) {
+TrainingMemory VitTrainingMemory(const VitConfig& c, int64_t batch, int optimizer_states) {
   TrainingMemory m;
-  m.state_bytes = static_cast<double>(VitParameterCount(c)) * 4 * (momentum ? 3 : 2);
+  m.state_bytes = static_cast<double>(VitParameterCount(c)) * 4 * (2 + optimizer_states);
   // Per token and layer: the inputs of ln_1, the q/k/v projection and its output, the
   // attention's output, ln_2's input and output, the MLP's hidden layer before and after GELU.
   const double per_token_layer = 6.0 * c.hidden_dim + 2.0 * c.mlp_dim;

@@ -38,8 +38,9 @@ double VitTrainingFlopsPerSample(const VitConfig& config);
 // Parameters of the model, as torchvision's VisionTransformer has them.
 int64_t VitParameterCount(const VitConfig& config);
 
-// The least memory one process's training step takes, in bytes: weights, gradients and,
-// with `momentum`, SGD's momentum (4 bytes each per parameter), and the activations
+// The least memory one process's training step takes, in bytes: weights, gradients and
+// `optimizer_states` more float32 copies (SGD's momentum: 1, AdamW's moments: 2), 4 bytes
+// each per parameter, and the activations
 // backward keeps for a batch of `batch` (a lower bound: each layer's inputs of its
 // projections and of the MLP, in float32). The allocator and the engine's buckets add
 // to it.
@@ -48,7 +49,7 @@ struct TrainingMemory {
   double activation_bytes = 0;
   double total() const { return state_bytes + activation_bytes; }
 };
-TrainingMemory VitTrainingMemory(const VitConfig& config, int64_t batch, bool momentum);
+TrainingMemory VitTrainingMemory(const VitConfig& config, int64_t batch, int optimizer_states);
 
 }  // namespace ddplab
 

@@ -7,6 +7,29 @@
 
 namespace ddplab {
 
+namespace {
+
+// The optimizer and autocast of `e` where they are not the seed study's (SGD, float32):
+// `optimizer` over the wrapped model, and `autocast`, the arguments of the
+// torch.autocast that each step's forward and loss run in.
+void AppendTraining(const v1::Experiment& e, const std::string& device, std::string& code) {
+  if (e.optimizer().has_adamw()) {
+    // A resolved experiment has every field; one left out is PyTorch's default.
+    const v1::AdamW& a = e.optimizer().adamw();
+    absl::StrAppend(&code, "optimizer = torch.optim.AdamW(model.parameters(), lr=", a.learning_rate());
+    if (a.has_beta1() && a.has_beta2()) absl::StrAppend(&code, ", betas=(", a.beta1(), ", ", a.beta2(), ")");
+    if (a.has_eps()) absl::StrAppend(&code, ", eps=", a.eps());
+    if (a.has_weight_decay()) absl::StrAppend(&code, ", weight_decay=", a.weight_decay());
+    absl::StrAppend(&code, ")\n");
+  }
+  if (e.precision() == v1::BF16_AUTOCAST) {
+    absl::StrAppend(&code, "autocast = dict(device_type=\"", device,
+                    "\", dtype=torch.bfloat16)  # each step: with torch.autocast(**autocast): loss = ...\n");
+  }
+}
+
+}  // namespace
+
 std::string PyTorchCode(const v1::Experiment& e, const std::vector<std::string>& plugins,
                         const std::map<std::string, PyTorchForm>& forms, std::vector<std::string>* ddplab_only) {
   const v1::Distributed& dist = e.distributed();
@@ -43,6 +66,10 @@ std::string PyTorchCode(const v1::Experiment& e, const std::vector<std::string>&
   std::string code;
   if (dist.nccl_channels() > 0) absl::StrAppend(&code, "# environment: NCCL_MAX_NCHANNELS=", dist.nccl_channels(), "\n");
   for (const v1::EnvironmentVariable& v : dist.nccl_env()) absl::StrAppend(&code, "# environment: ", v.name(), "=", v.value(), "\n");
+  if (e.precision() == v1::TF32 || e.precision() == v1::BF16_AUTOCAST || e.optimizer().has_adamw()) {
+    absl::StrAppend(&code, "import torch\n");
+  }
+  if (e.precision() == v1::TF32) absl::StrAppend(&code, "torch.backends.cuda.matmul.allow_tf32 = True\n");
   absl::StrAppend(&code, "from torch.nn.parallel import DistributedDataParallel as DDP\n");
   if (!hook.empty()) {
     absl::StrAppend(&code, "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook as powerSGD\n");
@@ -54,6 +81,7 @@ std::string PyTorchCode(const v1::Experiment& e, const std::vector<std::string>&
     if (!state.empty()) absl::StrAppend(&code, "state = ", state, "\n");
     absl::StrAppend(&code, "model.register_comm_hook(", state.empty() ? "None" : "state", ", ", registered, ")\n");
   }
+  AppendTraining(e, dist.device() == v1::Distributed::CPU ? "cpu" : "cuda", code);
   return code;
 }
 

@@ -117,6 +117,8 @@ v1::ReportRow RowOf(const v1::RunResult& r, const v1::RunResult* single, const v
     row.set_vs_naive(row.steps_per_s().median() / MedianStepsPerSecond(*naive));
   }
   row.set_tflops_per_gpu(r.tflops_per_gpu());
+  row.set_precision(r.precision());
+  if (r.has_peak_fraction()) row.set_peak_fraction(r.peak_fraction());
   row.set_exposed_comm_ms(MedianOf(r, [](const v1::Repetition& rep) { return rep.exposed_comm_ms(); }));
   int largest = -1;
   for (int b = 0; b < r.bucket_busbw_gbps_size() && b < r.bucket_bytes_size(); ++b) {
@@ -151,7 +153,7 @@ constexpr int kColumns = 11;
 std::vector<std::string> Headers(const v1::Machine& m) {
   const bool gpus = !OnCpus(m);
   return {"experiment", gpus ? "GPUs" : "processes", "transport", "steps/s", gpus ? "vs 1 GPU" : "vs 1 process",
-          "vs naive", "exposed comm ms", "busbw GB/s", "peak GiB", "grad error", gpus ? "TFLOP/s/GPU" : "TFLOP/s"};
+          "vs naive", "exposed comm ms", "busbw GB/s", "peak GiB", "grad error", gpus ? "TFLOP/s/GPU (of peak)" : "TFLOP/s"};
 }
 
 // A cell of report.md: medians with [min-max] and the count over repetitions.
@@ -178,7 +180,10 @@ std::string MarkdownCell(const v1::ReportRow& r, int column) {
              (r.has_effective_error()
                   ? absl::StrFormat(" (%d-step %.2e)", r.effective_error_steps(), r.effective_error())
                   : "");
-    case 10: return r.tflops_per_gpu() > 0 ? absl::StrFormat("%.3g", r.tflops_per_gpu()) : "-";
+    case 10:
+      if (r.tflops_per_gpu() <= 0) return "-";
+      return r.has_peak_fraction() ? absl::StrFormat("%.3g (%.1f%%)", r.tflops_per_gpu(), 100 * r.peak_fraction())
+                                   : absl::StrFormat("%.3g", r.tflops_per_gpu());
   }
   return "";
 }
@@ -311,7 +316,7 @@ std::string FormatCsv(const v1::SuiteReport& report) {
   std::string out =
       "experiment,configuration,gpus,transport,nccl_transport,steps_per_s,steps_per_s_min,steps_per_s_max,"
       "repetitions,vs_single_gpu,vs_naive,exposed_comm_ms,compute_slowdown_ms,busbw_gbps,peak_memory_gib,"
-      "gradient_error,tflops_per_gpu,diagnostic\n";
+      "gradient_error,tflops_per_gpu,diagnostic,precision,peak_fraction\n";
   for (const v1::ReportRow& r : report.rows()) {
     const auto opt = [](bool has, double v) { return has ? std::optional<double>(v) : std::nullopt; };
     const std::vector<std::string> cells = {
@@ -322,7 +327,8 @@ std::string FormatCsv(const v1::SuiteReport& report) {
         CsvNumber(r.exposed_comm_ms()), CsvNumber(r.parts().compute_slowdown_ms()),
         CsvNumber(opt(r.has_busbw_gbps(), r.busbw_gbps())), CsvNumber(r.peak_memory_gib()),
         CsvNumber(opt(r.has_gradient_error(), r.gradient_error())), CsvNumber(r.tflops_per_gpu()),
-        r.diagnostic() ? "1" : "0"};
+        r.diagnostic() ? "1" : "0", CsvText(r.precision()),
+        CsvNumber(opt(r.has_peak_fraction(), r.peak_fraction()))};
     absl::StrAppend(&out, absl::StrJoin(cells, ","), "\n");
   }
   return out;

@@ -129,6 +129,17 @@ std::string StepsCell(const v1::ReportRow& row) {
   return Cell(html);
 }
 
+// TFLOP/s per GPU, and its share of the GPU's peak for the run's precision where known.
+std::string TflopsCell(const v1::ReportRow& row) {
+  if (row.tflops_per_gpu() <= 0) return Cell(kDash);
+  std::string html = absl::StrFormat("%.3g", row.tflops_per_gpu());
+  if (row.has_peak_fraction()) {
+    absl::StrAppendFormat(&html, "<div class=\"range\">%.1f%% of %s peak</div>", 100 * row.peak_fraction(),
+                          Escape(row.precision()));
+  }
+  return Cell(html);
+}
+
 std::string ExperimentCell(const v1::ReportRow& row) {
   std::string html = Escape(row.experiment());
   if (row.diagnostic()) absl::StrAppend(&html, "<span class=\"tag\">diagnostic</span>");
@@ -171,7 +182,7 @@ std::string TableRow(const v1::ReportRow& row) {
       row.has_gradient_error() ? GradientErrorCell(row)
       : row.lossy()            ? "<td class=\"num\" title=\"lossy: its error was not sampled\">not sampled</td>"
                                : "<td class=\"num\" title=\"exact: no gradient error\">—</td>",
-      Cell(row.tflops_per_gpu() > 0 ? absl::StrFormat("%.3g", row.tflops_per_gpu()) : kDash), "</tr>\n");
+      TflopsCell(row), "</tr>\n");
 }
 
 std::string Table(const v1::SuiteReport& report) {

@@ -40,6 +40,9 @@ std::string FormatRunSummary(const v1::RunResult& r) {
   std::string measured;
   if (r.tflops_per_gpu() > 0) {
     absl::StrAppendFormat(&measured, ", %.3g TFLOP/s per %s", r.tflops_per_gpu(), r.device() == "cpu" ? "process" : "GPU");
+    if (r.has_peak_fraction()) {
+      absl::StrAppendFormat(&measured, " (%.1f%% of its %s peak)", 100 * r.peak_fraction(), r.precision());
+    }
   }
   if (r.peak_memory_gib() > 0) absl::StrAppendFormat(&measured, ", peak %.2f GiB", r.peak_memory_gib());
   return absl::StrFormat(

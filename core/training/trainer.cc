@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "core/build_flags.h"
 #include "core/report/device_report.h"
+#include "core/report/gpu_peak.h"
 #include "core/engine/engine.h"
 #include "core/fidelity/error_sampler.h"
 #include "core/fidelity/fidelity_result.h"
@@ -361,6 +362,10 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   const double samples_per_step = static_cast<double>(e_.data().batch_size()) * e_.steps().accumulation();
   r.set_samples_per_s(measured_ * samples_per_step * world_ / seconds);
   r.set_tflops_per_gpu(VitTrainingFlopsPerSample(*config_) * samples_per_step * measured_ / seconds / 1e12);
+  r.set_precision(PrecisionWord(e_.precision()));
+  if (std::optional<double> peak = PeakTflops(r.device(), e_.precision()); peak && cuda_) {
+    r.set_peak_fraction(r.tflops_per_gpu() / *peak);
+  }
 #if defined(DDPLAB_CUDA)
   if (cuda_) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());

@@ -10,6 +10,7 @@
 
 #include <torch/cuda.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/build_flags.h"
 #include "core/engine/allreduce_hook.h"
@@ -40,16 +41,22 @@ PluginHost& Host() {
 
 }  // namespace
 
+namespace {
+
+// A valid experiment of `plugins_text` (plugin entries, and the experiment's precision
+// and optimizer where it gives them: SGD otherwise) on `distributed`.
+std::string ExperimentText(const std::string& plugins_text, const std::string& distributed) {
+  return absl::StrCat("name: \"plugin_test\" model { preset: VIT_TINY_TEST } data { batch_size: 2 } "
+                      "steps { measured: 1 } ",
+                      absl::StrContains(plugins_text, "optimizer {") ? "" : "optimizer { sgd { learning_rate: 0.1 } } ",
+                      "distributed { ", distributed, " } ", plugins_text);
+}
+
+}  // namespace
+
 absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text, const std::string& distributed) {
-  absl::StatusOr<v1::Suite> suite = ParseExperimentText(absl::StrCat(R"pb(
-        name: "plugin_test"
-        model { preset: VIT_TINY_TEST }
-        data { batch_size: 2 }
-        steps { measured: 1 }
-        optimizer { sgd { learning_rate: 0.1 } }
-      )pb",
-                                                                     "distributed { ", distributed, " } ", plugins_text),
-                                                        "plugin_test", Host().schema());
+  absl::StatusOr<v1::Suite> suite =
+      ParseExperimentText(ExperimentText(plugins_text, distributed), "plugin_test", Host().schema());
   if (!suite.ok()) return suite.status();
   return Host().Configure(suite->experiment(0));
 }
@@ -58,10 +65,7 @@ std::string PyTorchCodeFor(const std::string& plugins_text) {
   const std::string two_gpus = "device: CUDA gpus_per_node: 2";
   absl::StatusOr<PluginSet> set = ConfigureWithPlugins(plugins_text, two_gpus);
   if (!set.ok()) return std::string(set.status().message());
-  absl::StatusOr<v1::Suite> suite = ParseExperimentText(
-      absl::StrCat("name: \"x\" model { preset: VIT_TINY_TEST } data { batch_size: 2 } steps { measured: 1 } "
-                   "optimizer { sgd { learning_rate: 0.1 } } distributed { ", two_gpus, " } ", plugins_text),
-      "x", Host().schema());
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(ExperimentText(plugins_text, two_gpus), "x", Host().schema());
   if (!suite.ok()) return std::string(suite.status().message());
   std::vector<std::string> names, ddplab_only;
   for (const LoadedPlugin* p : set->plugins()) names.push_back(p->name);

@@ -30,6 +30,7 @@ absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text,
 
 // The PyTorch code the report gives for `plugins_text` on two GPUs (core/plugin/pytorch_form.h),
 // then "ddplab only: " and the levers PyTorch has no form of; or the configuration's error.
+// `plugins_text` may also set the experiment's precision and optimizer (SGD otherwise).
 std::string PyTorchCodeFor(const std::string& plugins_text);
 
 // Loads `text` (an experiment file's text, named "test.textproto") as vit_ddp does, with

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""On a GPU machine, in one call (#42): ddplab's amp_study (bf16 autocast and AdamW) and
+PyTorch on the same configurations, each row's PyTorch run being the report's own code for
+it (a run's "pytorch" field: the DDP wrapper, the hook, the AdamW and the autocast),
+pasted into bench/pytorch_vit.py. Also PyTorch on one GPU eager and with torch.compile (for
+information). Run from the repository root after building vit_ddp; prints the table last.
+
+  python3 bench/amp_vs_pytorch.py --out DIR [--only NAME] [--deadline S]
+
+Rows whose configuration PyTorch has no form of (the report's "ddplab only") get none. On
+one GPU the suite's runs of several processes are left out by vit_ddp's plan (it says so).
+Writes DIR/suite/ (the report and results), DIR/pytorch/<row>.json and DIR/table.json.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from ddp_matrix import TRANSPORTS, prepare_output, pytorch_command, run  # noqa: E402
+
+NCCL_ENV = {name: env for name, env in TRANSPORTS.values()}
+AMP = ["--precision", "bf16", "--optimizer", "adamw", "--lr", "0.001"]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--binary", default="bazel-bin/experiments/vit_ddp")
+    p.add_argument("--only", default="", help="vit_ddp --only, one name (default: the whole study)")
+    p.add_argument("--deadline", type=float, default=540, help="no PyTorch run starts after this many seconds")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--measured", type=int, default=20)
+    a = p.parse_args()
+    out = prepare_output(a.out)
+    start = time.monotonic()
+    cmd = [a.binary, "--experiment=experiments/amp_study.textproto", f"--output_dir={out}/suite"]
+    if a.only:
+        cmd.append(f"--only={a.only}")
+    run(cmd, os.path.join(out, "logs", "suite.txt"))
+    results = [json.load(open(f)) for f in sorted(glob.glob(f"{out}/suite/amp_study/*.json"))
+               if os.path.basename(f) != "report.json" and f.count(".") == 1]
+    rows = []
+    # One GPU: eager as the suite's single_gpu row, and torch.compile.
+    for name, extra in (("pytorch_1gpu_eager", []), ("pytorch_1gpu_compile", ["--compile"])):
+        if time.monotonic() - start < a.deadline:
+            path = os.path.join(out, "pytorch", name + ".json")
+            if run(pytorch_command(1, a.warmup, a.measured, path, None, AMP + extra),
+                   os.path.join(out, "logs", name + ".txt")) == 0:
+                rows.append({"row": name, "pytorch": json.load(open(path))["steps_per_s"]})
+    for r in results:
+        row = {"row": r["experiment"], "ddplab": r["steps_per_s"], "gpus": r["world_size"]}
+        code = r.get("pytorch", "")
+        only = r.get("ddplab_only", [])
+        if r["world_size"] > 1 and code and not only and time.monotonic() - start < a.deadline:
+            code_file = os.path.join(out, "pytorch", r["experiment"] + ".py")
+            with open(code_file, "w") as f:
+                f.write(code)
+            path = os.path.join(out, "pytorch", r["experiment"] + ".json")
+            env = dict(os.environ, **NCCL_ENV.get(r.get("transport", ""), {}))
+            cmd = pytorch_command(r["world_size"], a.warmup, a.measured, path, ["--ddp_code", code_file], AMP)
+            if run(cmd, os.path.join(out, "logs", r["experiment"] + ".txt"), env) == 0:
+                row["pytorch"] = json.load(open(path))["steps_per_s"]
+        elif r["world_size"] == 1 and r["experiment"] == "single_gpu":
+            eager = next((x for x in rows if x["row"] == "pytorch_1gpu_eager"), None)
+            row["pytorch"] = eager and eager["pytorch"]
+        if only:
+            row["note"] = "ddplab only: " + ", ".join(only)
+        row["peak_fraction"] = r.get("peak_fraction")
+        rows.append(row)
+    with open(os.path.join(out, "table.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    print(f"{'row':<34} {'gpus':>4} {'ddplab':>8} {'pytorch':>8} {'ratio':>6} {'of peak':>8}")
+    for row in rows:
+        d, t = row.get("ddplab"), row.get("pytorch")
+        ratio = f"{d / t:.2f}x" if d and t else "-"
+        peak = f"{100 * row['peak_fraction']:.1f}%" if row.get("peak_fraction") else "-"
+        print(f"{row['row']:<34} {row.get('gpus', 1):>4} {d or 0:>8.3f} {t or 0:>8.3f} {ratio:>6} {peak:>8}"
+              f"  {row.get('note', '')}")
+
+
+if __name__ == "__main__":
+    main()
