@@ -1,5 +1,6 @@
 // Every lossless combination of plugins averages the gradients one process over the
-// concatenated batch gets, under bf16 autocast and with AdamW as under float32 and SGD.
+// concatenated batch gets, under bf16 autocast and with AdamW as under float32 and SGD;
+// the lossy plugins stay within their own rounding there.
 //
 // Under bf16 autocast both sides compute forward and loss in the same bfloat16 casts;
 // what differs is where a sample's rows fall in the matrix products (a batch of 4 per
@@ -64,6 +65,24 @@ TEST(PrecisionTest, Bf16AutocastWithAdamWOnThreeRanks) {
   REQUIRE_GLOO();
   const Combination all = LosslessCombinations().back();
   EXPECT_EQ(Train(all, {"--precision=bf16", "--optimizer=adamw", "--lr=0.001", kBf16Autocast}, 3), "");
+}
+
+// The lossy plugins take float32 gradients under bf16 autocast as under float32: each
+// within its own rounding (bf16: 2^-8; fp8's E4M3: 0.13, fp8_test.cc) besides autocast's;
+// PowerSGD, whose low-rank result has no such bound, trains with the ranks' parameters
+// equal (the worker's check of every run).
+TEST(PrecisionTest, LossyPluginsUnderBf16AutocastWithAdamW) {
+  REQUIRE_GLOO();
+  const std::vector<std::string> amp{"--precision=bf16", "--optimizer=adamw", "--lr=0.001"};
+  const auto with = [&amp](const std::string& tolerance) {
+    std::vector<std::string> flags = amp;
+    flags.push_back(tolerance);
+    return flags;
+  };
+  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { bf16 {} }", with("--grad_tolerance=0.024")), "");
+  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { fp8 {} }", with("--grad_tolerance=0.15")), "");
+  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { powersgd { matrix_approximation_rank: 2 } }", with("--grad_tolerance=-1")),
+            "");
 }
 
 }  // namespace
