@@ -7,7 +7,7 @@ namespace {
 
 struct Peak {
   const char* name;  // a part of the device's name; the first that matches is taken
-  double float32, tf32, bf16;
+  double float32, tf32, bfloat16;
 };
 
 // NVIDIA's datasheets, dense TFLOP/s.
@@ -26,7 +26,7 @@ std::optional<double> PeakTflops(const std::string& device, v1::Precision precis
     if (!absl::StrContains(device, p.name)) continue;
     switch (precision) {
       case v1::TF32: return p.tf32;
-      case v1::BF16_AUTOCAST: return p.bf16;
+      case v1::BF16_AUTOCAST: return p.bfloat16;
       default: return p.float32;
     }
   }

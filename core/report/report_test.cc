@@ -91,13 +91,13 @@ TEST(ReportTest, RepetitionsGiveMedianAndSpreadAndNoWinnerWithinNoise) {
 // A run's TFLOP/s beside its share of the GPU's peak for its precision, where known.
 TEST(ReportTest, TflopsWithTheShareOfThePeak) {
   std::vector<v1::RunResult> runs = Runs();
-  runs[1].set_precision("bf16");
+  runs[1].set_precision("bfloat16");
   runs[1].set_peak_fraction(0.0376);
   const v1::SuiteReport report = MakeReport(runs);
-  EXPECT_EQ(report.rows(1).precision(), "bf16");
+  EXPECT_EQ(report.rows(1).precision(), "bfloat16");
   EXPECT_NE(FormatMarkdown(report).find("| 37.2 (3.8%) |"), std::string::npos) << FormatMarkdown(report);
   EXPECT_NE(FormatMarkdown(report).find("| 37.2 |"), std::string::npos) << "a row without a known peak";
-  EXPECT_NE(FormatCsv(report).find(",bf16,0.0376\n"), std::string::npos) << FormatCsv(report);
+  EXPECT_NE(FormatCsv(report).find(",bfloat16,0.0376\n"), std::string::npos) << FormatCsv(report);
 }
 
 TEST(ReportTest, SplitsTheStepAgainstOneGpus) {

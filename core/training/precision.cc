@@ -17,7 +17,7 @@ ForwardPrecision::ForwardPrecision(v1::Precision p, const at::Device& device) {
 std::string PrecisionWord(v1::Precision p) {
   switch (p) {
     case v1::TF32: return "tf32";
-    case v1::BF16_AUTOCAST: return "bf16";
+    case v1::BF16_AUTOCAST: return "bfloat16";
     default: return "float32";
   }
 }

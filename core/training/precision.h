@@ -38,7 +38,7 @@ class ForwardPrecision {
   std::optional<compat::AutocastScope> autocast_;
 };
 
-// The PyTorch words for `p` (its name in flags and reports): "float32", "tf32", "bf16".
+// The word for `p` in results and reports: "float32", "tf32", "bfloat16".
 std::string PrecisionWord(v1::Precision p);
 
 }  // namespace ddplab
