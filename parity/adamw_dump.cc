@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"

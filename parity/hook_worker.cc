@@ -23,7 +23,8 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"

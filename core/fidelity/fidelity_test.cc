@@ -3,7 +3,8 @@
 #include <cmath>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "gtest/gtest.h"
 

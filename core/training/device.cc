@@ -1,5 +1,7 @@
 #include "core/training/device.h"
 
+#include <torch/cuda.h>
+
 #include "absl/strings/str_cat.h"
 #include "core/build_flags.h"
 

@@ -8,7 +8,7 @@
 #ifndef DDPLAB_CORE_TRAINING_DEVICE_H_
 #define DDPLAB_CORE_TRAINING_DEVICE_H_
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
 #include "ddplab/v1/experiment.pb.h"

@@ -1,6 +1,8 @@
 #include "core/training/sgd.h"
 
-#include <torch/torch.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "gtest/gtest.h"
 

@@ -1,6 +1,6 @@
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/engine/engine.h"
 #include "gtest/gtest.h"

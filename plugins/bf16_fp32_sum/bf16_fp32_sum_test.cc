@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "core/engine/engine.h"
 #include "gtest/gtest.h"

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"

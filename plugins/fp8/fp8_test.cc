@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/engine/engine.h"

@@ -9,7 +9,8 @@
 #include <tuple>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
 
 #include "plugins/fp8/codec.h"
 #include "plugins/fp8/wire.h"

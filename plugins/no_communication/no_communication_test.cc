@@ -1,6 +1,6 @@
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "gtest/gtest.h"
 #include "plugins/testing/plugin_testutil.h"

@@ -7,7 +7,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
 
 #if defined(DDPLAB_CUDA)
 #include <c10/cuda/CUDAStream.h>

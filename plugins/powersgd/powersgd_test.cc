@@ -3,7 +3,8 @@
 #include <map>
 #include <utility>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
