@@ -8,8 +8,9 @@
 //
 // Which process runs what:
 // - Started plainly, vit_ddp is the launcher: a run of one process (distributed
-//   gpus_per_node 1) trains here, on node 0 only; a run of several starts its workers
-//   (--nproc_per_node of them per node, or as the experiment says).
+//   gpus_per_node 1) trains here, on node 0 only; a run of several runs on workers it
+//   starts (--nproc_per_node of them per node, or as the experiment says), which on one
+//   node stay for the next run of the same transport (Note [Persistent workers]).
 // - Started by torchrun, srun or mpirun (`worker` set), every process of the job goes
 //   through the suite together: a run of several processes uses the job's, a run of one
 //   is trained by rank 0 alone while the others wait.
