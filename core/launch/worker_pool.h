@@ -10,8 +10,9 @@
 //
 //   // A worker's side:
 //   absl::StatusOr<std::optional<ddplab::TaskChannel>> channel = ddplab::TaskChannel::FromEnvironment();
-//   while (absl::StatusOr<std::optional<std::string>> task = (*channel)->Next()) {
-//     if (!task->has_value()) break;        // the launcher closed the channel: end
+//   for (;;) {
+//     absl::StatusOr<std::optional<std::string>> task = (*channel)->Next();
+//     if (!task.ok() || !task->has_value()) break;   // the launcher closed the channel: end
 //     ... run **task ...; a failed task ends the worker with a non-zero code
 //     (*channel)->Done();
 //   }
