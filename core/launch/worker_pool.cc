@@ -23,6 +23,19 @@ void OnPoolStopSignal(int sig) { g_pool_stop_signal = sig; }
 
 constexpr char kDone[] = "done\n";
 
+// Writes all of `data` to the socket `fd`; false where the other end has gone (no
+// SIGPIPE: a worker or launcher gone is a failure to report, not a signal to die of).
+bool SendAll(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(const std::vector<std::string>& argv,
@@ -80,18 +93,6 @@ std::vector<pid_t> WorkerPool::pids() const {
   return out;
 }
 
-bool WorkerPool::Send(Worker& w, const std::string& line) {
-  size_t sent = 0;
-  while (sent < line.size()) {
-    // MSG_NOSIGNAL: a worker gone is a failure to report, not a SIGPIPE to die of.
-    const ssize_t n = send(w.fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    sent += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 bool WorkerPool::Receive(Worker& w) {
   char buffer[256];
   const ssize_t n = read(w.fd, buffer, sizeof(buffer));
@@ -112,7 +113,7 @@ LaunchResult WorkerPool::Run(const std::string& task) {
     w.received.clear();
   }
   for (Worker& w : workers_) {
-    if (!Send(w, task + "\n")) return Fail({1, absl::StrCat("rank ", w.rank, " took no task"), 0});
+    if (!SendAll(w.fd, task + "\n")) return Fail({1, absl::StrCat("rank ", w.rank, " took no task"), 0});
   }
   std::vector<pollfd> fds(workers_.size());
   while (true) {
@@ -201,15 +202,8 @@ absl::StatusOr<std::optional<std::string>> TaskChannel::Next() {
 }
 
 absl::Status TaskChannel::Done() {
-  const std::string line = kDone;
-  size_t sent = 0;
-  while (sent < line.size()) {
-    const ssize_t n = send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return absl::UnavailableError(absl::StrCat("telling the launcher a task is done: ", std::strerror(errno)));
-    sent += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
+  if (SendAll(fd_, kDone)) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("telling the launcher a task is done: ", std::strerror(errno)));
 }
 
 }  // namespace ddplab

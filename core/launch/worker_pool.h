@@ -79,7 +79,6 @@ class WorkerPool {
     bool done = false;
   };
   explicit WorkerPool(const LaunchOptions& options) : options_(options) {}
-  bool Send(Worker& w, const std::string& line);
   // Reads what `w` said; false when its channel closed.
   bool Receive(Worker& w);
   // Ends the pool after a failure (or a signal): stops every worker; where the channel of
