@@ -140,11 +140,10 @@ int SuiteRunner::RunAll() {
 bool SuiteRunner::RunTransport(const std::vector<const PlannedRun*>& runs, int& exit) {
   int most = 1;
   for (const PlannedRun* p : runs) most = std::max(most, Repetitions(*p));
-  const bool adaptive = !InJob() && in_.launch.nnodes == 1 && !in_.all_repetitions;
   std::set<int> settled;
   bool go_on = true;
   for (repetition_ = 1; repetition_ <= most && go_on; ++repetition_) {
-    const std::vector<bool> more = repetition_ > 1 && adaptive ? Undecided(runs) : std::vector<bool>(runs.size(), true);
+    const std::vector<bool> more = repetition_ > 1 && SparesRepetitions() ? Undecided(runs) : std::vector<bool>(runs.size(), true);
     for (size_t i = 0; i < runs.size() && go_on; ++i) {
       const PlannedRun& p = *runs[i];
       if (repetition_ > Repetitions(p) || repetition_ <= Kept(p) || settled.count(p.index) > 0) continue;
@@ -160,8 +159,10 @@ bool SuiteRunner::RunTransport(const std::vector<const PlannedRun*>& runs, int& 
   return go_on;
 }
 
+bool SuiteRunner::SparesRepetitions() const { return !InJob() && in_.launch.nnodes == 1 && !in_.all_repetitions; }
+
 bool SuiteRunner::UpTo() const {
-  if (InJob() || in_.launch.nnodes > 1 || plan_.tune || in_.all_repetitions) return false;
+  if (!SparesRepetitions() || plan_.tune) return false;
   for (const PlannedRun& p : plan_.runs) {
     if (p.selected && Repetitions(p) > 1) return true;
   }

@@ -86,6 +86,9 @@ class SuiteRunner {
   // The runs of one transport with their repetitions; false when the suite must stop.
   bool RunTransport(const std::vector<const PlannedRun*>& runs, int& exit);
   std::vector<bool> Undecided(const std::vector<const PlannedRun*>& runs) const;
+  // Whether repetitions go only where they decide: not with --all_repetitions, in a job
+  // or across nodes (whose processes would have to agree on which).
+  bool SparesRepetitions() const;
   bool UpTo() const;  // the progress line's total is the most that may run
   bool TrainHere(const PlannedRun& p, const PluginSet& plugins, const std::string& label, int& exit);
   void Keep(const PlannedRun& p, v1::RunResult result, bool fresh);

@@ -98,26 +98,28 @@ int ExitCodeOf(int wait_status) {
   return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
 }
 
-void StopWorkers(std::map<pid_t, int>& running, std::chrono::milliseconds grace) {
-  for (const auto& [pid, rank] : running) {
-    kill(pid, SIGTERM);
-    kill(pid, SIGCONT);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  bool killed = false;
-  while (!running.empty()) {
+void ReapWithin(std::map<pid_t, int>& running, std::chrono::milliseconds wait) {
+  const bool forever = wait == std::chrono::milliseconds::max();  // now() + max overflows
+  const auto deadline = std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : wait);
+  while (true) {
     for (auto it = running.begin(); it != running.end();) {
       int status = 0;
       const pid_t done = waitpid(it->first, &status, WNOHANG);
       it = done == it->first || (done < 0 && errno == ECHILD) ? running.erase(it) : std::next(it);
     }
-    if (running.empty()) break;
-    if (!killed && std::chrono::steady_clock::now() > deadline) {
-      for (const auto& [pid, rank] : running) kill(pid, SIGKILL);
-      killed = true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (running.empty() || (!forever && std::chrono::steady_clock::now() >= deadline)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+void StopWorkers(std::map<pid_t, int>& running, std::chrono::milliseconds grace) {
+  for (const auto& [pid, rank] : running) {
+    kill(pid, SIGTERM);
+    kill(pid, SIGCONT);
+  }
+  ReapWithin(running, grace);
+  for (const auto& [pid, rank] : running) kill(pid, SIGKILL);
+  ReapWithin(running, std::chrono::milliseconds::max());
 }
 
 }  // namespace ddplab::launch_internal

@@ -62,6 +62,10 @@ bool ExitFailed(int wait_status);
 // The exit code a launcher reports for a worker that ended so: its code, or 128 + signal.
 int ExitCodeOf(int wait_status);
 
+// Reaps the workers of `running` (pid -> rank) that end within `wait` (max: until all
+// have), removing them.
+void ReapWithin(std::map<pid_t, int>& running, std::chrono::milliseconds wait);
+
 // Asks every worker of `running` (pid -> rank) to stop (SIGTERM, and SIGCONT so that a
 // stopped one acts on it), waits up to `grace` for them, kills those left (SIGKILL) and
 // reaps them all; `running` is empty after.

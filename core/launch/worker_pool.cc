@@ -75,15 +75,7 @@ WorkerPool::~WorkerPool() {
     if (w.pid > 0) running[w.pid] = w.rank;
   }
   // Idle workers end at once; a worker still in a task is stopped after the grace.
-  const auto deadline = std::chrono::steady_clock::now() + options_.grace;
-  while (!running.empty() && std::chrono::steady_clock::now() < deadline) {
-    for (auto it = running.begin(); it != running.end();) {
-      int status = 0;
-      const pid_t done = waitpid(it->first, &status, WNOHANG);
-      it = done == it->first || (done < 0 && errno == ECHILD) ? running.erase(it) : std::next(it);
-    }
-    if (!running.empty()) usleep(5000);
-  }
+  launch_internal::ReapWithin(running, options_.grace);
   launch_internal::StopWorkers(running, options_.grace);
 }
 
