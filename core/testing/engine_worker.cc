@@ -173,8 +173,14 @@ int Main(int argc, char** argv) {
   std::shared_ptr<ErrorSampler> sampler = AddErrorSampler(params, plugins->sample_error_every(), engine_parts);
   DataParallelEngine engine(params, group->front(), engine_parts);
   engine.BroadcastParameters();
+  const std::string precision_flag = absl::GetFlag(FLAGS_precision), optimizer_flag = absl::GetFlag(FLAGS_optimizer);
+  if ((precision_flag != "float32" && precision_flag != "bf16") || (optimizer_flag != "sgd" && optimizer_flag != "adamw")) {
+    std::cerr << "--precision=" << precision_flag << " --optimizer=" << optimizer_flag
+              << ": expected float32 or bf16, and sgd or adamw\n";
+    return 13;
+  }
   v1::Optimizer optimizer;
-  if (absl::GetFlag(FLAGS_optimizer) == "adamw") {
+  if (optimizer_flag == "adamw") {
     v1::AdamW& a = *optimizer.mutable_adamw();
     a.set_learning_rate(absl::GetFlag(FLAGS_lr));
     a.set_beta1(0.9);
@@ -187,7 +193,7 @@ int Main(int argc, char** argv) {
     sgd.set_momentum(absl::GetFlag(FLAGS_momentum));
     sgd.set_weight_decay(absl::GetFlag(FLAGS_weight_decay));
   }
-  const v1::Precision precision = absl::GetFlag(FLAGS_precision) == "bf16" ? v1::BF16_AUTOCAST : v1::FLOAT32;
+  const v1::Precision precision = precision_flag == "bf16" ? v1::BF16_AUTOCAST : v1::FLOAT32;
   std::unique_ptr<Optimizer> step_ours = MakeOptimizer(optimizer, params);
   std::unique_ptr<Optimizer> step_theirs = MakeOptimizer(optimizer, reference->parameters());
   // Where a plugin updates each bucket's parameters itself, the gradients checked below
