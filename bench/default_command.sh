@@ -7,6 +7,9 @@
 # by more than both spreads and 2% (the suite's drift, experiments/repetitions.h).
 #
 #   bench/default_command.sh DIR [EARLIER_REPORT_JSON]
+#
+# LIMIT=S interrupts the suite (SIGINT) after S seconds: it then writes the report of the
+# runs it completed, and the wall time says it was cut.
 set -uo pipefail
 DIR=${1:?usage: default_command.sh DIR [EARLIER_REPORT_JSON]}
 EARLIER=${2:-}
@@ -21,10 +24,20 @@ start=$(date +%s)
 bazel build //experiments:vit_ddp >"$DIR/build.log" 2>&1 || { tail -30 "$DIR/build.log"; exit 1; }
 echo "build: $(($(date +%s) - start)) s"
 start=$(date +%s)
-bazel-bin/experiments/vit_ddp --output_dir="$DIR/results" >"$DIR/vit_ddp.stdout.txt" 2>"$DIR/vit_ddp.stderr.txt"
+timeout -s INT "${LIMIT:-0}" bazel-bin/experiments/vit_ddp --output_dir="$DIR/results" >"$DIR/vit_ddp.stdout.txt" 2>"$DIR/vit_ddp.stderr.txt"
 status=$?
 wall=$(($(date +%s) - start))
 echo "default command: ${wall} s ($((wall / 60)) min $((wall % 60)) s), exit $status" | tee "$DIR/wall.txt"
+# What each run cost besides its steps, from the run summaries ("run 6.1 s: setup ...").
+python3 - "$DIR/vit_ddp.stdout.txt" "$wall" <<'PY'
+import re, statistics, sys
+runs = [tuple(map(float, m.groups())) for m in
+        re.finditer(r"run ([\d.]+) s: setup ([\d.]+), \d+ steps ([\d.]+), finish ([\d.]+)", open(sys.argv[1]).read())]
+if runs:
+    med = lambda i: statistics.median(r[i] for r in runs)
+    print("%d runs; median per run: %.2f s in the worker (setup %.2f, steps %.2f, finish %.2f); "
+          "the suite's wall time per run %.2f s" % (len(runs), med(0), med(1), med(2), med(3), float(sys.argv[2]) / len(runs)))
+PY
 python3 - "$DIR/results" "$EARLIER" <<'PY'
 import glob, json, sys
 def rows(path):

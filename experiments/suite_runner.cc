@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 #include <cstring>
 #include <csignal>
 #include <chrono>
@@ -169,15 +170,30 @@ bool SuiteRunner::UpTo() const {
   return false;
 }
 
+// The pool's runs against the leader of their transport and process count, whichever
+// pool ran it (Note [Repetitions that decide], repetitions.h).
 std::vector<bool> SuiteRunner::Undecided(const std::vector<const PlannedRun*>& runs) const {
+  std::vector<const PlannedRun*> field = runs;
+  const auto race = [](const PlannedRun& p) {
+    const v1::Distributed& d = p.run.experiment.distributed();
+    return std::make_tuple(p.processes, d.device(), d.transport());
+  };
+  for (const PlannedRun& p : plan_.runs) {
+    if (p.selected && results_.count(p.index) > 0 && !runs.empty() && race(p) == race(*runs.front()) &&
+        std::find(runs.begin(), runs.end(), &p) == runs.end()) {
+      field.push_back(&p);
+    }
+  }
   std::vector<std::vector<double>> rates;
-  for (const PlannedRun* p : runs) {
+  for (const PlannedRun* p : field) {
     std::vector<double>& r = rates.emplace_back();
     if (auto it = results_.find(p->index); it != results_.end()) {
       for (const v1::Repetition& rep : it->second.repetitions()) r.push_back(rep.steps_per_s());
     }
   }
-  return ddplab::Undecided(rates);
+  std::vector<bool> more = ddplab::Undecided(rates);
+  more.resize(runs.size());  // the pool's own
+  return more;
 }
 
 // The convergence check (Note [The convergence check], core/config/convergence.h), after every

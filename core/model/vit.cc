@@ -10,14 +10,28 @@
 
 namespace ddplab {
 
-VitSelfAttentionImpl::VitSelfAttentionImpl(int64_t hidden_dim, int64_t num_heads)
+VitLinearImpl::VitLinearImpl(int64_t in_features, int64_t out_features, bool initialize) {
+  if (initialize) {
+    // torch::nn::Linear's own draws, in its order: the same weights for the same seed.
+    torch::nn::Linear drawn(in_features, out_features);
+    weight = register_parameter("weight", drawn->weight);
+    bias = register_parameter("bias", drawn->bias);
+  } else {
+    weight = register_parameter("weight", torch::empty({out_features, in_features}));
+    bias = register_parameter("bias", torch::empty({out_features}));
+  }
+}
+
+VitSelfAttentionImpl::VitSelfAttentionImpl(int64_t hidden_dim, int64_t num_heads, bool initialize)
     : num_heads_(num_heads) {
   // As torch.nn.MultiheadAttention: packed q/k/v projection (Xavier uniform, zero bias)
   // and an output projection with zero bias.
   in_proj_weight_ = register_parameter("in_proj_weight", torch::empty({3 * hidden_dim, hidden_dim}));
-  in_proj_bias_ = register_parameter("in_proj_bias", torch::zeros({3 * hidden_dim}));
-  torch::nn::init::xavier_uniform_(in_proj_weight_);
-  out_proj_ = register_module("out_proj", torch::nn::Linear(hidden_dim, hidden_dim));
+  in_proj_bias_ = register_parameter("in_proj_bias", initialize ? torch::zeros({3 * hidden_dim})
+                                                                : torch::empty({3 * hidden_dim}));
+  if (initialize) torch::nn::init::xavier_uniform_(in_proj_weight_);  // drawn before out_proj's
+  out_proj_ = register_module("out_proj", VitLinear(hidden_dim, hidden_dim, initialize));
+  if (!initialize) return;
   torch::NoGradGuard no_grad;
   out_proj_->bias.zero_();
 }
@@ -32,18 +46,19 @@ at::Tensor VitSelfAttentionImpl::forward(const at::Tensor& x) {
   return out_proj_->forward(out.transpose(1, 2).reshape({n, s, h}));
 }
 
-VitEncoderBlockImpl::VitEncoderBlockImpl(int64_t hidden_dim, int64_t num_heads, int64_t mlp_dim) {
+VitEncoderBlockImpl::VitEncoderBlockImpl(int64_t hidden_dim, int64_t num_heads, int64_t mlp_dim, bool initialize) {
   ln_1_ = register_module(
       "ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden_dim}).eps(1e-6)));
-  self_attention_ = register_module("self_attention", VitSelfAttention(hidden_dim, num_heads));
+  self_attention_ = register_module("self_attention", VitSelfAttention(hidden_dim, num_heads, initialize));
   ln_2_ = register_module(
       "ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden_dim}).eps(1e-6)));
   // torchvision's MLPBlock is a Sequential: 0 Linear, 1 GELU, 2 Dropout, 3 Linear, 4 Dropout.
   auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
-  mlp_in_ = mlp->register_module("0", torch::nn::Linear(hidden_dim, mlp_dim));
-  mlp_out_ = mlp->register_module("3", torch::nn::Linear(mlp_dim, hidden_dim));
+  mlp_in_ = mlp->register_module("0", VitLinear(hidden_dim, mlp_dim, initialize));
+  mlp_out_ = mlp->register_module("3", VitLinear(mlp_dim, hidden_dim, initialize));
+  if (!initialize) return;
   torch::NoGradGuard no_grad;
-  for (torch::nn::Linear& linear : {std::ref(mlp_in_), std::ref(mlp_out_)}) {
+  for (VitLinear& linear : {std::ref(mlp_in_), std::ref(mlp_out_)}) {
     torch::nn::init::xavier_uniform_(linear->weight);
     linear->bias.normal_(0.0, 1e-6);
   }
@@ -54,24 +69,26 @@ at::Tensor VitEncoderBlockImpl::forward(const at::Tensor& x) {
   return y + mlp_out_->forward(at::gelu(mlp_in_->forward(ln_2_->forward(y))));
 }
 
-VitImpl::VitImpl(const VitConfig& config) : config_(config) {
+VitImpl::VitImpl(const VitConfig& config, bool initialize) : config_(config) {
   const int64_t h = config.hidden_dim;
   conv_proj_ = register_module(
       "conv_proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, h, config.patch_size)
                                          .stride(config.patch_size)));
   class_token_ = register_parameter("class_token", torch::zeros({1, 1, h}));
   auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
-  pos_embedding_ = encoder->register_parameter(
-      "pos_embedding", torch::empty({1, config.seq_length(), h}).normal_(0.0, 0.02));
+  at::Tensor pos_embedding = torch::empty({1, config.seq_length(), h});
+  if (initialize) pos_embedding.normal_(0.0, 0.02);
+  pos_embedding_ = encoder->register_parameter("pos_embedding", pos_embedding);
   auto layers = encoder->register_module("layers", std::make_shared<torch::nn::Module>());
   for (int64_t i = 0; i < config.num_layers; ++i) {
     layers_.push_back(layers->register_module(absl::StrCat("encoder_layer_", i),
-                                              VitEncoderBlock(h, config.num_heads, config.mlp_dim)));
+                                              VitEncoderBlock(h, config.num_heads, config.mlp_dim, initialize)));
   }
   ln_ = encoder->register_module("ln",
                                  torch::nn::LayerNorm(torch::nn::LayerNormOptions({h}).eps(1e-6)));
   auto heads = register_module("heads", std::make_shared<torch::nn::Module>());
-  head_ = heads->register_module("head", torch::nn::Linear(h, config.num_classes));
+  head_ = heads->register_module("head", VitLinear(h, config.num_classes, initialize));
+  if (!initialize) return;
 
   torch::NoGradGuard no_grad;
   // torchvision: truncated normal with std sqrt(1 / fan_in) (its +-2 bounds are far

@@ -9,6 +9,10 @@
 //   ddplab::VitConfig config = ddplab::VitConfigForModel(experiment.model(), 224).value();
 //   ddplab::Vit model(config);                 // vit_l_32: 306,535,400 parameters
 //   at::Tensor logits = model->forward(images);  // [N, 3, 224, 224] -> [N, 1000]
+//
+// Vit(config, /*initialize=*/false) leaves the large weights uninitialized (no random
+// draws, no pages touched) for a caller that fills every parameter itself: MakeVit
+// (initial_weights.h).
 
 #ifndef DDPLAB_CORE_VIT_H_
 #define DDPLAB_CORE_VIT_H_
@@ -25,33 +29,44 @@
 
 namespace ddplab {
 
+// torch::nn::Linear's parameters ("weight", "bias") and initialization, which it can
+// skip: torch::nn::Linear always draws its weights when constructed.
+class VitLinearImpl : public torch::nn::Module {
+ public:
+  VitLinearImpl(int64_t in_features, int64_t out_features, bool initialize);
+  at::Tensor forward(const at::Tensor& x) { return at::linear(x, weight, bias); }
+
+  at::Tensor weight, bias;
+};
+TORCH_MODULE(VitLinear);
+
 class VitSelfAttentionImpl : public torch::nn::Module {
  public:
-  VitSelfAttentionImpl(int64_t hidden_dim, int64_t num_heads);
+  VitSelfAttentionImpl(int64_t hidden_dim, int64_t num_heads, bool initialize = true);
   at::Tensor forward(const at::Tensor& x);
 
  private:
   int64_t num_heads_;
   at::Tensor in_proj_weight_, in_proj_bias_;
-  torch::nn::Linear out_proj_{nullptr};
+  VitLinear out_proj_{nullptr};
 };
 TORCH_MODULE(VitSelfAttention);
 
 class VitEncoderBlockImpl : public torch::nn::Module {
  public:
-  VitEncoderBlockImpl(int64_t hidden_dim, int64_t num_heads, int64_t mlp_dim);
+  VitEncoderBlockImpl(int64_t hidden_dim, int64_t num_heads, int64_t mlp_dim, bool initialize = true);
   at::Tensor forward(const at::Tensor& x);
 
  private:
   torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
   VitSelfAttention self_attention_{nullptr};
-  torch::nn::Linear mlp_in_{nullptr}, mlp_out_{nullptr};
+  VitLinear mlp_in_{nullptr}, mlp_out_{nullptr};
 };
 TORCH_MODULE(VitEncoderBlock);
 
 class VitImpl : public torch::nn::Module {
  public:
-  explicit VitImpl(const VitConfig& config);
+  explicit VitImpl(const VitConfig& config, bool initialize = true);
   // images [N, 3, H, W] -> logits [N, num_classes]
   at::Tensor forward(const at::Tensor& images);
   const VitConfig& config() const { return config_; }
@@ -62,7 +77,7 @@ class VitImpl : public torch::nn::Module {
   at::Tensor class_token_, pos_embedding_;
   std::vector<VitEncoderBlock> layers_;
   torch::nn::LayerNorm ln_{nullptr};
-  torch::nn::Linear head_{nullptr};
+  VitLinear head_{nullptr};
 };
 TORCH_MODULE(Vit);
 

@@ -49,12 +49,14 @@ std::string FormatRunSummary(const v1::RunResult& r) {
       "%s: %.3f steps/s, %.1f samples/s%s (%s, %d process%s)\n"
       "  per step %.2f ms: get batch %.2f, forward %.2f, backward %.2f, optimizer %.2f\n"
       "  waiting for data: %.2f%% of the step on the device, %.3f ms per step on the host\n"
-      "  loss %.4f -> %.4f over %d steps\n%s",
+      "  loss %.4f -> %.4f over %d steps\n"
+      "  run %.2f s: setup %.2f, %d steps %.2f, finish %.2f\n%s",
       r.experiment(), r.steps_per_s(), r.samples_per_s(), measured, r.device(), r.world_size(), r.world_size() == 1 ? "" : "es", p.step_ms(), p.get_batch_ms(),
       p.forward_ms(), p.backward_ms(), p.optimizer_ms(), 100 * r.data_wait_fraction(),
       r.host_data_wait_ms(), r.loss_size() ? r.loss(0) : 0.0f,
       r.loss_size() ? r.loss(r.loss_size() - 1) : 0.0f, r.loss_size(),
-      EngineSummary(r));
+      r.setup_seconds() + r.all_steps_seconds() + r.finish_seconds(), r.setup_seconds(), r.loss_size(),
+      r.all_steps_seconds(), r.finish_seconds(), EngineSummary(r));
 }
 
 }  // namespace ddplab

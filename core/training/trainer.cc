@@ -34,6 +34,7 @@
 #include "core/training/step_timer.h"
 #include "core/training/synthetic_data.h"
 #include "core/training/torch_profile.h"
+#include "core/model/initial_weights.h"
 #include "core/model/vit.h"
 
 #if defined(DDPLAB_CUDA)
@@ -125,10 +126,9 @@ absl::Status Training::Setup() {
   absl::StatusOr<VitConfig> config = VitConfigForModel(e_.model(), e_.data().image_size());
   if (!config.ok()) return config.status();
   config_ = *config;
-  // The same weights on every run with the same seed, made on the host as PyTorch does.
-  torch::manual_seed(e_.data().seed());
-  model_ = Vit(*config_);
-  model_->to(device_);
+  // The same weights on every run with the same seed, made on the host as PyTorch does
+  // (once per process: Note [Initial weights kept], initial_weights.h).
+  model_ = MakeVit(*config_, e_.data().seed(), device_);
   model_->train();
   for (const at::Tensor& p : model_->parameters()) parameters_ += p.numel();
   optimizer_ = MakeOptimizer(e_.optimizer(), model_->parameters());
@@ -345,7 +345,8 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   *r.mutable_resolved() = e_;
   r.set_schema(kResultSchema);
   r.set_date(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
-  DeviceReport report = CollectDeviceReport();
+  // Once per process: it asks nvidia-smi, and a worker's device does not change.
+  static const DeviceReport report = CollectDeviceReport();
   r.set_device(cuda_ && static_cast<size_t>(device_.index()) < report.gpus.size() ? report.gpus[device_.index()].name
                                                                                    : "cpu");
   r.set_world_size(world_);
@@ -449,10 +450,23 @@ void Training::FillEngine(v1::RunResult& r) {
 absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainOptions& options) {
   absl::StatusOr<at::Device> device = ChooseDevice(e, options.worker ? options.worker->local_rank : 0);
   if (!device.ok()) return device.status();
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  const Clock::time_point start = Clock::now();
   Training training(e, options, *device);
   if (absl::Status s = training.Setup(); !s.ok()) return s;
+  const Clock::time_point first_step = Clock::now();
   if (absl::Status s = training.Steps(); !s.ok()) return s;
-  return training.Result();
+  const Clock::time_point last_step = Clock::now();
+  absl::StatusOr<v1::RunResult> r = training.Result();
+  if (r.ok()) {
+    r->set_setup_seconds(seconds(start, first_step));
+    r->set_all_steps_seconds(seconds(first_step, last_step));
+    r->set_finish_seconds(seconds(last_step, Clock::now()));
+  }
+  return r;
 }
 
 }  // namespace
