@@ -1,6 +1,8 @@
 #include "experiments/repetitions.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 namespace ddplab {
 namespace {
@@ -36,6 +38,25 @@ std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s,
     more[i] = low <= lead_high && high >= lead_low;
   }
   return more;
+}
+
+std::set<std::string> DecidingLossy(const std::vector<RacedRun>& runs, double drift) {
+  std::map<std::string, double> exact;                              // the fastest exact median, by race
+  std::map<std::string, std::pair<double, std::string>> lossy;     // the fastest lossy, by race
+  for (const RacedRun& r : runs) {
+    if (r.steps_per_s.empty()) continue;
+    const double m = Median(r.steps_per_s);
+    if (!r.lossy) {
+      exact[r.race] = std::max(exact[r.race], m);
+    } else if (auto it = lossy.find(r.race); it == lossy.end() || m > it->second.first) {
+      lossy[r.race] = {m, r.origin};
+    }
+  }
+  std::set<std::string> deciding;
+  for (const auto& [race, best] : lossy) {
+    if (best.first > exact[race] * (1 + drift)) deciding.insert(best.second);
+  }
+  return deciding;
 }
 
 }  // namespace ddplab

@@ -19,6 +19,8 @@
 #ifndef DDPLAB_EXPERIMENTS_REPETITIONS_H_
 #define DDPLAB_EXPERIMENTS_REPETITIONS_H_
 
+#include <set>
+#include <string>
 #include <vector>
 
 namespace ddplab {
@@ -31,6 +33,24 @@ inline constexpr double kDrift = 0.01;
 
 // Per run (in the order of `steps_per_s`), whether its spread overlaps the leader's.
 std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s, double drift = kDrift);
+
+// Note [Checks that decide]
+// The convergence check (core/config/convergence.h) trains each configuration it checks
+// from every seed, for many steps: on 2 GPUs, ViT-L/32's check of five lossy
+// configurations took longer than the rest of the seed study. Its verdict decides one
+// thing, whether a lossy configuration may be the recommendation; a configuration that is
+// not faster than the fastest exact one of its transport (beyond kDrift) cannot be, so by
+// default the check trains only, for each transport and process count, the fastest lossy
+// configuration that is faster than every exact one beyond the drift. The others are said
+// to be left out, and why; `convergence { every_lossy: true }` checks each.
+struct RacedRun {
+  std::string race;    // the runs compared: transport and process count
+  std::string origin;  // the experiment it comes from
+  bool lossy = false;
+  std::vector<double> steps_per_s;  // its repetitions (none: it failed)
+};
+// The experiments (origins) whose convergence verdict decides a recommendation.
+std::set<std::string> DecidingLossy(const std::vector<RacedRun>& runs, double drift = kDrift);
 
 }  // namespace ddplab
 

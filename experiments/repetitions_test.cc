@@ -1,5 +1,6 @@
 #include "experiments/repetitions.h"
 
+#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -34,6 +35,27 @@ TEST(UndecidedTest, FailedRunsGetNoMore) {
   EXPECT_EQ(Undecided({{}, {5.0}}), (std::vector<bool>{false, true}));
   EXPECT_EQ(Undecided({{}, {}}), (std::vector<bool>{false, false}));
   EXPECT_TRUE(Undecided({}).empty());
+}
+
+TEST(DecidingLossyTest, TheFastestLossyOfEachTransportThatBeatsTheExactBeyondTheDrift) {
+  const std::vector<RacedRun> runs = {
+      // NVLink: the exact 12.09 leads; no lossy run is faster.
+      {"nvlink", "zero_copy", false, {12.08, 12.09, 12.10}},
+      {"nvlink", "powersgd_rank1", true, {11.97}},
+      {"nvlink", "bf16", true, {11.78}},
+      // Host memory: three lossy runs beat the exact 11.24; the fastest is checked.
+      {"host", "zero_copy", false, {11.24}},
+      {"host", "bf16", true, {11.30}},  // within the 1% drift: not faster
+      {"host", "fp8", true, {11.40}},
+      {"host", "powersgd_rank1", true, {11.95, 11.97, 11.96}},
+      {"host", "powersgd_rank4", true, {11.94}},
+      // A failed run decides nothing.
+      {"sockets", "fp8", true, {}},
+  };
+  EXPECT_EQ(DecidingLossy(runs), (std::set<std::string>{"powersgd_rank1"}));
+  // Without an exact run in its race, a lossy run is the fastest there.
+  EXPECT_EQ(DecidingLossy({{"sockets", "fp8", true, {3.0}}}), (std::set<std::string>{"fp8"}));
+  EXPECT_TRUE(DecidingLossy({{"host", "bf16", true, {11.30}}, {"host", "exact", false, {11.24}}}).empty());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <cstring>
 #include <csignal>
@@ -206,7 +207,9 @@ bool SuiteRunner::RunConvergence(int& exit) {
     return true;
   }
   const ConvergenceSettings s = ResolveConvergence(*plan_.convergence);
-  for (const ConvergenceCheck& check : ConvergenceChecks(plan_, host_)) {
+  const std::vector<ConvergenceCheck> checks = DecidingChecks(ConvergenceChecks(plan_, host_));
+  if (checks.empty()) return true;
+  for (const ConvergenceCheck& check : checks) {
     const PlannedRun& p = *check.run;
     for (int seed = 0; seed < s.seeds; ++seed) {
       PlannedRun c = p;
@@ -227,6 +230,40 @@ bool SuiteRunner::RunConvergence(int& exit) {
     if (!Run(p, exit)) return false;
   }
   return true;
+}
+
+// The checks whose verdict decides the recommendation (Note [Checks that decide],
+// repetitions.h), with the exact reference; all of them with every_lossy. Says which it
+// leaves out.
+std::vector<ConvergenceCheck> SuiteRunner::DecidingChecks(const std::vector<ConvergenceCheck>& checks) const {
+  if (plan_.convergence->every_lossy() || checks.empty()) return checks;
+  std::vector<RacedRun> raced;
+  for (const PlannedRun& p : plan_.runs) {
+    auto it = results_.find(p.index);
+    if (!p.selected || it == results_.end()) continue;
+    const v1::Distributed& d = p.run.experiment.distributed();
+    RacedRun& r = raced.emplace_back();
+    r.race = absl::StrCat(p.processes, " ", d.device(), " ", d.transport());
+    r.origin = p.run.origin;
+    r.lossy = it->second.lossy();
+    for (const v1::Repetition& rep : it->second.repetitions()) r.steps_per_s.push_back(rep.steps_per_s());
+  }
+  const std::set<std::string> deciding = DecidingLossy(raced);
+  std::vector<ConvergenceCheck> kept;
+  std::vector<std::string> left;
+  for (const ConvergenceCheck& c : checks) {
+    if (!c.exact && deciding.count(c.run->run.origin) == 0) {
+      left.push_back(c.run->run.origin);
+    } else if (!c.exact || !deciding.empty()) {
+      kept.push_back(c);
+    }
+  }
+  if (Speaks() && !left.empty()) {
+    std::cout << "\n== the convergence check leaves out " << absl::StrJoin(left, ", ")
+              << ": none is the fastest lossy configuration of a transport that is faster than every exact one"
+              << " there by " << 100 * kDrift << "% (convergence { every_lossy: true } checks each)\n";
+  }
+  return kept;
 }
 
 // Runs `p`; false when the suite must stop, with `exit` its code.

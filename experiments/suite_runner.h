@@ -30,6 +30,7 @@
 #include "ddplab/v1/report.pb.h"
 #include "ddplab/v1/result.pb.h"
 #include "experiments/plan.h"
+#include "experiments/suite_progress.h"  // ConvergenceCheck
 
 namespace ddplab {
 
@@ -86,6 +87,7 @@ class SuiteRunner {
   // The runs of one transport with their repetitions; false when the suite must stop.
   bool RunTransport(const std::vector<const PlannedRun*>& runs, int& exit);
   std::vector<bool> Undecided(const std::vector<const PlannedRun*>& runs) const;
+  std::vector<ConvergenceCheck> DecidingChecks(const std::vector<ConvergenceCheck>& checks) const;
   // Whether repetitions go only where they decide: not with --all_repetitions, in a job
   // or across nodes (whose processes would have to agree on which).
   bool SparesRepetitions() const;

@@ -20,9 +20,11 @@ std::mutex& Lock() {
   static std::mutex mu;
   return mu;
 }
+// Never destroyed: at exit CUDA may be gone before static destructors run, and freeing
+// page-locked memory then throws (std::terminate). The process's end frees it.
 std::unique_ptr<Kept>& KeptCopy() {
-  static std::unique_ptr<Kept> kept;
-  return kept;
+  static auto* kept = new std::unique_ptr<Kept>();
+  return *kept;
 }
 
 auto KeyOf(const VitConfig& c, uint64_t seed) {
