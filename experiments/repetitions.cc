@@ -40,23 +40,25 @@ std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s,
   return more;
 }
 
-std::set<std::string> DecidingLossy(const std::vector<RacedRun>& runs, double drift) {
-  std::map<std::string, double> exact;                              // the fastest exact median, by race
-  std::map<std::string, std::pair<double, std::string>> lossy;     // the fastest lossy, by race
+std::map<std::string, std::vector<std::string>> LossyContenders(const std::vector<RacedRun>& runs, double drift) {
+  std::map<std::string, double> exact;                                    // the fastest exact median, by race
+  std::map<std::string, std::map<std::string, double>> lossy;            // each origin's fastest, by race
   for (const RacedRun& r : runs) {
     if (r.steps_per_s.empty()) continue;
     const double m = Median(r.steps_per_s);
-    if (!r.lossy) {
-      exact[r.race] = std::max(exact[r.race], m);
-    } else if (auto it = lossy.find(r.race); it == lossy.end() || m > it->second.first) {
-      lossy[r.race] = {m, r.origin};
+    double& best = r.lossy ? lossy[r.race][r.origin] : exact[r.race];
+    best = std::max(best, m);
+  }
+  std::map<std::string, std::vector<std::string>> contenders;
+  for (const auto& [race, origins] : lossy) {
+    std::vector<std::pair<double, std::string>> faster;
+    for (const auto& [origin, m] : origins) {
+      if (m > exact[race] * (1 + drift)) faster.emplace_back(m, origin);
     }
+    std::sort(faster.rbegin(), faster.rend());
+    for (const auto& f : faster) contenders[race].push_back(f.second);
   }
-  std::set<std::string> deciding;
-  for (const auto& [race, best] : lossy) {
-    if (best.first > exact[race] * (1 + drift)) deciding.insert(best.second);
-  }
-  return deciding;
+  return contenders;
 }
 
 }  // namespace ddplab

@@ -19,7 +19,7 @@
 #ifndef DDPLAB_EXPERIMENTS_REPETITIONS_H_
 #define DDPLAB_EXPERIMENTS_REPETITIONS_H_
 
-#include <set>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,19 +38,24 @@ std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s,
 // The convergence check (core/config/convergence.h) trains each configuration it checks
 // from every seed, for many steps: on 2 GPUs, ViT-L/32's check of five lossy
 // configurations took longer than the rest of the seed study. Its verdict decides one
-// thing, whether a lossy configuration may be the recommendation; a configuration that is
-// not faster than the fastest exact one of its transport (beyond kDrift) cannot be, so by
-// default the check trains only, for each transport and process count, the fastest lossy
-// configuration that is faster than every exact one beyond the drift. The others are said
-// to be left out, and why; `convergence { every_lossy: true }` checks each.
+// thing, whether a lossy configuration may be the recommendation; one that is not faster
+// than the fastest exact configuration of its transport (beyond kDrift) cannot be. So by
+// default the check trains, for each transport and process count, the fastest lossy
+// configuration where it is faster than every exact one: the one the recommendation would
+// be. Where it is judged worse the recommendation is the fastest exact configuration; the
+// slower lossy ones are said to be left out, not checked one after another (each costs
+// about a minute on 2 GPUs, and the default study must answer in minutes), and
+// `convergence { every_lossy: true }` checks each.
 struct RacedRun {
   std::string race;    // the runs compared: transport and process count
   std::string origin;  // the experiment it comes from
   bool lossy = false;
   std::vector<double> steps_per_s;  // its repetitions (none: it failed)
 };
-// The experiments (origins) whose convergence verdict decides a recommendation.
-std::set<std::string> DecidingLossy(const std::vector<RacedRun>& runs, double drift = kDrift);
+// By race, the experiments (origins) with a lossy run faster than every exact run there
+// beyond `drift` (medians), fastest first.
+std::map<std::string, std::vector<std::string>> LossyContenders(const std::vector<RacedRun>& runs,
+                                                                double drift = kDrift);
 
 }  // namespace ddplab
 

@@ -87,7 +87,8 @@ class SuiteRunner {
   // The runs of one transport with their repetitions; false when the suite must stop.
   bool RunTransport(const std::vector<const PlannedRun*>& runs, int& exit);
   std::vector<bool> Undecided(const std::vector<const PlannedRun*>& runs) const;
-  std::vector<ConvergenceCheck> DecidingChecks(const std::vector<ConvergenceCheck>& checks) const;
+  std::map<std::string, std::vector<std::string>> Contenders() const;
+  bool RunCheck(const ConvergenceCheck& check, int& exit);
   // Whether repetitions go only where they decide: not with --all_repetitions, in a job
   // or across nodes (whose processes would have to agree on which).
   bool SparesRepetitions() const;

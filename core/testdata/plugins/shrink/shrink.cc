@@ -1,6 +1,10 @@
 // A test lever that says it is lossy and degrades the averaged gradient by a factor,
 // `keep` (a smaller step, the same on every rank): the convergence check must call
-// keep 0.5 worse and keep 1 (exact) within (Note [The convergence check]).
+// keep 0.5 worse and keep 1 (exact) within (Note [The convergence check]). `delay_ms`
+// makes it slower by design, `exact` says it is lossless.
+#include <chrono>
+#include <thread>
+
 #include "core/plugin/plugin_api.h"
 #include "core/testdata/plugins/shrink/shrink.pb.h"
 
@@ -8,9 +12,11 @@ namespace {
 
 class ShrinkHook : public ddplab::HookWrapperBase {
  public:
-  ShrinkHook(std::unique_ptr<ddplab::CommHook> inner, double keep) : HookWrapperBase(std::move(inner)), keep_(keep) {}
+  ShrinkHook(std::unique_ptr<ddplab::CommHook> inner, double keep, uint32_t delay_ms)
+      : HookWrapperBase(std::move(inner)), keep_(keep), delay_ms_(delay_ms) {}
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(ddplab::GradBucket& bucket) override {
+    if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
     const double keep = keep_;
     return inner_->Run(bucket)->then(
         [keep](c10::ivalue::Future& reduced) {
@@ -24,6 +30,7 @@ class ShrinkHook : public ddplab::HookWrapperBase {
 
  private:
   double keep_;
+  uint32_t delay_ms_;
 };
 
 void Register(const ddplab::testdata::shrink::v1::Config& config, ddplab::PluginRegistrar& registrar) {
@@ -32,12 +39,13 @@ void Register(const ddplab::testdata::shrink::v1::Config& config, ddplab::Plugin
     return;
   }
   const double keep = config.keep();
+  const uint32_t delay_ms = config.delay_ms();
   registrar.WrapCommHook(ddplab::ExtensionPoint::kCodec,
-                         [keep](std::unique_ptr<ddplab::CommHook> inner,
-                                const ddplab::CommContext&) -> std::unique_ptr<ddplab::CommHook> {
-                           return std::make_unique<ShrinkHook>(std::move(inner), keep);
+                         [keep, delay_ms](std::unique_ptr<ddplab::CommHook> inner,
+                                          const ddplab::CommContext&) -> std::unique_ptr<ddplab::CommHook> {
+                           return std::make_unique<ShrinkHook>(std::move(inner), keep, delay_ms);
                          });
-  registrar.Lossy(0);
+  if (!config.exact()) registrar.Lossy(0);
 }
 
 }  // namespace
