@@ -28,70 +28,50 @@ bool SuiteRunner::RunConvergence(int& exit) {
   }
   const ConvergenceSettings s = ResolveConvergence(*plan_.convergence);
   const std::vector<ConvergenceCheck> checks = ConvergenceChecks(plan_, host_);
-  std::map<std::string, const ConvergenceCheck*> lossy;  // by origin
-  for (const ConvergenceCheck& c : checks) {
-    if (!c.exact) lossy[c.run->run.origin] = &c;
+  // In a job or across nodes every rank must train the same runs, and only rank 0 holds
+  // the results that would choose them: there the check trains each.
+  const bool every = plan_.convergence->every_lossy() || !SparesRepetitions();
+  std::set<std::string> chosen;  // the lossy origins to check
+  if (!every) {
+    for (const auto& [race, origins] : Contenders()) chosen.insert(origins.front());  // the would-be recommendation
   }
-  const bool every = plan_.convergence->every_lossy();
-  const std::map<std::string, std::vector<std::string>> contenders = every ? decltype(contenders)() : Contenders();
-  if (lossy.empty() || (!every && contenders.empty())) {
-    if (Speaks() && !lossy.empty()) {
-      std::cout << "\n== the convergence check: no lossy configuration is faster than every exact one of its transport"
-                << " beyond " << 100 * kDrift << "%: nothing for it to decide (convergence { every_lossy: true } checks"
-                << " each)\n";
+  std::vector<ConvergenceCheck> run;
+  std::vector<std::string> left;
+  for (const ConvergenceCheck& c : checks) {
+    if (c.exact || every || chosen.count(c.run->run.origin) > 0) {
+      run.push_back(c);
+    } else {
+      left.push_back(c.run->run.origin);
     }
-    return true;
+  }
+  if (run.size() == 1 && run.front().exact) run.clear();  // nothing to compare with the reference
+  spared_ += s.seeds * static_cast<int>(checks.size() - run.size());
+  if (Speaks() && !left.empty()) {
+    std::cout << "\n== the convergence check leaves out " << absl::StrJoin(left, ", ")
+              << ": none is the fastest lossy configuration of a transport where it is faster than every exact one"
+              << " there beyond " << 100 * kDrift << "%; where the one checked is worse, the recommendation is exact"
+              << " (convergence { every_lossy: true } checks each)\n";
+  }
+  if (run.empty()) return true;
+  for (const ConvergenceCheck& check : run) {
+    const PlannedRun& p = *check.run;
+    for (int seed = 0; seed < s.seeds; ++seed) {
+      PlannedRun c = p;
+      c.run.experiment =
+          ConvergenceExperiment(p.run.experiment, p.run.origin, s, seed, check.exact, &c.convergence.emplace());
+      c.run.sweep.clear();
+      c.index = static_cast<int>(plan_.runs.size() + convergence_runs_.size()) + 1;
+      c.selected = true;
+      convergence_runs_.push_back(std::move(c));
+    }
   }
   if (Speaks()) {
-    std::cout << "\n== the convergence check: " << s.steps << " steps on the learnable task, " << s.exact << " with "
-              << s.seeds << " seeds, then "
-              << (every ? "each lossy configuration" : "the fastest lossy configuration of each transport where it is"
-                                                       " faster than every exact one")
-              << "\n";
+    std::cout << "\n== the convergence check: " << convergence_runs_.size() << " run(s) of " << s.steps
+              << " steps on the learnable task (" << s.exact << " with " << s.seeds << " seeds)\n";
   }
   repetition_ = 1;
-  for (const ConvergenceCheck& c : checks) {
-    if (c.exact && !RunCheck(c, exit)) return false;
-  }
-  std::set<std::string> ran;
-  if (every) {
-    for (const auto& [origin, check] : lossy) {
-      if (!RunCheck(*check, exit)) return false;
-      ran.insert(origin);
-    }
-    return true;
-  }
-  for (const auto& [race, origins] : contenders) {
-    auto it = lossy.find(origins.front());  // the one the recommendation would be
-    if (it != lossy.end() && ran.insert(it->first).second && !RunCheck(*it->second, exit)) return false;
-  }
-  std::vector<std::string> left;
-  for (const auto& [origin, check] : lossy) {
-    if (ran.count(origin) == 0) left.push_back(origin);
-  }
-  if (Speaks() && !left.empty()) {
-    std::cout << "  the convergence check left out " << absl::StrJoin(left, ", ")
-              << ": none is the fastest lossy configuration of a transport that beats its exact ones; if the checked"
-              << " one is worse, the recommendation is exact (convergence { every_lossy: true } checks each)\n";
-  }
-  return true;
-}
-
-// Trains `check`'s configuration from every seed. False when the suite must stop.
-bool SuiteRunner::RunCheck(const ConvergenceCheck& check, int& exit) {
-  const ConvergenceSettings s = ResolveConvergence(*plan_.convergence);
-  const PlannedRun& p = *check.run;
-  const size_t first = convergence_runs_.size();
-  for (int seed = 0; seed < s.seeds; ++seed) {
-    PlannedRun c = p;
-    c.run.experiment = ConvergenceExperiment(p.run.experiment, p.run.origin, s, seed, check.exact, &c.convergence.emplace());
-    c.run.sweep.clear();
-    c.index = static_cast<int>(plan_.runs.size() + convergence_runs_.size()) + 1;
-    c.selected = true;
-    convergence_runs_.push_back(std::move(c));
-  }
-  for (size_t i = first; i < convergence_runs_.size(); ++i) {
-    if (!Run(convergence_runs_[i], exit)) return false;
+  for (const PlannedRun& p : convergence_runs_) {
+    if (!Run(p, exit)) return false;
   }
   return true;
 }
@@ -101,7 +81,7 @@ std::map<std::string, std::vector<std::string>> SuiteRunner::Contenders() const 
   std::vector<RacedRun> raced;
   for (const PlannedRun& p : plan_.runs) {
     auto it = results_.find(p.index);
-    if (!p.selected || it == results_.end()) continue;
+    if (!p.selected || it == results_.end() || it->second.diagnostic()) continue;  // no_communication, say
     const v1::Distributed& d = p.run.experiment.distributed();
     RacedRun& r = raced.emplace_back();
     r.race = absl::StrCat(p.processes, " ", d.device(), " ", d.transport());

@@ -31,10 +31,12 @@ std::vector<v1::RunResult> SuiteRunner::ReportRows(int& earlier) const {
       ++earlier;
     }
   }
-  // --only leaves the convergence check out: its runs of before keep the verdicts.
+  // --only leaves the convergence check out: its runs of before keep the verdicts. (A whole
+  // suite's check, even one that trained nothing, stands for itself.)
   std::set<std::string> origins;
+  const bool only = plan_.selected != static_cast<int>(plan_.runs.size());
   for (const PlannedRun& p : plan_.runs) {
-    if (plan_.tune || !plan_.convergence || !convergence_runs_.empty() || !origins.insert(p.run.origin).second) continue;
+    if (plan_.tune || !plan_.convergence || !only || !origins.insert(p.run.origin).second) continue;
     for (int k = 1; k <= ResolveConvergence(*plan_.convergence).seeds; ++k) {
       absl::StatusOr<v1::RunResult> check = ReadResult(p.run.experiment.output().directory(), plan_.suite,
                                                        absl::StrCat(p.run.origin, "-convergence-", k));

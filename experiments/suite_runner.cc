@@ -109,6 +109,7 @@ int SuiteRunner::RunAll() {
     job_store_ = *store;
   }
   if (Speaks()) planned_ = PlannedRuns(plan_, host_);
+  checks_spared_ = plan_.convergence && !plan_.convergence->every_lossy() && ConvergenceChecks(plan_, host_).size() > 1;
   int exit = 0;
   bool go_on = true;
   if (plan_.tune) {
@@ -165,6 +166,7 @@ bool SuiteRunner::SparesRepetitions() const { return !InJob() && in_.launch.nnod
 
 bool SuiteRunner::UpTo() const {
   if (!SparesRepetitions() || plan_.tune) return false;
+  if (checks_spared_) return true;  // the convergence check's lossy runs go where they decide
   for (const PlannedRun& p : plan_.runs) {
     if (p.selected && Repetitions(p) > 1) return true;
   }
@@ -188,7 +190,8 @@ std::vector<bool> SuiteRunner::Undecided(const std::vector<const PlannedRun*>& r
   std::vector<std::vector<double>> rates;
   for (const PlannedRun* p : field) {
     std::vector<double>& r = rates.emplace_back();
-    if (auto it = results_.find(p->index); it != results_.end()) {
+    // A diagnostic run (no communication, say) leads nothing: it gets no more either.
+    if (auto it = results_.find(p->index); it != results_.end() && !it->second.diagnostic()) {
       for (const v1::Repetition& rep : it->second.repetitions()) r.push_back(rep.steps_per_s());
     }
   }

@@ -88,7 +88,6 @@ class SuiteRunner {
   bool RunTransport(const std::vector<const PlannedRun*>& runs, int& exit);
   std::vector<bool> Undecided(const std::vector<const PlannedRun*>& runs) const;
   std::map<std::string, std::vector<std::string>> Contenders() const;
-  bool RunCheck(const ConvergenceCheck& check, int& exit);
   // Whether repetitions go only where they decide: not with --all_repetitions, in a job
   // or across nodes (whose processes would have to agree on which).
   bool SparesRepetitions() const;
@@ -119,6 +118,7 @@ class SuiteRunner {
   std::map<int, int> kept_;  // by run index: repetitions --skip_completed kept from before
   int repetition_ = 1;     // of the runs now running, from 1
   int spared_ = 0;         // repetitions planned that decided nothing (not run)
+  bool checks_spared_ = false;  // the convergence check may leave lossy runs out
   std::unique_ptr<WorkerPool> pool_;  // the workers of the transport now running
   std::string pool_key_, pool_nccl_prefix_;
 };

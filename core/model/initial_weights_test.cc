@@ -43,6 +43,8 @@ void ExpectSame(const Drawn& a, const Drawn& b) {
   for (size_t i = 0; i < a.parameters.size(); ++i) {
     EXPECT_TRUE(at::equal(a.parameters[i], b.parameters[i])) << "parameter " << i;
     EXPECT_TRUE(a.parameters[i].requires_grad());
+    EXPECT_TRUE(b.parameters[i].requires_grad()) << "parameter " << i;
+    EXPECT_TRUE(b.parameters[i].is_leaf()) << "parameter " << i;
   }
   EXPECT_TRUE(at::equal(a.next, b.next)) << "the host generator after the weights";
 }

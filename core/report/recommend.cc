@@ -100,8 +100,8 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
       absl::StrAppend(&out, " In the convergence check it trains worse than the exact reference: ",
                       best.convergence().text(), "; it is not the recommendation.");
     } else {
-      absl::StrAppend(&out, " The suite did not check that it converges (its convergence field): it is not the "
-                      "recommendation.");
+      absl::StrAppend(&out, " The convergence check did not train it (the suite has no convergence field, or it "
+                      "is not faster than the fastest exact one beyond the noise): it is not the recommendation.");
     }
     const v1::ReportRow* exact = nullptr;
     for (const v1::ReportRow* r : by_rate) {
