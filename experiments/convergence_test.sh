@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The convergence check on CPUs (Note [The convergence check]): a lever that degrades the
 # averaged gradient, 4% or more above the exact run's final loss on the same seeds, is
-# judged worse; an exact lever within; and only the second may be recommended.
+# judged worse; an exact lever within; and only the second may be recommended. Then, by
+# default, the check trains only where its verdict decides (Note [Checks that decide]): the
+# fastest lossy lever where it beats every exact one; the rest are left out and said to be,
+# and a lossy lever judged worse is not the recommendation.
 set -u
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
 suite="$TEST_SRCDIR/ddplab/experiments/testdata/convergence_suite.textproto"
+decide_suite="$TEST_SRCDIR/ddplab/experiments/testdata/checks_decide_suite.textproto"
 # The runfiles' directory, which holds shrink/libshrink.so alone (the build's own directory
 # may hold other libraries with shrink.proto).
 plugins="$TEST_SRCDIR/ddplab/core/testdata/plugins"
@@ -38,4 +42,19 @@ assert all(d >= 0.04 for d in damped["paired_difference"]), damped
 assert not damped.get("within") and damped["worse_by"] >= 0.04, damped
 assert exact.get("within") and all(abs(d) < 0.005 for d in exact["paired_difference"]), exact
 PY
+
+# Checks that decide.
+"$bin" --experiment="$decide_suite" --plugin_dir="$plugins" --output_dir="$results" >"$out" 2>"$err" ||
+  fail "the checks_decide suite exited $?"
+checked() { [ -s "$results/checks_decide/$1-convergence-1.json" ]; }
+for name in slow_exact fast_worse; do checked "$name" || fail "$name was not checked"; done
+for name in next_within after_within slower_lossy; do checked "$name" && fail "$name was checked"; done
+grep -qE "^- fast_worse: worse by " "$out" || fail "fast_worse is not judged worse"
+grep -qE "^== the convergence check leaves out next_within, after_within, slower_lossy: " "$out" ||
+  fail "no word of what was left out"
+grep -qE "it is not the recommendation\. The fastest exact one is slow_exact" "$out" ||
+  fail "the lossy lever judged worse is still the recommendation"
+# The progress total said "up to" and ended at the runs that ran: 5 and the check's 6.
+grep -qE "^  suite:   10 of up to 11 runs done" "$out" || fail "the progress total did not drop the checks left out"
+echo "checks_decide: fast_worse checked (worse, not the recommendation), the three others left out"
 echo PASS
