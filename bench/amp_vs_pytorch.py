@@ -5,7 +5,11 @@ it (a run's "pytorch" field: the DDP wrapper, the hook, the AdamW and the autoca
 pasted into bench/pytorch_vit.py. Also PyTorch on one GPU eager and with torch.compile (for
 information). Run from the repository root after building vit_ddp; prints the table last.
 
-  python3 bench/amp_vs_pytorch.py --out DIR [--only NAME] [--deadline S]
+  python3 bench/amp_vs_pytorch.py --out DIR [--only NAME[,NAME]] [--deadline S]
+
+The whole study with a PyTorch run for each row takes longer than one 10-minute call on 2
+GPUs: --only splits it by rows (each row's ddplab and PyTorch runs stay in one call), e.g.
+the NVLink rows in one call and the host-memory rows in another.
 
 Rows whose configuration PyTorch has no form of (the report's "ddplab only") get none. On
 one GPU the suite's runs of several processes are left out by vit_ddp's plan (it says so).
@@ -31,7 +35,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--binary", default="bazel-bin/experiments/vit_ddp")
-    p.add_argument("--only", default="", help="vit_ddp --only, one name (default: the whole study)")
+    p.add_argument("--only", default="", help="vit_ddp --only, names comma-separated (default: the whole study)")
     p.add_argument("--deadline", type=float, default=540, help="no PyTorch run starts after this many seconds")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--measured", type=int, default=20)

@@ -33,8 +33,8 @@ ABSL_FLAG(int, node_rank, 0, "This node's rank, 0 to nnodes-1 (as torchrun's --n
 ABSL_FLAG(std::string, master_addr, "127.0.0.1", "Address of node 0, where rank 0 serves the rendezvous store.");
 ABSL_FLAG(int, master_port, 0, "Port of the rendezvous store; 0: a free port (one node only).");
 ABSL_FLAG(std::string, only, "",
-          "Run only the experiment of this name; the suite's report keeps the other runs' "
-          "earlier results.");
+          "Run only the experiments of these names (comma-separated); the suite's report keeps the "
+          "other runs' earlier results.");
 ABSL_FLAG(bool, skip_completed, false,
           "Keep the repetitions a result already in the output directory holds, where it records "
           "the same experiment, and run only the missing ones (a rerun after a crash or Ctrl-C "
@@ -175,7 +175,7 @@ std::string HelpText() {
   std::string out =
       "vit_ddp: runs ddplab experiments: data-parallel ViT training, measured.\n\n"
       "  bazel run //experiments:vit_ddp                      # the default suite\n"
-      "  bazel run //experiments:vit_ddp -- --experiment=FILE [--only=NAME] [--output_dir=DIR]\n"
+      "  bazel run //experiments:vit_ddp -- --experiment=FILE [--only=NAME[,NAME]] [--output_dir=DIR]\n"
       "  bazel run //experiments:vit_ddp -- --experiment=FILE --tune [--only=NAME]\n\n"
       "Flags (torchrun's dashed spellings and values work too: --nproc-per-node=auto, --nnodes=1:1, "
       "--standalone):\n";

@@ -1,8 +1,11 @@
 #include "experiments/plan.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
 #include "core/build_flags.h"
 #include "core/model/vit_config.h"
@@ -132,6 +135,9 @@ absl::Status PlanTune(const v1::Suite& suite, const std::optional<JobPlace>& wor
   }
   if (options.nnodes > 1) return absl::FailedPreconditionError("--tune tunes on one node: leave out --nnodes");
   plan.tune = ResolveTune(suite.tune());
+  if (OnlyNames(options.only).size() > 1) {
+    return absl::InvalidArgumentError("--tune tunes one run: give --only one name, not a list");
+  }
   std::string name = !options.only.empty() ? options.only : plan.tune->experiment;
   for (size_t i = 0; i < plan.runs.size() && name.empty(); ++i) {
     if (plan.runs[i].processes > 1) name = plan.runs[i].run.experiment.name();
@@ -167,11 +173,12 @@ absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, co
   int index = 0;
   std::vector<absl::Status> planned;
   const ExperimentSchema& schema = options.schema ? *options.schema : *ExperimentSchema::WithoutPlugins();
+  const std::vector<std::string> only = OnlyNames(options.only);
   for (SuiteRun& run : ExpandSweeps(suite, schema)) {
     PlannedRun p;
     p.index = ++index;
     p.run = std::move(run);
-    p.selected = options.only.empty() || p.run.experiment.name() == options.only;
+    p.selected = only.empty() || std::find(only.begin(), only.end(), p.run.experiment.name()) != only.end();
     planned.push_back(PlanRun(p, machine, worker, options));
     if (!planned.back().ok() && p.selected && !options.tune) return planned.back();
     p.run_dir = absl::StrCat(p.run.experiment.output().directory(), "/", suite.name());
@@ -182,6 +189,20 @@ absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, co
     if (absl::Status s = PlanTune(suite, worker, options, planned, plan); !s.ok()) return s;
   }
   return plan;
+}
+
+std::vector<std::string> OnlyNames(const std::string& only) {
+  return absl::StrSplit(only, ',', absl::SkipWhitespace());
+}
+
+std::vector<std::string> OnlyNamesNotFound(const Plan& plan, const std::string& only) {
+  std::vector<std::string> missing;
+  for (const std::string& name : OnlyNames(only)) {
+    const bool found = std::any_of(plan.runs.begin(), plan.runs.end(),
+                                   [&](const PlannedRun& p) { return p.run.experiment.name() == name; });
+    if (!found) missing.push_back(name);
+  }
+  return missing;
 }
 
 std::string FormatPlan(const Plan& plan, const ExperimentSchema& schema) {

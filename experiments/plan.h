@@ -50,7 +50,7 @@ struct JobPlace {
 
 // The flags that shape the plan.
 struct PlanOptions {
-  std::string only;           // run only this one (the others stay in the report)
+  std::string only;           // run only these, comma-separated (the others stay in the report)
   int nproc_per_node = 0;     // 0: as each experiment says
   int nnodes = 1;
   int node_rank = 0;
@@ -100,6 +100,10 @@ std::string FormatPlan(const Plan& plan, const ExperimentSchema& schema);
 // What a user should know before the plan runs, one line each: the runs --nproc_per_node
 // left one process; a model of more than 50M parameters on CPUs (minutes per step).
 std::vector<std::string> PlanNotes(const Plan& plan, const Machine& machine, const PlanOptions& options);
+
+// The names --only lists (comma-separated), and which of them name no run of `plan`.
+std::vector<std::string> OnlyNames(const std::string& only);
+std::vector<std::string> OnlyNamesNotFound(const Plan& plan, const std::string& only);
 
 }  // namespace ddplab
 

@@ -155,11 +155,12 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
     return 2;
   }
   plan = *std::move(planned);
-  if (plan.selected == 0 && !plan.tune) {
+  if (const std::vector<std::string> missing = OnlyNamesNotFound(plan, options.only);
+      (plan.selected == 0 || !missing.empty()) && !plan.tune) {
     std::vector<std::string> names;
     for (const PlannedRun& p : plan.runs) names.push_back(p.run.experiment.name());
-    std::cerr << "vit_ddp: --only=" << options.only << ": " << path << " has no run of that name; its runs: "
-              << absl::StrJoin(names, ", ") << "\n";
+    std::cerr << "vit_ddp: --only=" << Printable(options.only) << ": " << path << " has no run named "
+              << Printable(absl::StrJoin(missing, ", ")) << "; its runs: " << absl::StrJoin(names, ", ") << "\n";
     return 2;
   }
   if (speaks) {

@@ -144,7 +144,16 @@ grep -qF "/nonexistent.textproto: cannot open experiment file" "$err" || fail "m
 "$bin" --experiment="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto" --only=no_such_run >"$out" 2>"$err"
 [ $? -eq 2 ] || fail "--only=no_such_run did not exit 2"
 grep -qF -- "--only=no_such_run: " "$err" || fail "--only's error does not name the flag"
-grep -qF "has no run of that name; its runs: single_process, naive_ddp" "$err" || fail "--only's error does not list the runs"
+grep -qF "has no run named no_such_run; its runs: single_process, naive_ddp" "$err" || fail "--only's error does not list the runs"
+# --only with a list: the runs named, and an error naming any that is not a run.
+"$bin" --experiment="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto" --only=bf16,naive_ddp --print_experiments \
+  >"$out" 2>"$err" || fail "--only=bf16,naive_ddp exited $?"
+grep -qE "^Suite \"cpu_smoke\": 2 run\(s\) would run" "$out" || fail "--only=bf16,naive_ddp did not plan 2 runs"
+grep -qE "^== \[[0-9]+/[0-9]+\] naive_ddp " "$out" && grep -qE "^== \[[0-9]+/[0-9]+\] bf16 " "$out" ||
+  fail "--only=bf16,naive_ddp did not plan its two runs"
+"$bin" --experiment="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto" --only=bf16,nope >"$out" 2>"$err"
+[ $? -eq 2 ] || fail "--only=bf16,nope did not exit 2"
+grep -qF "has no run named nope; its runs: " "$err" || fail "--only=bf16,nope: the error does not name nope"
 # --profile=nsys without nsys: a clear error before any worker starts.
 PATH=/usr/bin:/bin "$bin" --profile=nsys --experiment="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto" \
   --output_dir="$TEST_TMPDIR/nsys" >"$out" 2>"$err"
