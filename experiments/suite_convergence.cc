@@ -30,7 +30,7 @@ bool SuiteRunner::RunConvergence(int& exit) {
   const std::vector<ConvergenceCheck> checks = ConvergenceChecks(plan_, host_);
   // In a job or across nodes every rank must train the same runs, and only rank 0 holds
   // the results that would choose them: there the check trains each.
-  const bool every = plan_.convergence->every_lossy() || !SparesRepetitions();
+  const bool every = plan_.convergence->every_lossy() || InJob() || in_.launch.nnodes > 1;
   std::set<std::string> chosen;  // the lossy origins to check
   if (!every) {
     for (const auto& [race, origins] : Contenders()) chosen.insert(origins.front());  // the would-be recommendation

@@ -109,7 +109,8 @@ int SuiteRunner::RunAll() {
     job_store_ = *store;
   }
   if (Speaks()) planned_ = PlannedRuns(plan_, host_);
-  checks_spared_ = plan_.convergence && !plan_.convergence->every_lossy() && ConvergenceChecks(plan_, host_).size() > 1;
+  checks_spared_ = plan_.convergence && !plan_.convergence->every_lossy() && !InJob() && in_.launch.nnodes == 1 &&
+                   ConvergenceChecks(plan_, host_).size() > 1;
   int exit = 0;
   bool go_on = true;
   if (plan_.tune) {
@@ -165,8 +166,9 @@ bool SuiteRunner::RunTransport(const std::vector<const PlannedRun*>& runs, int& 
 bool SuiteRunner::SparesRepetitions() const { return !InJob() && in_.launch.nnodes == 1 && !in_.all_repetitions; }
 
 bool SuiteRunner::UpTo() const {
-  if (!SparesRepetitions() || plan_.tune) return false;
+  if (plan_.tune) return false;
   if (checks_spared_) return true;  // the convergence check's lossy runs go where they decide
+  if (!SparesRepetitions()) return false;
   for (const PlannedRun& p : plan_.runs) {
     if (p.selected && Repetitions(p) > 1) return true;
   }
