@@ -28,9 +28,7 @@ bool SuiteRunner::RunConvergence(int& exit) {
   }
   const ConvergenceSettings s = ResolveConvergence(*plan_.convergence);
   const std::vector<ConvergenceCheck> checks = ConvergenceChecks(plan_, host_);
-  // In a job or across nodes every rank must train the same runs, and only rank 0 holds
-  // the results that would choose them: there the check trains each.
-  const bool every = plan_.convergence->every_lossy() || InJob() || in_.launch.nnodes > 1;
+  const bool every = ChecksEveryLossy();
   std::set<std::string> chosen;  // the lossy origins to check
   if (!every) {
     for (const auto& [race, origins] : Contenders()) chosen.insert(origins.front());  // the would-be recommendation
@@ -82,9 +80,8 @@ std::map<std::string, std::vector<std::string>> SuiteRunner::Contenders() const 
   for (const PlannedRun& p : plan_.runs) {
     auto it = results_.find(p.index);
     if (!p.selected || it == results_.end() || it->second.diagnostic()) continue;  // no_communication, say
-    const v1::Distributed& d = p.run.experiment.distributed();
     RacedRun& r = raced.emplace_back();
-    r.race = absl::StrCat(p.processes, " ", d.device(), " ", d.transport());
+    r.race = RaceOf(p);
     r.origin = p.run.origin;
     r.lossy = it->second.lossy();
     for (const v1::Repetition& rep : it->second.repetitions()) r.steps_per_s.push_back(rep.steps_per_s());

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <optional>
 #include <set>
-#include <tuple>
 #include <cstring>
 #include <csignal>
 #include <chrono>
@@ -109,8 +108,7 @@ int SuiteRunner::RunAll() {
     job_store_ = *store;
   }
   if (Speaks()) planned_ = PlannedRuns(plan_, host_);
-  checks_spared_ = plan_.convergence && !plan_.convergence->every_lossy() && !InJob() && in_.launch.nnodes == 1 &&
-                   ConvergenceChecks(plan_, host_).size() > 1;
+  checks_spared_ = !ChecksEveryLossy() && ConvergenceChecks(plan_, host_).size() > 1;
   int exit = 0;
   bool go_on = true;
   if (plan_.tune) {
@@ -165,6 +163,17 @@ bool SuiteRunner::RunTransport(const std::vector<const PlannedRun*>& runs, int& 
 
 bool SuiteRunner::SparesRepetitions() const { return !InJob() && in_.launch.nnodes == 1 && !in_.all_repetitions; }
 
+// In a job or across nodes every rank must train the same check runs, and only rank 0
+// holds the results that would choose them.
+bool SuiteRunner::ChecksEveryLossy() const {
+  return !plan_.convergence || plan_.convergence->every_lossy() || InJob() || in_.launch.nnodes > 1;
+}
+
+std::string SuiteRunner::RaceOf(const PlannedRun& p) {
+  const v1::Distributed& d = p.run.experiment.distributed();
+  return absl::StrCat(p.processes, " ", d.device(), " ", d.transport());
+}
+
 bool SuiteRunner::UpTo() const {
   if (plan_.tune) return false;
   if (checks_spared_) return true;  // the convergence check's lossy runs go where they decide
@@ -179,12 +188,8 @@ bool SuiteRunner::UpTo() const {
 // pool ran it (Note [Repetitions that decide], repetitions.h).
 std::vector<bool> SuiteRunner::Undecided(const std::vector<const PlannedRun*>& runs) const {
   std::vector<const PlannedRun*> field = runs;
-  const auto race = [](const PlannedRun& p) {
-    const v1::Distributed& d = p.run.experiment.distributed();
-    return std::make_tuple(p.processes, d.device(), d.transport());
-  };
   for (const PlannedRun& p : plan_.runs) {
-    if (p.selected && results_.count(p.index) > 0 && !runs.empty() && race(p) == race(*runs.front()) &&
+    if (p.selected && results_.count(p.index) > 0 && !runs.empty() && RaceOf(p) == RaceOf(*runs.front()) &&
         std::find(runs.begin(), runs.end(), &p) == runs.end()) {
       field.push_back(&p);
     }

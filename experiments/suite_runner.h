@@ -91,6 +91,9 @@ class SuiteRunner {
   // Whether repetitions go only where they decide: not with --all_repetitions, in a job
   // or across nodes (whose processes would have to agree on which).
   bool SparesRepetitions() const;
+  bool ChecksEveryLossy() const;  // the convergence check trains every lossy configuration
+  // The runs compared for repetitions and the convergence check: processes, device, transport.
+  static std::string RaceOf(const PlannedRun& p);
   bool UpTo() const;  // the progress line's total is the most that may run
   bool TrainHere(const PlannedRun& p, const PluginSet& plugins, const std::string& label, int& exit);
   void Keep(const PlannedRun& p, v1::RunResult result, bool fresh);
