@@ -1,7 +1,8 @@
 // A test lever that says it is lossy and degrades the averaged gradient by a factor,
 // `keep` (a smaller step, the same on every rank): the convergence check must call
 // keep 0.5 worse and keep 1 (exact) within (Note [The convergence check]). `delay_ms`
-// makes it slower by design, `exact` says it is lossless.
+// makes it slower by design (in the first `delayed_calls` calls when set), `exact` says it
+// is lossless.
 #include <chrono>
 #include <thread>
 
@@ -12,11 +13,14 @@ namespace {
 
 class ShrinkHook : public ddplab::HookWrapperBase {
  public:
-  ShrinkHook(std::unique_ptr<ddplab::CommHook> inner, double keep, uint32_t delay_ms)
-      : HookWrapperBase(std::move(inner)), keep_(keep), delay_ms_(delay_ms) {}
+  ShrinkHook(std::unique_ptr<ddplab::CommHook> inner, double keep, uint32_t delay_ms,
+             uint32_t delayed_calls)
+      : HookWrapperBase(std::move(inner)), keep_(keep), delay_ms_(delay_ms), delayed_calls_(delayed_calls) {}
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(ddplab::GradBucket& bucket) override {
-    if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+    const bool delayed = delayed_calls_ == 0 || calls_ < delayed_calls_;
+    ++calls_;
+    if (delay_ms_ > 0 && delayed) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
     const double keep = keep_;
     return inner_->Run(bucket)->then(
         [keep](c10::ivalue::Future& reduced) {
@@ -31,6 +35,8 @@ class ShrinkHook : public ddplab::HookWrapperBase {
  private:
   double keep_;
   uint32_t delay_ms_;
+  uint32_t delayed_calls_;
+  uint64_t calls_ = 0;
 };
 
 void Register(const ddplab::testdata::shrink::v1::Config& config, ddplab::PluginRegistrar& registrar) {
@@ -40,10 +46,13 @@ void Register(const ddplab::testdata::shrink::v1::Config& config, ddplab::Plugin
   }
   const double keep = config.keep();
   const uint32_t delay_ms = config.delay_ms();
+  const uint32_t delayed_calls = config.delayed_calls();
   registrar.WrapCommHook(ddplab::ExtensionPoint::kCodec,
-                         [keep, delay_ms](std::unique_ptr<ddplab::CommHook> inner,
-                                          const ddplab::CommContext&) -> std::unique_ptr<ddplab::CommHook> {
-                           return std::make_unique<ShrinkHook>(std::move(inner), keep, delay_ms);
+                         [keep, delay_ms, delayed_calls](std::unique_ptr<ddplab::CommHook> inner,
+                                                         const ddplab::CommContext&)
+                             -> std::unique_ptr<ddplab::CommHook> {
+                           return std::make_unique<ShrinkHook>(std::move(inner), keep, delay_ms,
+                                                               delayed_calls);
                          });
   if (!config.exact()) registrar.Lossy(0);
 }
