@@ -9,6 +9,17 @@ DDPLAB_COPTS = [
     "-Werror",
 ]
 
+# For targets whose files include LibTorch's headers: they read the headers' precompiled
+# state first, and fail to compile where they cannot (Note [Precompiled headers],
+# pch.bzl). Such a target also has "//core:torch_pch" in its deps.
+TORCH_COPTS = DDPLAB_COPTS + [
+    "-include",
+    "core/torch_pch.h",
+    "-include",
+    "core/torch_pch_stamp.h",
+    "-Winvalid-pch",
+]
+
 # The GPUs ddplab's own CUDA kernels are compiled for: machine code for Hopper (H100,
 # H200), and PTX from Ampere on, which the driver compiles for newer GPUs when loaded.
 CUDA_GENCODE = [
@@ -31,14 +42,15 @@ def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", *
             name = name + "_test",
             size = test_size,
             srcs = test_srcs,
-            copts = DDPLAB_COPTS,
+            copts = TORCH_COPTS,
             data = ["//plugins:all", "//core/testing:engine_worker"],
             linkopts = HOST_LINKOPTS,
             deps = [
+                "//core:torch_pch",
                 "//plugins/testing:plugin_testutil",
                 "@abseil//:absl",
                 "@googletest//:gtest_main",
                 "@libtorch//:c10d",
             ],
         )
-    ddplab_plugin_library(name = name, srcs = srcs, deps = deps, copts = DDPLAB_COPTS, **kwargs)
+    ddplab_plugin_library(name = name, srcs = srcs, deps = ["//core:torch_pch"] + deps, copts = TORCH_COPTS, **kwargs)
