@@ -31,10 +31,12 @@ CUDA_GENCODE = [
 # the experiment schema) from the executable, as LLVM's pass plugins do.
 HOST_LINKOPTS = ["-rdynamic", "-ldl"]
 
-def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", **kwargs):
+def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", torch = True, **kwargs):
     """One of ddplab's plugins: ddplab_plugin_library() (//sdk:plugin.bzl) with ddplab's
     warnings, and `test_srcs` as <name>_test, which loads the plugins through the real host
     and may train with them over several processes (//plugins/testing:plugin_testutil).
+    `torch = False` for a plugin whose sources include no LibTorch header (they then skip
+    its precompiled headers, Note [Precompiled headers]).
     """
     native.exports_files([name + ".proto", "README.md"])
     if test_srcs:
@@ -53,4 +55,7 @@ def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", *
                 "@libtorch//:c10d",
             ],
         )
-    ddplab_plugin_library(name = name, srcs = srcs, deps = ["//core:torch_pch"] + deps, copts = TORCH_COPTS, **kwargs)
+    if torch:
+        deps = ["//core:torch_pch"] + deps
+    copts = TORCH_COPTS if torch else DDPLAB_COPTS
+    ddplab_plugin_library(name = name, srcs = srcs, deps = deps, copts = copts, **kwargs)
