@@ -67,7 +67,8 @@ def _cc_precompiled_headers_impl(ctx):
         quote_include_directories = context.quote_includes,
         system_include_directories = context.system_includes,
         framework_include_directories = context.framework_includes,
-        preprocessor_defines = depset(transitive = [context.defines, context.local_defines]),
+        # What the users see of their deps' defines (a dep's local_defines are its own).
+        preprocessor_defines = context.defines,
         use_pic = True,
     )
     action = "c++-compile"
@@ -97,7 +98,7 @@ def _cc_precompiled_headers_impl(ctx):
     ctx.actions.run_shell(
         inputs = [pch],
         outputs = [stamp],
-        command = 'echo "// $$(cat "$1"/* | sha256sum)" > "$2"'.replace("$$", "$"),
+        command = 'echo "// $(cat "$1"/* | sha256sum)" > "$2"',
         arguments = [pch.path, stamp.path],
         mnemonic = "CppPrecompiledHeadersStamp",
     )
