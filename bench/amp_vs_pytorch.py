@@ -5,7 +5,7 @@ it (a run's "pytorch" field: the DDP wrapper, the hook, the AdamW and the autoca
 pasted into bench/pytorch_vit.py. Also PyTorch on one GPU eager and with torch.compile (for
 information). Run from the repository root after building vit_ddp; prints the table last.
 
-  python3 bench/amp_vs_pytorch.py --out DIR [--only NAME[,NAME]] [--deadline S]
+  python3 bench/amp_vs_pytorch.py --out DIR [--only NAME[,NAME]] [--deadline S] [--skip_one_gpu]
 
 The whole study with a PyTorch run for each row takes longer than one 10-minute call on 2
 GPUs: --only splits it by rows (each row's ddplab and PyTorch runs stay in one call), e.g.
@@ -39,6 +39,8 @@ def main():
     p.add_argument("--deadline", type=float, default=540, help="no PyTorch run starts after this many seconds")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--measured", type=int, default=20)
+    p.add_argument("--skip_one_gpu", action="store_true",
+                   help="no PyTorch runs on one GPU (eager, torch.compile): a call that splits the rows")
     a = p.parse_args()
     out = prepare_output(a.out)
     start = time.monotonic()
@@ -50,7 +52,7 @@ def main():
                if os.path.basename(f) != "report.json" and f.count(".") == 1]
     rows = []
     # One GPU: eager as the suite's single_gpu row, and torch.compile.
-    for name, extra in (("pytorch_1gpu_eager", []), ("pytorch_1gpu_compile", ["--compile"])):
+    for name, extra in () if a.skip_one_gpu else (("pytorch_1gpu_eager", []), ("pytorch_1gpu_compile", ["--compile"])):
         if time.monotonic() - start < a.deadline:
             path = os.path.join(out, "pytorch", name + ".json")
             if run(pytorch_command(1, a.warmup, a.measured, path, None, AMP + extra),
@@ -74,6 +76,10 @@ def main():
             row["pytorch"] = eager and eager["pytorch"]
         if only:
             row["note"] = "ddplab only: " + ", ".join(only)
+        elif r["world_size"] > 1 and not code:
+            row["note"] = "no PyTorch code in the result"
+        elif r["world_size"] > 1 and "pytorch" not in row:
+            row["note"] = "PyTorch not run (deadline or failure: logs/)"
         row["peak_fraction"] = r.get("peak_fraction")
         rows.append(row)
     with open(os.path.join(out, "table.json"), "w") as f:

@@ -22,9 +22,6 @@ absl::StatusOr<std::string> TrainingCodeOf(PluginHost& host, const v1::Experimen
   absl::StatusOr<PluginSet> all = host.Configure(e);
   if (!all.ok()) return all.status();
   v1::Experiment exact = e;
-  // As the runs had it: processes per node from the plan where the experiment left it to
-  // the machine (every GPU).
-  if (exact.distributed().gpus_per_node() == 0) exact.mutable_distributed()->set_gpus_per_node(per_node);
   const std::vector<std::string>& lossy = all->lossy_plugins();
   exact.clear_plugin();
   for (const v1::Plugin& entry : e.plugin()) {
@@ -34,7 +31,12 @@ absl::StatusOr<std::string> TrainingCodeOf(PluginHost& host, const v1::Experimen
   if (!kept.ok()) return kept.status();
   std::vector<std::string> names, ddplab_only;
   for (const LoadedPlugin* p : kept->plugins()) names.push_back(p->name);
-  std::string code = PyTorchCode(exact, names, kept->pytorch_forms(), &ddplab_only);
+  // As the runs had it: processes per node from the plan where the experiment left it to
+  // the machine (every GPU).
+  const v1::Distributed& d = e.distributed();
+  const int processes = static_cast<int>(std::max<uint32_t>(1, d.nodes())) *
+                        (d.gpus_per_node() > 0 ? static_cast<int>(d.gpus_per_node()) : per_node);
+  std::string code = PyTorchCode(exact, processes, names, kept->pytorch_forms(), &ddplab_only);
   if (!lossy.empty()) {
     code = absl::StrCat("# left out: ", absl::StrJoin(lossy, ", "),
                         " (lossy: train with it once a suite's convergence check says \"within\")\n", code);

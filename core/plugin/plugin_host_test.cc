@@ -1,6 +1,7 @@
 #include "core/plugin/plugin_host.h"
 
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/config/experiment.h"
+#include "core/plugin/pytorch_form.h"
 #include "gtest/gtest.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
@@ -222,6 +224,21 @@ TEST(PluginSetTest, StartsFromPyTorchDdpDefaults) {
             "buckets of 25 MiB, the first 1 MiB, gradients copied into flat buckets, averaged by all-reduce");
   EXPECT_TRUE(set.engine_parts().hooks.empty());
   EXPECT_FALSE(set.diagnostic());
+}
+
+// An experiment that leaves gpus_per_node to the machine (0: every GPU) runs on several
+// processes all the same: its PyTorch code is the run's, not that of one process.
+TEST(PyTorchCodeTest, FollowsTheRunsProcessesNotTheExperimentsGpusPerNode) {
+  v1::Experiment e;
+  e.mutable_distributed()->set_device(v1::Distributed::CUDA);
+  const std::map<std::string, PyTorchForm> forms = {{"static_graph", {{"static_graph=True"}, "", "", "", {}}}};
+  std::vector<std::string> ddplab_only;
+  const std::string code = PyTorchCode(e, /*processes=*/2, {"static_graph", "zero_copy"}, forms, &ddplab_only);
+  EXPECT_TRUE(absl::StrContains(code, "DDP(model, device_ids=[local_rank], static_graph=True)")) << code;
+  EXPECT_EQ(ddplab_only, std::vector<std::string>{"zero_copy"});
+  EXPECT_EQ(PyTorchCode(e, /*processes=*/1, {"static_graph"}, forms, &ddplab_only), "");
+  e.mutable_distributed()->set_force_engine(true);
+  EXPECT_NE(PyTorchCode(e, /*processes=*/1, {"static_graph"}, forms, &ddplab_only), "");
 }
 
 }  // namespace

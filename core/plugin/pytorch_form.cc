@@ -30,10 +30,10 @@ void AppendTraining(const v1::Experiment& e, const std::string& device, std::str
 
 }  // namespace
 
-std::string PyTorchCode(const v1::Experiment& e, const std::vector<std::string>& plugins,
+std::string PyTorchCode(const v1::Experiment& e, int processes, const std::vector<std::string>& plugins,
                         const std::map<std::string, PyTorchForm>& forms, std::vector<std::string>* ddplab_only) {
   const v1::Distributed& dist = e.distributed();
-  if (dist.gpus_per_node() * std::max<uint32_t>(1, dist.nodes()) <= 1 && !dist.force_engine()) return "";
+  if (processes <= 1 && !dist.force_engine()) return "";
   std::vector<std::string> arguments = {"model"};
   if (dist.device() != v1::Distributed::CPU) arguments.push_back("device_ids=[local_rank]");
   std::string hook, state;

@@ -3,7 +3,8 @@
 // has no form of are listed apart, as needing ddplab's engine.
 //
 //   std::vector<std::string> ddplab_only;
-//   std::string code = ddplab::PyTorchCode(experiment, plugin_names, plugins.pytorch_forms(), &ddplab_only);
+//   std::string code = ddplab::PyTorchCode(experiment, /*processes=*/2, plugin_names, plugins.pytorch_forms(),
+//                                          &ddplab_only);
 //   // model = DDP(model, device_ids=[local_rank], bucket_cap_mb=25, static_graph=True)
 #ifndef DDPLAB_CORE_PYTORCH_FORM_H_
 #define DDPLAB_CORE_PYTORCH_FORM_H_
@@ -18,9 +19,11 @@
 namespace ddplab {
 
 // Python lines that wrap `model` in DDP as `e` with `plugins` (in the order listed)
-// configures ddplab; `forms` by plugin name. Plugins without a form, and settings PyTorch
-// lacks, go into `ddplab_only`. A run of one process without the engine: "".
-std::string PyTorchCode(const v1::Experiment& e, const std::vector<std::string>& plugins,
+// configures ddplab for a run of `processes` in all (the run's, not the experiment's
+// gpus_per_node: 0 there means every GPU of the node); `forms` by plugin name. Plugins
+// without a form, and settings PyTorch lacks, go into `ddplab_only`. A run of one process
+// without the engine: "".
+std::string PyTorchCode(const v1::Experiment& e, int processes, const std::vector<std::string>& plugins,
                         const std::map<std::string, PyTorchForm>& forms, std::vector<std::string>* ddplab_only);
 
 }  // namespace ddplab

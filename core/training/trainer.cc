@@ -390,8 +390,8 @@ absl::StatusOr<v1::RunResult> Training::Result() {
     r.set_diagnostic(options_.plugins->diagnostic());
     r.set_lossy(options_.plugins->lossy());
     std::vector<std::string> ddplab_only;
-    r.set_pytorch(PyTorchCode(e_, {r.plugins().begin(), r.plugins().end()}, options_.plugins->pytorch_forms(),
-                              &ddplab_only));
+    r.set_pytorch(PyTorchCode(e_, world_, {r.plugins().begin(), r.plugins().end()},
+                              options_.plugins->pytorch_forms(), &ddplab_only));
     for (const std::string& lever : ddplab_only) r.add_ddplab_only(lever);
   }
   return r;

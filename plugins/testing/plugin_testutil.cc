@@ -69,7 +69,7 @@ std::string PyTorchCodeFor(const std::string& plugins_text) {
   if (!suite.ok()) return std::string(suite.status().message());
   std::vector<std::string> names, ddplab_only;
   for (const LoadedPlugin* p : set->plugins()) names.push_back(p->name);
-  const std::string code = PyTorchCode(suite->experiment(0), names, set->pytorch_forms(), &ddplab_only);
+  const std::string code = PyTorchCode(suite->experiment(0), /*processes=*/2, names, set->pytorch_forms(), &ddplab_only);
   return absl::StrCat(code, "ddplab only: ", absl::StrJoin(ddplab_only, ", "));
 }
 
