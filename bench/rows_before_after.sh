@@ -3,11 +3,11 @@
 # by an earlier one (BEFORE_SRC, say a `git archive` of the commit before a change),
 # alternately, so that a difference between two calls' reports can be told from the host's.
 # Each row is its own `vit_ddp --only=ROW` in both trees (an earlier tree may take one name
-# only); single_gpu is always among them, for the ratios. Writes DIR/{environment.txt,
-# build*.log,logs/} and prints the table last: each tree's median steps/s over every run
-# of the row, its ratio to one GPU's in the same tree, and after against before. The runs'
-# result folders go to a scratch folder (RESULTS=DIR to keep them elsewhere): only the logs
-# stay under DIR.
+# only); single_gpu is always among them, for the ratios. Writes DIR/{environment.json,
+# trees.txt,build*.log,logs/} and prints the table last: each tree's median steps/s over
+# every run of the row, its ratio to one GPU's in the same tree, and after against before.
+# The runs' result folders go to a scratch folder (RESULTS=DIR to keep them elsewhere):
+# only the logs stay under DIR.
 #
 #   bench/rows_before_after.sh DIR BEFORE_SRC ROW[,ROW...] [ROUNDS]
 set -uo pipefail
@@ -17,12 +17,8 @@ IFS=, read -r -a ROWS <<<"single_gpu,${3:?usage: rows_before_after.sh DIR BEFORE
 ROUNDS=${4:-2}
 mkdir -p "$DIR/logs"
 RESULTS=${RESULTS:-$(mktemp -d)}
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "after: $(git rev-parse HEAD 2>/dev/null || echo 'this tree')"
-  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
-} 2>&1 | tee "$DIR/environment.txt"
+python3 bench/environment.py "$DIR/environment.json" && cat "$DIR/environment.json"
+echo "after: $(git rev-parse HEAD 2>/dev/null || echo 'this tree'); before: $BEFORE_SRC" | tee "$DIR/trees.txt"
 start=$(date +%s)
 bazel build //experiments:vit_ddp >"$DIR/build.log" 2>&1 &
 after_build=$!
