@@ -29,16 +29,15 @@ after_status=$?
 echo "builds (both at once): $(($(date +%s) - start)) s, exit after $after_status, before $before_status"
 [ "$after_status" -eq 0 ] || { tail -30 "$DIR/build.log"; exit 1; }
 [ "$before_status" -eq 0 ] || { tail -30 "$DIR/build_before.log"; exit 1; }
-declare -A BINARY=([after]="$PWD/bazel-bin/experiments/vit_ddp" [before]="$BEFORE_SRC/bazel-bin/experiments/vit_ddp")
+# Each tree runs from its own root: the experiment file is the tree's own.
+declare -A ROOT=([after]="$PWD" [before]="$BEFORE_SRC")
 for round in $(seq "$ROUNDS"); do
   # The order of the two trees swaps every round, so neither always runs on a warmer GPU.
   if ((round % 2)); then order=(before after); else order=(after before); fi
   for row in "${ROWS[@]}"; do
     for tree in "${order[@]}"; do
       log="$DIR/logs/$tree.$row.$round.txt"
-      # Each tree runs from its own root: the experiment file is the tree's own.
-      (cd "$([ "$tree" = after ] && pwd || echo "$BEFORE_SRC")" &&
-        "${BINARY[$tree]}" --output_dir="$RESULTS/$tree.$row.$round" --only="$row") >"$log" 2>&1 ||
+      (cd "${ROOT[$tree]}" && bazel-bin/experiments/vit_ddp --output_dir="$RESULTS/$tree.$row.$round" --only="$row") >"$log" 2>&1 ||
         echo "$tree $row round $round: exit $? (see logs/$tree.$row.$round.txt)"
     done
   done
@@ -52,8 +51,9 @@ def speeds(tree, row):
     for path in glob.glob(os.path.join(logs, f"{tree}.{row}.*.txt")):
         out += [float(m.group(1)) for m in re.finditer(rf"^{re.escape(row)}: ([\d.]+) steps/s", open(path).read(), re.M)]
     return out
-med = {(t, r): statistics.median(s) if (s := speeds(t, r)) else None for t in ("before", "after") for r in rows}
-cnt = {(t, r): len(speeds(t, r)) for t in ("before", "after") for r in rows}
+runs = {(t, r): speeds(t, r) for t in ("before", "after") for r in rows}
+med = {k: statistics.median(s) if s else None for k, s in runs.items()}
+cnt = {k: len(s) for k, s in runs.items()}
 print(f"{'row':42s} {'before':>14s} {'after':>14s} {'ratio before':>12s} {'ratio after':>11s} {'after/before':>12s}")
 for r in rows:
     b, a = med["before", r], med["after", r]

@@ -18,7 +18,7 @@ namespace {
 
 // `e`'s levers as PyTorch code to train with (tune::Runner::TrainingCode): its lossy
 // plugins (PluginSet::lossy_plugins) are left out and named.
-absl::StatusOr<std::string> TrainingCodeOf(PluginHost& host, const v1::Experiment& e, int per_node) {
+absl::StatusOr<std::string> TrainingCodeOf(PluginHost& host, const v1::Experiment& e, int processes) {
   absl::StatusOr<PluginSet> all = host.Configure(e);
   if (!all.ok()) return all.status();
   v1::Experiment exact = e;
@@ -31,11 +31,6 @@ absl::StatusOr<std::string> TrainingCodeOf(PluginHost& host, const v1::Experimen
   if (!kept.ok()) return kept.status();
   std::vector<std::string> names, ddplab_only;
   for (const LoadedPlugin* p : kept->plugins()) names.push_back(p->name);
-  // As the runs had it: processes per node from the plan where the experiment left it to
-  // the machine (every GPU).
-  const v1::Distributed& d = e.distributed();
-  const int processes = static_cast<int>(std::max<uint32_t>(1, d.nodes())) *
-                        (d.gpus_per_node() > 0 ? static_cast<int>(d.gpus_per_node()) : per_node);
   std::string code = PyTorchCode(exact, processes, names, kept->pytorch_forms(), &ddplab_only);
   if (!lossy.empty()) {
     code = absl::StrCat("# left out: ", absl::StrJoin(lossy, ", "),
@@ -50,11 +45,12 @@ class RunnerOf : public tune::Runner {
  public:
   using RunFn = std::function<absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>>(
       const std::vector<v1::Experiment>&, int)>;
-  RunnerOf(PluginHost& host, int per_node, RunFn run) : host_(host), per_node_(per_node), run_(std::move(run)) {}
+  // `processes`: the plan's for the tuned run (the job's, as its runs had it).
+  RunnerOf(PluginHost& host, int processes, RunFn run) : host_(host), processes_(processes), run_(std::move(run)) {}
   const ExperimentSchema& schema() override { return host_.schema(); }
   absl::Status Check(const v1::Experiment& e) override { return host_.Configure(e).status(); }
   absl::StatusOr<std::string> TrainingCode(const v1::Experiment& e) override {
-    return TrainingCodeOf(host_, e, per_node_);
+    return TrainingCodeOf(host_, e, processes_);
   }
   absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> Run(const std::vector<v1::Experiment>& experiments,
                                                                  int repetitions) override {
@@ -63,7 +59,7 @@ class RunnerOf : public tune::Runner {
 
  private:
   PluginHost& host_;
-  int per_node_;
+  int processes_;
   RunFn run_;
 };
 
@@ -79,7 +75,7 @@ void SuiteRunner::RunTune(int& exit) {
                                     base.run.experiment.name(), ".json");
   request.answer_path = absl::StrCat(plan_.tune_dir, "/", base.run.experiment.name(), "_tuned.textproto");
   request.say = [](const std::string& line) { std::cout << "\n" << line << "\n" << std::flush; };
-  RunnerOf runner(host_, base.per_node, [this, &exit](const std::vector<v1::Experiment>& experiments, int repetitions) {
+  RunnerOf runner(host_, base.processes, [this, &exit](const std::vector<v1::Experiment>& experiments, int repetitions) {
     return RunForTuner(experiments, repetitions, exit);
   });
   std::cout << "\n== tuning " << base.run.experiment.name() << " (" << base.processes << " processes): "
