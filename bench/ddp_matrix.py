@@ -5,7 +5,7 @@ machine), then the table. Run from the repository root after building vit_ddp.
 
   python3 bench/ddp_matrix.py --out DIR [--gpus 1,2,4] [--transports nvlink,host]
                               [--configs naive,static_graph,...] [--reps 1] [--deadline S]
-                              [--before BINARY]
+                              [--before BINARY] [--amp]
 
 Writes DIR/configs/<key>.json, DIR/ddplab/<key>/<rep>/..., DIR/pytorch/<key>/<rep>.json and
 DIR/ddp.json (bench/results' format, with ratios to the single-GPU step). With --gpus 1 each
@@ -167,10 +167,18 @@ name: "{name}"
 model {{ preset: VIT_L_32 }}
 data {{ batch_size: 32 num_workers: 8 pin_memory: true }}
 steps {{ warmup: {warmup} measured: {measured} }}
-optimizer {{ sgd {{ learning_rate: 0.01 }} }}
+{training}
 distributed {{ gpus_per_node: {gpus} device: CUDA {transport} {force} }}
 {plugins}
 """
+
+# How both sides train: the seed study's float32 SGD, or --amp, experiments/amp_study's
+# bf16 autocast with AdamW. (ddplab's experiment fields, pytorch_vit.py's arguments)
+TRAINING = {
+    "seed": ("optimizer { sgd { learning_rate: 0.01 } }", []),
+    "amp": ("optimizer { adamw { learning_rate: 0.001 } } precision: BF16_AUTOCAST",
+            ["--precision", "bf16", "--optimizer", "adamw", "--lr", "0.001"]),
+}
 
 
 def run(cmd, log, env=None):
@@ -222,11 +230,14 @@ def main():
                    help="another vit_ddp binary (with its .runfiles beside it), run after ours in each repetition")
     p.add_argument("--ddplab_args", default="",
                    help="more arguments for every vit_ddp run, space-separated (e.g. --profile=torch)")
+    p.add_argument("--amp", action="store_true",
+                   help="train as experiments/amp_study does, both sides: bf16 autocast and AdamW (lr 1e-3)")
     p.add_argument("--skip_pytorch", action="store_true",
                    help="ddplab only: no PyTorch runs (no ratios against PyTorch in the table)")
     a = p.parse_args()
     start = time.time()
     out = prepare_output(a.out)
+    training, py_training = TRAINING["amp" if a.amp else "seed"]
 
     # (key, meta, ddplab plugins, pytorch DDP args, ddplab distributed fields, environment,
     #  force engine, more pytorch args)
@@ -267,7 +278,7 @@ def main():
         with open(textproto, "w") as f:
             f.write(EXPERIMENT.format(name=key, warmup=a.warmup, measured=a.measured, gpus=meta["gpus"],
                                       transport=transport, force="force_engine: true" if force else "",
-                                      plugins=plugins))
+                                      plugins=plugins, training=training))
         for rep in range(1, a.reps + 1):
             if a.deadline and time.time() - start > a.deadline:
                 print(f"deadline: {key} rep {rep} not run", flush=True)
@@ -283,7 +294,7 @@ def main():
                 continue
             os.makedirs(f"{out}/pytorch/{key}", exist_ok=True)
             py = pytorch_command(meta["gpus"], a.warmup, a.measured, f"{out}/pytorch/{key}/{rep}.json", args,
-                                 py_extra)
+                                 py_training + list(py_extra))
             run(py, f"{out}/logs/pytorch_{key}_{rep}.log", env=dict(os.environ, **env))
 
     subprocess.check_call([sys.executable, os.path.join(HERE, "summarize.py"), "--name", "ddp",
