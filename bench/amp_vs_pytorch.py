@@ -25,10 +25,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from ddp_matrix import TRANSPORTS, prepare_output, pytorch_command, run  # noqa: E402
+from ddp_matrix import TRAINING, TRANSPORTS, prepare_output, pytorch_command, run  # noqa: E402
 
 NCCL_ENV = {name: env for name, env in TRANSPORTS.values()}
-AMP = ["--precision", "bf16", "--optimizer", "adamw", "--lr", "0.001"]
+AMP = TRAINING["amp"][1]  # pytorch_vit.py trains as amp_study does
 
 
 def main():
