@@ -50,6 +50,11 @@ def main():
     run(cmd, os.path.join(out, "logs", "suite.txt"))
     results = [json.load(open(f)) for f in sorted(glob.glob(f"{out}/suite/amp_study/*.json"))
                if os.path.basename(f) != "report.json" and f.count(".") == 1]
+    # A row's figure is its median over the suite's repetitions (report.json), not the last
+    # repetition's result file.
+    report = os.path.join(out, "suite", "amp_study", "report.json")
+    medians = {r["experiment"]: r["steps_per_s"] for r in json.load(open(report))["rows"]} \
+        if os.path.exists(report) else {}
     rows = []
     # One GPU: eager as the suite's single_gpu row, and torch.compile.
     for name, extra in () if a.skip_one_gpu else (("pytorch_1gpu_eager", []), ("pytorch_1gpu_compile", ["--compile"])):
@@ -59,7 +64,9 @@ def main():
                    os.path.join(out, "logs", name + ".txt")) == 0:
                 rows.append({"row": name, "pytorch": json.load(open(path))["steps_per_s"]})
     for r in results:
-        row = {"row": r["experiment"], "ddplab": r["steps_per_s"], "gpus": r["world_size"]}
+        median = medians.get(r["experiment"], {})
+        row = {"row": r["experiment"], "ddplab": median.get("median", r["steps_per_s"]), "gpus": r["world_size"],
+               "repetitions": median.get("count", 1)}
         code = r.get("pytorch", "")
         only = r.get("ddplab_only", [])
         if r["world_size"] > 1 and code and not only and time.monotonic() - start < a.deadline:

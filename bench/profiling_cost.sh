@@ -16,7 +16,7 @@ ROW=${ROW:-naive_ddp_host_memory}
 PLUGINS=${PLUGINS:-'plugin { bucket_sizing { bucket_cap_mb: 2000 } }'}
 BIN=bazel-bin/experiments/vit_ddp
 mkdir -p "$DIR/configs" "$DIR/logs"
-python3 bench/environment.py >"$DIR/environment.json" 2>/dev/null || true
+python3 bench/environment.py "$DIR/environment.json"
 
 declare -A PROFILING=([off]="" [nvtx]="profiling { nvtx: true }" [bucket_timing]="profiling { bucket_timing: true }")
 for v in "${!PROFILING[@]}"; do
