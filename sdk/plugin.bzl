@@ -46,7 +46,7 @@ def ddplab_plugin_library(name, srcs, deps = [], copts = [], **kwargs):
         name = "lib" + name + ".so",
         srcs = srcs,
         linkshared = True,
-        copts = copts + ["-fvisibility=hidden", "-fvisibility-inlines-hidden"],
+        copts = copts,
         additional_linker_inputs = [exports],
         linkopts = ["-Wl,--version-script=$(location {})".format(exports)],
         deps = [Label("//sdk:plugin_sdk"), ":" + name + "_config"] + deps,

@@ -131,7 +131,10 @@ absl::StatusOr<double> Solve(const std::function<absl::StatusOr<double>(double)>
 // overlap backward), a cost per collective beyond the bare sweep's (the engine's copies,
 // hook and wait).
 absl::Status Calibrate(Model& m, const v1::Experiment& base, const ExperimentSchema& schema, double measured_ms) {
-  const auto [cap, first] = CapsOf(base, schema);
+  // Variables, not a structured binding: the lambdas capture them (C++17 lets no lambda
+  // capture a binding; GCC allows it, clang does not).
+  const Caps caps = CapsOf(base, schema);
+  const double cap = caps.cap_mb, first = caps.first_mb;
   auto with_s = [&](double x) {
     m.levers.overlap_slowdown = x;
     return m.StepMs(cap, first);

@@ -40,7 +40,7 @@ class StepTimer {
 
  private:
   double Between(int a, int b);
-  bool cuda_;
+  [[maybe_unused]] bool cuda_;  // read only in the CUDA build
   std::vector<std::chrono::steady_clock::time_point> host_;
 #if defined(DDPLAB_CUDA)
   std::vector<at::cuda::CUDAEvent> events_;

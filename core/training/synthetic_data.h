@@ -85,7 +85,7 @@ class SyntheticData {
   std::condition_variable ready_cv_, free_cv_;
   int64_t next_to_generate_ = 0;  // guarded by mu_
   int64_t next_to_consume_ = 0;
-  int64_t next_to_copy_ = 0;
+  [[maybe_unused]] int64_t next_to_copy_ = 0;  // GPU only (IssueCopy)
   bool stopping_ = false;  // guarded by mu_
   std::string failure_;    // guarded by mu_: a worker's error, thrown by Next()
   std::vector<std::thread> workers_;

@@ -13,8 +13,9 @@ DDPLAB_COPTS = [
 # state first, and fail to compile where they cannot (Note [Precompiled headers],
 # pch.bzl). Such a target also has "//core:torch_pch" in its deps.
 TORCH_COPTS = DDPLAB_COPTS + [
+    # Its path in the output tree: clang's driver looks for the state beside the path given.
     "-include",
-    "core/torch_pch.h",
+    "$(BINDIR)/core/torch_pch.h",
     "-include",
     "core/torch_pch_stamp.h",
     "-Winvalid-pch",

@@ -52,17 +52,21 @@ def _cc_precompiled_headers_impl(ctx):
 
     header = ctx.actions.declare_file(ctx.label.name + ".h")
     ctx.actions.write(header, "".join(["#include %s\n" % i for i in ctx.attr.includes]))
-    # A directory of that name, which GCC and clang both search for a state they can use:
-    # as a directory, Bazel passes it to the users' compiles, where a lone .gch file, not
-    # having a header's extension, would be left out of their inputs.
-    pch = ctx.actions.declare_directory(ctx.label.name + ".h.gch")
+    # GCC: a directory of that name, which GCC searches for a state it can use (as a
+    # directory, Bazel passes it to the users' compiles). Clang: the file <name>.h.pch,
+    # which its driver looks for beside a header given to -include.
+    clang = cc_toolchain.compiler == "clang"
+    if clang:
+        pch = ctx.actions.declare_file(ctx.label.name + ".h.pch")
+    else:
+        pch = ctx.actions.declare_directory(ctx.label.name + ".h.gch")
 
     variables = cc_common.create_compile_variables(
         feature_configuration = features,
         cc_toolchain = cc_toolchain,
         user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts + ctx.attr.copts,
         source_file = header.path,
-        output_file = pch.path + "/" + ctx.label.name,
+        output_file = pch.path if clang else pch.path + "/" + ctx.label.name,
         include_directories = context.includes,
         quote_include_directories = context.quote_includes,
         system_include_directories = context.system_includes,
@@ -79,8 +83,12 @@ def _cc_precompiled_headers_impl(ctx):
     )
     ctx.actions.run(
         executable = cc_common.get_tool_for_action(feature_configuration = features, action_name = action),
-        # -x applies to the files named after it: the header, compiled as one.
-        arguments = ["-x", "c++-header"] + arguments,
+        # -x applies to the files named after it: the header, compiled as one. Clang also
+        # instantiates the headers' templates once, in the state, where GCC leaves them to
+        # every user, and records no file times (Bazel's copies of sources need not keep
+        # them).
+        arguments = ["-x", "c++-header"] + arguments +
+                    (["-fpch-instantiate-templates", "-Xclang", "-fno-pch-timestamp"] if clang else []),
         env = cc_common.get_environment_variables(
             feature_configuration = features,
             action_name = action,
@@ -98,7 +106,7 @@ def _cc_precompiled_headers_impl(ctx):
     ctx.actions.run_shell(
         inputs = [pch],
         outputs = [stamp],
-        command = 'echo "// $(cat "$1"/* | sha256sum)" > "$2"',
+        command = 'if [ -d "$1" ]; then set -- "$1"/* "$2"; fi; echo "// $(cat "$1" | sha256sum)" > "$2"',
         arguments = [pch.path, stamp.path],
         mnemonic = "CppPrecompiledHeadersStamp",
     )
