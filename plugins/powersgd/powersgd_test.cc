@@ -24,6 +24,7 @@ TEST(PowerSgdPluginTest, SetsTheErrorSamplingAndAHook) {
 // bf16 wraps PowerSGD's hook (as PyTorch's bf16_compress_wrapper(powerSGD_hook)),
 // whichever is listed first: the chain asks for bfloat16 buckets, filled.
 TEST(PowerSgdPluginTest, ComposesWithBf16) {
+  REQUIRE_GLOO();  // the chain is made on a process group of one (testing::MakeHook)
   for (const char* plugins : {"plugin { bf16 {} } plugin { powersgd { matrix_approximation_rank: 1 } }",
                               "plugin { powersgd { matrix_approximation_rank: 1 } } plugin { bf16 {} }"}) {
     absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(plugins);

@@ -8,33 +8,40 @@
     cc_library(
         name = "user",
         srcs = ["user.cc"],
-        copts = ["-include", "tools/build_defs/torch_pch.h",
+        copts = ["-include", "$(BINDIR)/tools/build_defs/torch_pch.h",
                  "-include", "tools/build_defs/torch_pch_stamp.h"],
         deps = [":torch_pch"],
     )
 
 Writes <name>.h (one #include line for each of `includes`) and compiles it, with the
 toolchain's compiler and the very flags of the configuration's C++ compiles, into the
-directory <name>.h.gch beside it, and <name>_stamp.h, the state's digest. A file compiled
-with `-include <package>/<name>.h -include <package>/<name>_stamp.h` reads the compiler's
-saved state instead of parsing the headers again (Note [Precompiled headers]), and is
-recompiled when that state changes.
-The target passes its `deps` on, so a user needs no other dependency for those headers.
+compiler's saved state beside it (GCC: the directory <name>.h.gch; clang: <name>.h.pch),
+and <name>_stamp.h, the state's digest. A file compiled with `-include
+$(BINDIR)/<package>/<name>.h -include <package>/<name>_stamp.h` reads the saved state
+instead of parsing the headers again (Note [Precompiled headers]), and is recompiled when
+that state changes. The target passes its `deps` on, so a user needs no other dependency
+for those headers.
 
 Note [Precompiled headers]
 LibTorch's headers cost a file that includes them 7 to 10 s of GCC's time on a 2-core
 machine before a line of its own is compiled (<ATen/ATen.h> and c10d's ProcessGroup.hpp,
-parsed), and some 90 of ddplab's files include them. With their parse saved, such a file
-compiles in about half the time alone, and in about 0.8 of it when two compile at once
-(loading the 350 MB state then costs the kernel's time); what stays is the templates each
-file instantiates. GCC uses the state only where the flags that matter to it match the ones
-it was made with; TORCH_COPTS (//tools/build_defs:cc.bzl) adds -Winvalid-pch, so that a
-file which cannot use it fails to compile instead of quietly costing the build its speed.
-Clang, in the fuzz configuration, makes and reads its own format under the same name. The
-header is generated and lives only in the output tree, so the working directory, which
-`-include` searches first, never holds one without its state. A file that includes no
-LibTorch header is better without it: loading the state and instantiating what it needs
-costs about 2 s.
+parsed), and some 90 of ddplab's files include them. GCC's saved state removes the parse
+but not the templates each file instantiates at its end, which are most of a file that
+includes <torch/torch.h>: with it a file compiles in about half the time alone, 0.8 of it
+when two compile at once (loading the 350 MB state costs the kernel's time). Clang's state
+also holds those instantiations (-fpch-instantiate-templates): a plugin's hook compiles in
+2.4 s against 9.7 s without it and GCC's 6.5-7.7 s with its own, which is why clang is the
+default compiler (.bazelrc; bench/NOTES.md, "clang and its precompiled headers").
+Each compiler uses the state only where the flags that matter to it match the ones it was
+made with; TORCH_COPTS (//tools/build_defs:cc.bzl) adds -Winvalid-pch, so that a GCC
+compile which cannot use it fails instead of quietly costing the build its speed, and
+clang refuses a mismatched state itself. The header is generated and lives only in the
+output tree, named by its path there ($(BINDIR)): GCC looks for the state beside the
+header it finds, clang's driver beside the path as given. Clang records its sources'
+paths in the state and a user's dependency file names them, so compiles run outside
+Bazel's sandbox (.bazelrc), where those paths are the execution root's. A file that
+includes no LibTorch header is better without the state: loading it and instantiating
+what it needs costs about 2 s under GCC.
 """
 
 load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
