@@ -14,7 +14,7 @@ PACKAGES=(
   libgtest-dev           # GoogleTest
   python3
   python3-torch          # PyTorch's own DDP and hooks: the reference of the Python tests
-  clang                  # the fuzz config (libFuzzer)
+  clang                  # the compiler (.bazelrc), and libFuzzer for the fuzz config
   libclang-rt-dev        # libFuzzer and the sanitizer runtimes for clang
   chromium               # headless, to open report.html in a browser (//core:report_html_browser_test)
 )
