@@ -113,7 +113,7 @@ def _cc_precompiled_headers_impl(ctx):
     ctx.actions.run_shell(
         inputs = [pch],
         outputs = [stamp],
-        command = 'if [ -d "$1" ]; then set -- "$1"/* "$2"; fi; echo "// $(cat "$1" | sha256sum)" > "$2"',
+        command = 'echo "// $(if [ -d "$1" ]; then cat "$1"/*; else cat "$1"; fi | sha256sum)" > "$2"',
         arguments = [pch.path, stamp.path],
         mnemonic = "CppPrecompiledHeadersStamp",
     )
