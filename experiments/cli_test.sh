@@ -229,10 +229,11 @@ if [ "$gloo" -gt 0 ]; then
   [ "$(md5sum "$r/cpu_smoke/report.md" "$r/cpu_smoke/bf16.json")" = "$before" ] || fail "a full disk changed the earlier report"
   ls "$r/cpu_smoke" | grep -qE "\.(tmp|new)$" && fail "a full disk left $(ls "$r/cpu_smoke" | grep -E '\.(tmp|new)$')"
   # ... and filling part way through a suite: each result whole or absent, the failures named.
+  # (Three of its experiments: the convergence check's runs would only fail to write too.)
   f="$TEST_TMPDIR/filling"
   mkdir -p "$f"
   LD_PRELOAD="$shim" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" ENOSPC_DIR="$f" ENOSPC_AFTER=3000 \
-    "$bin" --experiment="$smoke" --output_dir="$f" >"$out" 2>"$err"
+    "$bin" --experiment="$smoke" --only=single_process,naive_ddp,bf16 --output_dir="$f" >"$out" 2>"$err"
   [ $? -ne 0 ] || fail "a disk filling mid-suite exited 0"
   for j in "$f"/cpu_smoke/*.json; do
     python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$j" || fail "$j is not whole"
