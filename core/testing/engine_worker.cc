@@ -9,6 +9,11 @@
 // at the end that parameters are identical on all ranks, and, with --loss_tolerance, that
 // the loss on held-out samples is at most that fraction above the reference model's. The
 // --expect_* flags add what a plugin promises.
+// Started by a pool (core/launch/worker_pool.h; plugin_testutil's TrainAndCompare keeps
+// one per rank count), it takes its flags task by task instead: each task is one run with
+// the flags the line gives (EncodeWorkerFlags), every other flag at its default, meeting
+// the other ranks under a store prefix of the task's own. A failed run ends the worker
+// with its code.
 // Exit codes: 0 pass, 10 gradients differ, 11 parameters differ between ranks,
 // 12 engine error, 13 setup error, 14 loss differs, 15 wrong dtype on the wire, 16 a
 // gradient is not a bucket view, 17 buckets hold memory, 18 the last step's gradient is
@@ -27,6 +32,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "core/engine/engine.h"
 #include "core/config/experiment.h"
@@ -36,6 +42,8 @@
 #include "core/plugin/plugin_host.h"
 #include "tools/cpp/runfiles/runfiles.h"
 #include "core/launch/distributed.h"
+#include "core/launch/worker_pool.h"
+#include "core/testing/worker_flags.h"
 #include "core/training/optimizer.h"
 #include "core/training/precision.h"
 #include "core/training/synthetic_data.h"
@@ -121,13 +129,31 @@ std::vector<at::Tensor> Grads(Vit& model) {
   return g;
 }
 
-int Main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  auto env = WorkerEnvFromEnvironment();
-  if (!env.ok() || !env->has_value()) return 13;
-  const int rank = (*env)->rank, world = (*env)->world_size;
+// The optimizer of --optimizer, --lr, --momentum and --weight_decay.
+v1::Optimizer OptimizerFromFlags() {
+  v1::Optimizer optimizer;
+  if (absl::GetFlag(FLAGS_optimizer) == "adamw") {
+    v1::AdamW& a = *optimizer.mutable_adamw();
+    a.set_learning_rate(absl::GetFlag(FLAGS_lr));
+    a.set_beta1(0.9);
+    a.set_beta2(0.999);
+    a.set_eps(1e-8);
+    a.set_weight_decay(0.01);
+  } else {
+    v1::Sgd& sgd = *optimizer.mutable_sgd();
+    sgd.set_learning_rate(absl::GetFlag(FLAGS_lr));
+    sgd.set_momentum(absl::GetFlag(FLAGS_momentum));
+    sgd.set_weight_decay(absl::GetFlag(FLAGS_weight_decay));
+  }
+  return optimizer;
+}
+
+// One run with the flags as they are now: its exit code. With `store`, the ranks meet
+// there (a pool's task); else through the launcher's rendezvous.
+int Run(const WorkerEnv& env, PluginHost& host, c10::intrusive_ptr<c10d::Store> store) {
+  const int rank = env.rank, world = env.world_size;
   const bool cuda = absl::GetFlag(FLAGS_cuda);
-  if (cuda) g_device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>((*env)->local_rank));
+  g_device = cuda ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank)) : at::Device(at::kCPU);
   v1::Model preset;
   preset.set_preset(v1::Model::VIT_TINY_TEST);
   VitConfig config = VitConfigForModel(preset, 32).value();
@@ -139,10 +165,6 @@ int Main(int argc, char** argv) {
   reference->to(g_device);
 
   // Plugins, configured through the host as vit_ddp does.
-  std::string error;
-  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
-      bazel::tools::cpp::runfiles::Runfiles::Create(argv[0], &error));
-  PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
   absl::StatusOr<v1::Suite> suite = ParseExperimentText(
       absl::StrCat("name: \"w\" model { preset: VIT_TINY_TEST } data { batch_size: 4 } "
                    "steps { measured: 1 } optimizer { sgd { learning_rate: 0.1 } } "
@@ -158,7 +180,7 @@ int Main(int argc, char** argv) {
     std::cerr << plugins.status() << "\n";
     return 13;
   }
-  auto group = CreateProcessGroups(**env, /*nccl=*/cuda, std::chrono::seconds(60), {GroupOptions()});
+  auto group = CreateProcessGroups(env, /*nccl=*/cuda, std::chrono::seconds(60), {GroupOptions()}, store);
   if (!group.ok()) {
     std::cerr << group.status() << "\n";
     return 13;
@@ -179,20 +201,7 @@ int Main(int argc, char** argv) {
               << ": expected float32 or bf16, and sgd or adamw\n";
     return 13;
   }
-  v1::Optimizer optimizer;
-  if (optimizer_flag == "adamw") {
-    v1::AdamW& a = *optimizer.mutable_adamw();
-    a.set_learning_rate(absl::GetFlag(FLAGS_lr));
-    a.set_beta1(0.9);
-    a.set_beta2(0.999);
-    a.set_eps(1e-8);
-    a.set_weight_decay(0.01);
-  } else {
-    v1::Sgd& sgd = *optimizer.mutable_sgd();
-    sgd.set_learning_rate(absl::GetFlag(FLAGS_lr));
-    sgd.set_momentum(absl::GetFlag(FLAGS_momentum));
-    sgd.set_weight_decay(absl::GetFlag(FLAGS_weight_decay));
-  }
+  const v1::Optimizer optimizer = OptimizerFromFlags();
   const v1::Precision precision = precision_flag == "bf16" ? v1::BF16_AUTOCAST : v1::FLOAT32;
   std::unique_ptr<Optimizer> step_ours = MakeOptimizer(optimizer, params);
   std::unique_ptr<Optimizer> step_theirs = MakeOptimizer(optimizer, reference->parameters());
@@ -335,6 +344,53 @@ int Main(int argc, char** argv) {
     return 13;
   }
   return 0;
+}
+
+// Serves a pool's tasks, each one run (see the top of this file), until the pool closes
+// the channel or a run fails.
+int ServeTasks(const WorkerEnv& env, PluginHost& host, TaskChannel& channel, char* program) {
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = OpenRendezvousStore(env, std::chrono::seconds(60));
+  if (!store.ok()) {
+    std::cerr << store.status() << "\n";
+    return 13;
+  }
+  for (int task = 1;; ++task) {
+    absl::StatusOr<std::optional<std::string>> line = channel.Next();
+    if (!line.ok() || !line->has_value()) return line.ok() ? 0 : 13;
+    absl::StatusOr<std::vector<std::string>> flags = DecodeWorkerFlags(**line);
+    if (!flags.ok()) {
+      std::cerr << flags.status() << "\n";
+      return 13;
+    }
+    for (const auto& [name, flag] : absl::GetAllFlags()) {  // each task's flags from their defaults
+      std::string ignored;
+      if (flag->CurrentValue() != flag->DefaultValue()) flag->ParseFrom(flag->DefaultValue(), &ignored);
+    }
+    std::vector<char*> args{program};
+    for (std::string& f : *flags) args.push_back(f.data());
+    absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+    if (const int exit = Run(env, host, PrefixedStore(absl::StrCat("task_", task, "/"), *store)); exit != 0) {
+      return exit;
+    }
+    if (!channel.Done().ok()) return 13;
+  }
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  auto env = WorkerEnvFromEnvironment();
+  if (!env.ok() || !env->has_value()) return 13;
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::Create(argv[0], &error));
+  PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
+  absl::StatusOr<std::optional<TaskChannel>> channel = TaskChannel::FromEnvironment();
+  if (!channel.ok()) {
+    std::cerr << channel.status() << "\n";
+    return 13;
+  }
+  if (channel->has_value()) return ServeTasks(**env, host, **channel, argv[0]);
+  return Run(**env, host, {});
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include "core/engine/allreduce_hook.h"
 #include "core/config/experiment.h"
 #include "core/launch/launcher.h"
+#include "core/launch/worker_pool.h"
+#include "core/testing/worker_flags.h"
 #include "google/protobuf/util/json_util.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
@@ -120,12 +122,22 @@ GradBucket OneGradientBucket(const at::Tensor& values, int64_t step) {
 }
 
 std::string TrainAndCompare(int ranks, const std::string& plugins_text, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv{TestRunfiles().Rlocation("ddplab/core/testing/engine_worker"),
-                                absl::StrCat("--plugins=", plugins_text)};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  LaunchOptions options;
-  options.nproc_per_node = ranks;
-  LaunchResult r = Launch(argv, options);
+  // One pool of workers per rank count for the test binary's life: a worker costs more to
+  // start than a run of the tiny ViT (Note [Persistent workers]). A failed run ends its
+  // pool; the next run starts another.
+  static std::map<int, std::unique_ptr<WorkerPool>> pools;  // idle at exit: they end
+  std::unique_ptr<WorkerPool>& pool = pools[ranks];
+  if (pool == nullptr || pool->ended()) {
+    LaunchOptions options;
+    options.nproc_per_node = ranks;
+    absl::StatusOr<std::unique_ptr<WorkerPool>> started =
+        WorkerPool::Start({TestRunfiles().Rlocation("ddplab/core/testing/engine_worker")}, options);
+    if (!started.ok()) return absl::StrCat("cannot start the workers: ", started.status().message());
+    pool = *std::move(started);
+  }
+  std::vector<std::string> task{absl::StrCat("--plugins=", plugins_text)};
+  task.insert(task.end(), flags.begin(), flags.end());
+  const LaunchResult r = pool->Run(EncodeWorkerFlags(task));
   if (r.exit_code == 0) return "";
   return absl::StrCat("exit ", r.exit_code, ": ", r.message);
 }
