@@ -4,6 +4,11 @@
 #include <map>
 #include <string>
 
+#include <torch/nn/init.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/torch_compat.h"

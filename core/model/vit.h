@@ -21,7 +21,10 @@
 #include <functional>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
 
 #include "absl/status/statusor.h"
 #include "core/model/vit_config.h"

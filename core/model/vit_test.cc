@@ -12,8 +12,10 @@
 namespace ddplab {
 namespace {
 
+// (The weights' values do not matter to a count: left uninitialized, the largest models
+// cost their allocation alone.)
 int64_t CountParameters(const VitConfig& config) {
-  Vit model(config);
+  Vit model(config, /*initialize=*/false);
   int64_t n = 0;
   for (const at::Tensor& p : model->parameters()) n += p.numel();
   return n;

@@ -28,7 +28,7 @@
 #include <memory>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"

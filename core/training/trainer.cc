@@ -11,8 +11,6 @@
 #include <optional>
 #include <vector>
 
-#include <torch/torch.h>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
