@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/serialize.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"

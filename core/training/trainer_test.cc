@@ -5,7 +5,9 @@
 #include <set>
 #include <sstream>
 
-#include <torch/torch.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "core/config/experiment.h"
 #include "core/testing/gloo.h"
