@@ -444,14 +444,17 @@ TEST(PowerSgdProcessesTest, ErrorFeedbackDrivesTheWindowedErrorDown) {
 }
 
 // On GPUs: the worker thread's stream and events, the fused kernels (rank 256 takes
-// ATen's products; rank 4 of the tiny ViT's matrices the fused ones), bf16 on the wire.
+// ATen's products; rank 4 of the tiny ViT's matrices the fused ones), and bf16 around it
+// (its bfloat16 buckets: ComposesWithBf16). Under bf16, P, Q and their orthogonalization
+// are bfloat16, as under PyTorch's bf16_compress_wrapper(powerSGD_hook): not exact even
+// at full rank, so that composition is held to learning as exact all-reduce does.
 TEST(PowerSgdProcessesTest, FullRankIsExactOnGpus) {
   REQUIRE_TWO_GPUS();
   const std::string full = "plugin { powersgd { matrix_approximation_rank: 256 min_compression_rate: 0.001 } }";
   EXPECT_EQ(testing::TrainAndCompareOnGpus(full + " plugin { bucket_view {} }"), "");
-  EXPECT_EQ(testing::TrainAndCompareOnGpus(full + " plugin { bf16 {} }", {"--grad_tolerance=0.0157"}), "");
-  EXPECT_EQ(testing::TrainAndCompareOnGpus("plugin { powersgd { matrix_approximation_rank: 4 } }",
-                                           {"--grad_tolerance=-1", "--loss_tolerance=0.05", "--steps=60", "--batch=16"}),
+  const std::vector<std::string> loss{"--grad_tolerance=-1", "--loss_tolerance=0.05", "--steps=60", "--batch=16"};
+  EXPECT_EQ(testing::TrainAndCompareOnGpus("plugin { powersgd { matrix_approximation_rank: 4 } }", loss), "");
+  EXPECT_EQ(testing::TrainAndCompareOnGpus("plugin { bf16 {} } plugin { powersgd { matrix_approximation_rank: 4 } }", loss),
             "");
 }
 
