@@ -22,10 +22,12 @@
 // 25 the result (--result_dir) could not be written, 26 --precision=bf16's forward did
 // not compute in bfloat16.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <torch/utils.h>
@@ -121,6 +123,17 @@ bool WriteResult(int rank, Vit& model, const DataParallelEngine& engine, const E
     return false;
   }
   return true;
+}
+
+// Whether anything but `t` itself still holds its tensor or storage after a grace of up to
+// 2 s: Gloo's worker thread lets go of a collective's tensors only after the wait on it
+// has returned, a moment a busy machine can stretch; a gradient kept by the engine stays.
+bool StillHeld(const at::Tensor& t) {
+  for (int waited_ms = 0;; ++waited_ms) {
+    if (t.use_count() == 1 && t.storage().use_count() == 1) return false;
+    if (waited_ms == 2000) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 std::vector<at::Tensor> Grads(Vit& model) {
@@ -231,8 +244,7 @@ int Run(const WorkerEnv& env, PluginHost& host, c10::intrusive_ptr<c10d::Store> 
       engine.BeginStep(/*sync=*/micro == accumulate - 1);
       // (Not on GPUs: c10d's NCCL watchdog keeps each collective, and its tensors, until it
       // has seen it finish, on a thread of its own.)
-      if (micro == 0 && last_grad.defined() && !last_grad.is_view() && !cuda &&
-          (last_grad.use_count() != 1 || last_grad.storage().use_count() != 1)) {
+      if (micro == 0 && last_grad.defined() && !last_grad.is_view() && !cuda && StillHeld(last_grad)) {
         std::cerr << "rank " << rank << " step " << step << ": the last step's gradient is still held ("
                   << last_grad.use_count() << " references, " << last_grad.storage().use_count()
                   << " to its storage)\n";
