@@ -161,202 +161,217 @@ v1::Optimizer OptimizerFromFlags() {
   return optimizer;
 }
 
-// One run with the flags as they are now: its exit code. With `store`, the ranks meet
-// there (a pool's task); else through the launcher's rendezvous.
-int Run(const WorkerEnv& env, PluginHost& host, c10::intrusive_ptr<c10d::Store> store) {
-  const int rank = env.rank, world = env.world_size;
-  const bool cuda = absl::GetFlag(FLAGS_cuda);
-  g_device = cuda ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank)) : at::Device(at::kCPU);
-  v1::Model preset;
-  preset.set_preset(v1::Model::VIT_TINY_TEST);
-  VitConfig config = VitConfigForModel(preset, 32).value();
-  torch::manual_seed(100 + rank);  // different on each rank: the broadcast must fix it
-  Vit model(config);
-  torch::manual_seed(100);  // rank 0's weights
-  Vit reference(config);
-  model->to(g_device);
-  reference->to(g_device);
+// One run with the flags as they are now (Run: its exit code): the engine's model on this
+// rank's batches, the reference on all ranks' batches, checked step by step.
+class WorkerRun {
+ public:
+  WorkerRun(const WorkerEnv& env, PluginHost& host) : env_(env), host_(host) {}
 
-  // Plugins, configured through the host as vit_ddp does.
-  absl::StatusOr<v1::Suite> suite = ParseExperimentText(
-      absl::StrCat("name: \"w\" model { preset: VIT_TINY_TEST } data { batch_size: 4 } "
-                   "steps { measured: 1 } optimizer { sgd { learning_rate: 0.1 } } "
-                   "distributed { device: ", cuda ? "CUDA" : "CPU", " gpus_per_node: 2 } ",
-                   absl::GetFlag(FLAGS_plugins)),
-      "plugins", host.schema());
-  if (!suite.ok()) {
-    std::cerr << suite.status() << "\n";
-    return 13;
+  // With `store`, the ranks meet there (a pool's task); else through the launcher's
+  // rendezvous.
+  int Run(c10::intrusive_ptr<c10d::Store> store) {
+    if (const int exit = SetUp(std::move(store)); exit != 0) return exit;
+    for (int step = 0; step < absl::GetFlag(FLAGS_steps); ++step) {
+      if (step == absl::GetFlag(FLAGS_timed_from)) {
+        if (sampler_) sampler_->DropWindow();
+        engine_->StartTiming(/*bucket_times=*/true);
+      }
+      engine_->ZeroGrad();
+      step_theirs_->ZeroGrad();
+      for (int micro = 0; micro < accumulate_; ++micro) {
+        if (const int exit = MicroStep(step, micro); exit != 0) return exit;
+      }
+      if (const int exit = CheckStep(step); exit != 0) return exit;
+      if (!engine_->updated_parameters()) step_ours_->Step();
+      step_theirs_->Step();
+      last_grad_ = model_->parameters()[0].grad();
+    }
+    engine_->FinishTiming();
+    return Finish();
   }
-  absl::StatusOr<PluginSet> plugins = host.Configure(suite->experiment(0));
-  if (!plugins.ok()) {
-    std::cerr << plugins.status() << "\n";
-    return 13;
-  }
-  auto group = CreateProcessGroups(env, /*nccl=*/cuda, std::chrono::seconds(60), {GroupOptions()}, store);
-  if (!group.ok()) {
-    std::cerr << group.status() << "\n";
-    return 13;
-  }
-  // The engine's parameters: the model's, and with --unused_parameter one more at the end,
-  // which shares a bucket with the model's (its share of the bucket must be zeros).
-  std::vector<at::Tensor> params = model->parameters();
-  if (absl::GetFlag(FLAGS_unused_parameter)) {
-    params.push_back(at::full({7}, 1.5, at::TensorOptions().device(g_device)).requires_grad_());
-  }
-  EngineParts engine_parts = plugins->engine_parts();
-  std::shared_ptr<ErrorSampler> sampler = AddErrorSampler(params, plugins->sample_error_every(), engine_parts);
-  DataParallelEngine engine(params, group->front(), engine_parts);
-  engine.BroadcastParameters();
-  const std::string precision_flag = absl::GetFlag(FLAGS_precision), optimizer_flag = absl::GetFlag(FLAGS_optimizer);
-  if ((precision_flag != "float32" && precision_flag != "bf16") || (optimizer_flag != "sgd" && optimizer_flag != "adamw")) {
-    std::cerr << "--precision=" << precision_flag << " --optimizer=" << optimizer_flag
-              << ": expected float32 or bf16, and sgd or adamw\n";
-    return 13;
-  }
-  const v1::Optimizer optimizer = OptimizerFromFlags();
-  const v1::Precision precision = precision_flag == "bf16" ? v1::BF16_AUTOCAST : v1::FLOAT32;
-  std::unique_ptr<Optimizer> step_ours = MakeOptimizer(optimizer, params);
-  std::unique_ptr<Optimizer> step_theirs = MakeOptimizer(optimizer, reference->parameters());
-  // Where a plugin updates each bucket's parameters itself, the gradients checked below
-  // are still the averaged ones, and the next step's (checked against the reference's,
-  // which steps after backward) show the update.
-  engine.SetParameterStep([&step_ours](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
-    step_ours->StepParameters(indices, grads);
-  });
-  const int accumulate = absl::GetFlag(FLAGS_accumulate);
-  const double grad_tolerance = absl::GetFlag(FLAGS_grad_tolerance);
-  std::vector<double> losses;
 
-  // A gradient of the last step: once the next step has begun, nothing else may hold it
-  // (timed steps keep their collectives, which hold the gradients reduced in place).
-  at::Tensor last_grad;
-  for (int step = 0; step < absl::GetFlag(FLAGS_steps); ++step) {
-    if (step == absl::GetFlag(FLAGS_timed_from)) {
-      if (sampler) sampler->DropWindow();
-      engine.StartTiming(/*bucket_times=*/true);
+ private:
+  int Fail(int exit, const std::string& what) {
+    std::cerr << "rank " << env_.rank << ": " << what << "\n";
+    return exit;
+  }
+
+  // The models, the plugins configured through the host as vit_ddp does, the group, the
+  // engine and both optimizers.
+  int SetUp(c10::intrusive_ptr<c10d::Store> store) {
+    cuda_ = absl::GetFlag(FLAGS_cuda);
+    g_device = cuda_ ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank)) : at::Device(at::kCPU);
+    const std::string precision = absl::GetFlag(FLAGS_precision), optimizer = absl::GetFlag(FLAGS_optimizer);
+    if ((precision != "float32" && precision != "bf16") || (optimizer != "sgd" && optimizer != "adamw")) {
+      return Fail(13, absl::StrCat("--precision=", precision, " --optimizer=", optimizer,
+                                   ": expected float32 or bf16, and sgd or adamw"));
     }
-    engine.ZeroGrad();
-    step_theirs->ZeroGrad();
-    for (int micro = 0; micro < accumulate; ++micro) {
-      const int64_t index = step * accumulate + micro;
-      Batch mine = MakeBatch(rank, index);
-      engine.BeginStep(/*sync=*/micro == accumulate - 1);
-      // (Not on GPUs: c10d's NCCL watchdog keeps each collective, and its tensors, until it
-      // has seen it finish, on a thread of its own.)
-      if (micro == 0 && last_grad.defined() && !last_grad.is_view() && !cuda && StillHeld(last_grad)) {
-        std::cerr << "rank " << rank << " step " << step << ": the last step's gradient is still held ("
-                  << last_grad.use_count() << " references, " << last_grad.storage().use_count()
-                  << " to its storage)\n";
-        return 18;
-      }
-      last_grad = at::Tensor();
-      at::Tensor loss;
-      {
-        ForwardPrecision scope(precision, g_device);
-        const at::Tensor logits = model->forward(mine.images);
-        if (precision == v1::BF16_AUTOCAST && logits.scalar_type() != at::kBFloat16) {
-          std::cerr << "rank " << rank << ": under bf16 autocast the logits are " << logits.scalar_type() << "\n";
-          return 26;
-        }
-        loss = at::cross_entropy_loss(logits, mine.labels) / accumulate;
-      }
-      loss.backward();
-      if (absl::Status s = engine.EndBackward(); !s.ok()) {
-        std::cerr << "rank " << rank << ": " << s << "\n";
-        return 12;
-      }
-      if (absl::GetFlag(FLAGS_expect_views) && micro == accumulate - 1) {
-        // After the synced micro-step every gradient is its bucket's view again.
-        for (const at::Tensor& p : model->parameters()) {
-          if (!p.grad().defined() || !p.grad().is_view()) {
-            std::cerr << "rank " << rank << " step " << step << ": a gradient is not a bucket view\n";
-            return 16;
-          }
-        }
-      }
-      std::vector<at::Tensor> images, labels;
-      for (int r = 0; r < world; ++r) {
-        Batch b = MakeBatch(r, index);
-        images.push_back(b.images);
-        labels.push_back(b.labels);
-      }
-      at::Tensor reference_loss;
-      {
-        ForwardPrecision scope(precision, g_device);
-        reference_loss = at::cross_entropy_loss(reference->forward(at::cat(images)), at::cat(labels)) / accumulate;
-      }
-      reference_loss.backward();
-      losses.push_back(loss.item<double>() * accumulate);
+    precision_ = precision == "bf16" ? v1::BF16_AUTOCAST : v1::FLOAT32;
+    accumulate_ = absl::GetFlag(FLAGS_accumulate);
+    v1::Model preset;
+    preset.set_preset(v1::Model::VIT_TINY_TEST);
+    const VitConfig config = VitConfigForModel(preset, 32).value();
+    torch::manual_seed(100 + env_.rank);  // different on each rank: the broadcast must fix it
+    model_ = Vit(config);
+    torch::manual_seed(100);  // rank 0's weights
+    reference_ = Vit(config);
+    model_->to(g_device);
+    reference_->to(g_device);
+    absl::StatusOr<v1::Suite> suite = ParseExperimentText(
+        absl::StrCat("name: \"w\" model { preset: VIT_TINY_TEST } data { batch_size: 4 } "
+                     "steps { measured: 1 } optimizer { sgd { learning_rate: 0.1 } } "
+                     "distributed { device: ", cuda_ ? "CUDA" : "CPU", " gpus_per_node: 2 } ",
+                     absl::GetFlag(FLAGS_plugins)),
+        "plugins", host_.schema());
+    if (!suite.ok()) return Fail(13, suite.status().ToString());
+    absl::StatusOr<PluginSet> plugins = host_.Configure(suite->experiment(0));
+    if (!plugins.ok()) return Fail(13, plugins.status().ToString());
+    auto groups = CreateProcessGroups(env_, /*nccl=*/cuda_, std::chrono::seconds(60), {GroupOptions()}, std::move(store));
+    if (!groups.ok()) return Fail(13, groups.status().ToString());
+    group_ = groups->front();
+    // The engine's parameters: the model's, and with --unused_parameter one more at the end,
+    // which shares a bucket with the model's (its share of the bucket must be zeros).
+    params_ = model_->parameters();
+    if (absl::GetFlag(FLAGS_unused_parameter)) {
+      params_.push_back(at::full({7}, 1.5, at::TensorOptions().device(g_device)).requires_grad_());
     }
-    if (absl::GetFlag(FLAGS_expect_no_bucket_memory) && engine.stats().bucket_memory_bytes != 0) {
-      std::cerr << "rank " << rank << ": buckets hold "
-                << engine.stats().bucket_memory_bytes << " bytes\n";
-      return 17;
+    EngineParts parts = plugins->engine_parts();
+    sampler_ = AddErrorSampler(params_, plugins->sample_error_every(), parts);
+    engine_ = std::make_unique<DataParallelEngine>(params_, group_, parts);
+    engine_->BroadcastParameters();
+    step_ours_ = MakeOptimizer(OptimizerFromFlags(), params_);
+    step_theirs_ = MakeOptimizer(OptimizerFromFlags(), reference_->parameters());
+    // Where a plugin updates each bucket's parameters itself, the gradients checked below
+    // are still the averaged ones, and the next step's (checked against the reference's,
+    // which steps after backward) show the update.
+    engine_->SetParameterStep([this](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
+      step_ours_->StepParameters(indices, grads);
+    });
+    return 0;
+  }
+
+  // Forward and backward of both sides on the micro-step's batches.
+  int MicroStep(int step, int micro) {
+    const int64_t index = step * accumulate_ + micro;
+    Batch mine = MakeBatch(env_.rank, index);
+    engine_->BeginStep(/*sync=*/micro == accumulate_ - 1);
+    // Once the next step has begun, nothing else may hold the last step's gradient (timed
+    // steps keep their collectives, which hold the gradients reduced in place). Not on
+    // GPUs: c10d's NCCL watchdog keeps each collective, and its tensors, until it has seen
+    // it finish, on a thread of its own.
+    if (micro == 0 && last_grad_.defined() && !last_grad_.is_view() && !cuda_ && StillHeld(last_grad_)) {
+      return Fail(18, absl::StrCat("step ", step, ": the last step's gradient is still held (", last_grad_.use_count(),
+                                   " references, ", last_grad_.storage().use_count(), " to its storage)"));
+    }
+    last_grad_ = at::Tensor();
+    at::Tensor loss;
+    {
+      ForwardPrecision scope(precision_, g_device);
+      const at::Tensor logits = model_->forward(mine.images);
+      if (precision_ == v1::BF16_AUTOCAST && logits.scalar_type() != at::kBFloat16) {
+        return Fail(26, absl::StrCat("under bf16 autocast the logits are ", c10::toString(logits.scalar_type())));
+      }
+      loss = at::cross_entropy_loss(logits, mine.labels) / accumulate_;
+    }
+    loss.backward();
+    if (absl::Status s = engine_->EndBackward(); !s.ok()) return Fail(12, s.ToString());
+    if (absl::GetFlag(FLAGS_expect_views) && micro == accumulate_ - 1) {
+      // After the synced micro-step every gradient is its bucket's view again.
+      for (const at::Tensor& p : model_->parameters()) {
+        if (!p.grad().defined() || !p.grad().is_view()) {
+          return Fail(16, absl::StrCat("step ", step, ": a gradient is not a bucket view"));
+        }
+      }
+    }
+    std::vector<at::Tensor> images, labels;
+    for (int r = 0; r < env_.world_size; ++r) {
+      Batch b = MakeBatch(r, index);
+      images.push_back(b.images);
+      labels.push_back(b.labels);
+    }
+    at::Tensor reference_loss;
+    {
+      ForwardPrecision scope(precision_, g_device);
+      reference_loss = at::cross_entropy_loss(reference_->forward(at::cat(images)), at::cat(labels)) / accumulate_;
+    }
+    reference_loss.backward();
+    losses_.push_back(loss.item<double>() * accumulate_);
+    return 0;
+  }
+
+  // What the step's averaged gradients and the engine must show, before the optimizers step.
+  int CheckStep(int step) {
+    if (absl::GetFlag(FLAGS_expect_no_bucket_memory) && engine_->stats().bucket_memory_bytes != 0) {
+      return Fail(17, absl::StrCat("buckets hold ", engine_->stats().bucket_memory_bytes, " bytes"));
     }
     const std::string wire = absl::GetFlag(FLAGS_wire_dtype);
-    if (!wire.empty() && engine.stats().sent_dtype != wire) {
-      std::cerr << "rank " << rank << ": sent " << engine.stats().sent_dtype << ", want " << wire << "\n";
-      return 15;
+    if (!wire.empty() && engine_->stats().sent_dtype != wire) {
+      return Fail(15, absl::StrCat("sent ", engine_->stats().sent_dtype, ", want ", wire));
     }
-    const double error = RelativeError(Grads(model), Grads(reference));
-    if (grad_tolerance >= 0 && error > grad_tolerance) {
-      std::cerr << "rank " << rank << " step " << step << ": gradient relative error " << error << "\n";
-      return 10;
+    const double error = RelativeError(Grads(model_), Grads(reference_));
+    if (const double tolerance = absl::GetFlag(FLAGS_grad_tolerance); tolerance >= 0 && error > tolerance) {
+      return Fail(10, absl::StrCat("step ", step, ": gradient relative error ", error));
     }
-    if (absl::GetFlag(FLAGS_expect_updated) != engine.updated_parameters()) {
-      std::cerr << "rank " << rank << " step " << step << ": the engine "
-                << (engine.updated_parameters() ? "updated" : "did not update") << " the parameters itself\n";
-      return 19;
+    if (absl::GetFlag(FLAGS_expect_updated) != engine_->updated_parameters()) {
+      return Fail(19, absl::StrCat("step ", step, ": the engine ", engine_->updated_parameters() ? "updated" : "did not update",
+                                   " the parameters itself"));
     }
     if (absl::GetFlag(FLAGS_unused_parameter)) {
-      const at::Tensor& grad = params.back().grad();
+      const at::Tensor& grad = params_.back().grad();
       if (grad.defined() && !at::equal(grad, at::zeros_like(grad))) {
-        std::cerr << "rank " << rank << " step " << step << ": the unused parameter's gradient is not zero\n";
-        return 24;
+        return Fail(24, absl::StrCat("step ", step, ": the unused parameter's gradient is not zero"));
       }
     }
-    if (!engine.updated_parameters()) step_ours->Step();
-    step_theirs->Step();
-    last_grad = model->parameters()[0].grad();
+    return 0;
   }
-  engine.FinishTiming();
-  const double loss_tolerance = absl::GetFlag(FLAGS_loss_tolerance);
-  if (loss_tolerance >= 0) {
-    // Both models on the same held-out samples (256 from a stream no step used): the
-    // model's quality, without the noise of one rank's last few batches.
-    at::NoGradGuard no_grad;
-    double ours = 0, exact = 0;
-    for (int64_t k = 0; k < 16; ++k) {
-      Batch held_out = MakeBatch(/*rank=*/1000, k);
-      ours += at::cross_entropy_loss(model->forward(held_out.images), held_out.labels).item<double>() / 16;
-      exact += at::cross_entropy_loss(reference->forward(held_out.images), held_out.labels).item<double>() / 16;
+
+  // The held-out loss (--loss_tolerance), rank 0's parameters everywhere, the result, and
+  // the engine's end.
+  int Finish() {
+    if (const double loss_tolerance = absl::GetFlag(FLAGS_loss_tolerance); loss_tolerance >= 0) {
+      // Both models on the same held-out samples (256 from a stream no step used): the
+      // model's quality, without the noise of one rank's last few batches.
+      at::NoGradGuard no_grad;
+      double ours = 0, exact = 0;
+      for (int64_t k = 0; k < 16; ++k) {
+        Batch held_out = MakeBatch(/*rank=*/1000, k);
+        ours += at::cross_entropy_loss(model_->forward(held_out.images), held_out.labels).item<double>() / 16;
+        exact += at::cross_entropy_loss(reference_->forward(held_out.images), held_out.labels).item<double>() / 16;
+      }
+      std::cerr << "rank " << env_.rank << ": held-out loss " << ours << ", exact all-reduce " << exact
+                << " (training loss " << losses_.front() << " -> " << losses_.back() << ")\n";
+      // The accuracy cost of compression: no more than the tolerance above exact's. (Lower
+      // is no cost: PowerSGD with error feedback ends lower here, its delayed residuals
+      // acting like momentum on plain SGD.)
+      if (ours > exact * (1 + loss_tolerance)) return 14;
     }
-    std::cerr << "rank " << rank << ": held-out loss " << ours << ", exact all-reduce " << exact
-              << " (training loss " << losses.front() << " -> " << losses.back() << ")\n";
-    // The accuracy cost of compression: no more than the tolerance above exact's. (Lower
-    // is no cost: PowerSGD with error feedback ends lower here, its delayed residuals
-    // acting like momentum on plain SGD.)
-    if (ours > exact * (1 + loss_tolerance)) return 14;
+    // Rank 0's parameters, everywhere, bit for bit.
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& p : model_->parameters()) parts.push_back(p.detach().reshape(-1));
+    at::Tensor mine = at::cat(parts);
+    std::vector<at::Tensor> theirs{mine.clone()};
+    group_->broadcast(theirs)->wait();
+    if (!at::equal(mine, theirs[0])) return Fail(11, "parameters differ from rank 0's");
+    if (!WriteResult(env_.rank, model_, *engine_, sampler_.get())) return 25;
+    // As the trainer ends: the group's communicators, after the last collective.
+    if (absl::Status s = engine_->ShutDown(); !s.ok()) return Fail(13, s.ToString());
+    return 0;
   }
-  // Rank 0's parameters, everywhere, bit for bit.
-  std::vector<at::Tensor> parts;
-  for (const at::Tensor& p : model->parameters()) parts.push_back(p.detach().reshape(-1));
-  at::Tensor mine = at::cat(parts);
-  std::vector<at::Tensor> theirs{mine.clone()};
-  group->front()->broadcast(theirs)->wait();
-  if (!at::equal(mine, theirs[0])) {
-    std::cerr << "rank " << rank << ": parameters differ from rank 0's\n";
-    return 11;
-  }
-  if (!WriteResult(rank, model, engine, sampler.get())) return 25;
-  // As the trainer ends: the group's communicators, after the last collective.
-  if (absl::Status s = engine.ShutDown(); !s.ok()) {
-    std::cerr << "rank " << rank << ": " << s << "\n";
-    return 13;
-  }
-  return 0;
-}
+
+  const WorkerEnv& env_;
+  PluginHost& host_;
+  bool cuda_ = false;
+  v1::Precision precision_ = v1::FLOAT32;
+  int accumulate_ = 1;
+  Vit model_{nullptr}, reference_{nullptr};
+  ProcessGroupPtr group_;
+  std::vector<at::Tensor> params_;
+  std::shared_ptr<ErrorSampler> sampler_;
+  std::unique_ptr<DataParallelEngine> engine_;
+  std::unique_ptr<Optimizer> step_ours_, step_theirs_;
+  std::vector<double> losses_;
+  at::Tensor last_grad_;  // a gradient of the last step
+};
 
 // Serves a pool's tasks, each one run (see the top of this file), until the pool closes
 // the channel or a run fails.
@@ -381,7 +396,7 @@ int ServeTasks(const WorkerEnv& env, PluginHost& host, TaskChannel& channel, cha
     std::vector<char*> args{program};
     for (std::string& f : *flags) args.push_back(f.data());
     absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
-    if (const int exit = Run(env, host, PrefixedStore(absl::StrCat("task_", task, "/"), *store)); exit != 0) {
+    if (const int exit = WorkerRun(env, host).Run(PrefixedStore(absl::StrCat("task_", task, "/"), *store)); exit != 0) {
       return exit;
     }
     if (!channel.Done().ok()) return 13;
@@ -402,7 +417,7 @@ int Main(int argc, char** argv) {
     return 13;
   }
   if (channel->has_value()) return ServeTasks(**env, host, **channel, argv[0]);
-  return Run(**env, host, {});
+  return WorkerRun(**env, host).Run({});
 }
 
 }  // namespace
