@@ -9,11 +9,13 @@
 // at the end that parameters are identical on all ranks, and, with --loss_tolerance, that
 // the loss on held-out samples is at most that fraction above the reference model's. The
 // --expect_* flags add what a plugin promises.
+//
 // Started by a pool (core/launch/worker_pool.h; plugin_testutil's TrainAndCompare keeps
 // one per rank count), it takes its flags task by task instead: each task is one run with
 // the flags the line gives (EncodeWorkerFlags), every other flag at its default, meeting
 // the other ranks under a store prefix of the task's own. A failed run ends the worker
 // with its code.
+//
 // Exit codes: 0 pass, 10 gradients differ, 11 parameters differ between ranks,
 // 12 engine error, 13 setup error, 14 loss differs, 15 wrong dtype on the wire, 16 a
 // gradient is not a bucket view, 17 buckets hold memory, 18 the last step's gradient is
