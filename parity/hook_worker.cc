@@ -3,13 +3,15 @@
 // launcher sets them).
 //
 // It reads the case pytorch_reference.py wrote (--dir: the manifest of tensors, and this
-// rank's gradient of every step), loads the plugins of --plugins through the plugin host
-// as vit_ddp does, and reduces the gradients step after step in one bucket whose tensors
-// are in the order of PyTorch's DDP bucket at that step (--order, written by the
-// reference run): through the experiment's hook chain, core's all-reduce wrapped by the
-// plugins' hooks, as the engine hands a bucket over (in the dtype the chain asks for;
-// the gradients where they lie if it reads them there, else in the bucket). It writes
-// the reduced gradients as --dir/<--out>_r<rank>_s<step>.f32, in the manifest's order.
+// rank's gradient of every step) and does each run of --runs in turn, one a line
+// "NAME ORDER PLUGINS" (PLUGINS: the rest of the line, plugin entries in text format). A
+// run loads its plugins through the plugin host as vit_ddp does, and reduces the
+// gradients step after step in one bucket whose tensors are in the order of PyTorch's DDP
+// bucket at that step (--dir/ORDER.order, written by the reference run): through the
+// experiment's hook chain, core's all-reduce wrapped by the plugins' hooks, as the engine
+// hands a bucket over (in the dtype the chain asks for; the gradients where they lie if
+// it reads them there, else in the bucket). It writes the reduced gradients as
+// --dir/NAME_r<rank>_s<step>.f32, in the manifest's order.
 //
 // Exit codes: 0 done, 13 setup error, 22 the reduction failed, 23 a file could not be
 // read or written.
@@ -37,9 +39,7 @@
 #include "tools/cpp/runfiles/runfiles.h"
 
 ABSL_FLAG(std::string, dir, "", "the case's directory (manifest, gradients); the results go there");
-ABSL_FLAG(std::string, plugins, "", "plugin entries in text format, e.g. \"plugin { bf16 {} }\"");
-ABSL_FLAG(std::string, order, "", "the bucket's order per step, as the PyTorch run wrote it");
-ABSL_FLAG(std::string, out, "", "name of the result files");
+ABSL_FLAG(std::string, runs, "", "the runs, one a line: NAME ORDER PLUGINS (see the top of hook_worker.cc)");
 
 namespace ddplab {
 namespace {
@@ -47,7 +47,13 @@ namespace {
 struct Case {
   std::vector<std::vector<int64_t>> shapes;  // the manifest's tensors
   int64_t steps = 0;
+};
+
+// One line of --runs.
+struct Run {
+  std::string name;
   std::vector<std::vector<size_t>> orders;  // per step, the tensors in bucket order
+  std::string plugins;
 };
 
 int64_t Numel(const std::vector<int64_t>& shape) {
@@ -56,7 +62,7 @@ int64_t Numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-absl::StatusOr<Case> ReadCase(const std::string& dir, const std::string& order_path) {
+absl::StatusOr<Case> ReadCase(const std::string& dir) {
   Case c;
   std::ifstream manifest(dir + "/manifest");
   std::string line;
@@ -73,22 +79,49 @@ absl::StatusOr<Case> ReadCase(const std::string& dir, const std::string& order_p
     for (int64_t& d : shape) words >> d;
     c.shapes.push_back(shape);
   }
-  std::ifstream orders(order_path);
-  while (std::getline(orders, line)) {
+  if (c.shapes.empty() || c.steps <= 0) return absl::InvalidArgumentError(absl::StrCat("no case in ", dir));
+  return c;
+}
+
+// The bucket's order per step, as the PyTorch run wrote it at `path`.
+absl::StatusOr<std::vector<std::vector<size_t>>> ReadOrders(const std::string& path, const Case& c) {
+  std::vector<std::vector<size_t>> orders;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
     std::istringstream words(line);
     int64_t step = 0;
     words >> step;
     std::vector<size_t> order;
     for (size_t i; words >> i;) order.push_back(i);
-    if (step != static_cast<int64_t>(c.orders.size()) || order.size() != c.shapes.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(order_path, ": bad line \"", line, "\""));
+    if (step != static_cast<int64_t>(orders.size()) || order.size() != c.shapes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": bad line \"", line, "\""));
     }
-    c.orders.push_back(order);
+    orders.push_back(order);
   }
-  if (c.shapes.empty() || c.steps <= 0 || static_cast<int64_t>(c.orders.size()) != c.steps) {
-    return absl::InvalidArgumentError(absl::StrCat("no case in ", dir, " with ", order_path));
+  if (static_cast<int64_t>(orders.size()) != c.steps) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", orders.size(), " steps, the case has ", c.steps));
   }
-  return c;
+  return orders;
+}
+
+absl::StatusOr<std::vector<Run>> ReadRuns(const std::string& path, const std::string& dir, const Case& c) {
+  std::vector<Run> runs;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    Run run;
+    std::string order;
+    words >> run.name >> order;
+    std::getline(words, run.plugins);
+    absl::StatusOr<std::vector<std::vector<size_t>>> orders = ReadOrders(absl::StrCat(dir, "/", order, ".order"), c);
+    if (!orders.ok()) return orders.status();
+    run.orders = *std::move(orders);
+    runs.push_back(std::move(run));
+  }
+  if (runs.empty()) return absl::InvalidArgumentError(absl::StrCat("no runs in \"", path, "\""));
+  return runs;
 }
 
 // The tensors of `shapes` one after another in raw float32 at `path`.
@@ -161,9 +194,10 @@ absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugins
   return host.Configure(suite->experiment(0));
 }
 
-// Every step of the case through the hook chain; the results written. Returns the exit
-// code.
-int ReduceSteps(const Case& c, const PluginSet& set, compat::CollectiveGroup& group, int rank, int world) {
+// Every step of the case through the run's hook chain; the results written. Returns the
+// exit code.
+int ReduceSteps(const Case& c, const Run& run, const PluginSet& set, compat::CollectiveGroup& group, int rank,
+                int world) {
   std::unique_ptr<CommHook> hook = MakeHookChain(set.engine_parts().hooks, CommContext{&group, rank, world, false, {}});
   const BucketFormat format = hook->Format();
   const std::string dir = absl::GetFlag(FLAGS_dir);
@@ -174,16 +208,17 @@ int ReduceSteps(const Case& c, const PluginSet& set, compat::CollectiveGroup& gr
       std::cerr << gradients.status() << "\n";
       return 23;
     }
-    GradBucket bucket = MakeBucket(*gradients, c.orders[static_cast<size_t>(step)], step, format);
+    GradBucket bucket = MakeBucket(*gradients, run.orders[static_cast<size_t>(step)], step, format);
     c10::intrusive_ptr<c10::ivalue::Future> future = hook->Run(bucket);
     future->wait();
     if (future->hasError()) {
-      std::cerr << "rank " << rank << " step " << step << ": " << future->tryRetrieveErrorMessage() << "\n";
+      std::cerr << run.name << ": rank " << rank << " step " << step << ": " << future->tryRetrieveErrorMessage()
+                << "\n";
       return 22;
     }
     const c10::IValue value = future->value();
     const at::Tensor reduced = (value.isTensor() ? value.toTensor() : value.toTensorVector().at(0)).to(at::kFloat);
-    if (!WriteTensors(absl::StrCat(dir, "/", absl::GetFlag(FLAGS_out), suffix), Unpack(reduced, bucket, c.shapes.size()))) {
+    if (!WriteTensors(absl::StrCat(dir, "/", run.name, suffix), Unpack(reduced, bucket, c.shapes.size()))) {
       return 23;
     }
   }
@@ -199,22 +234,32 @@ int Main(int argc, char** argv) {
     return 13;
   }
   const int rank = (*env)->rank, world = (*env)->world_size;
-  absl::StatusOr<Case> c = ReadCase(absl::GetFlag(FLAGS_dir), absl::GetFlag(FLAGS_order));
+  const std::string dir = absl::GetFlag(FLAGS_dir);
+  absl::StatusOr<Case> c = ReadCase(dir);
+  absl::StatusOr<std::vector<Run>> runs =
+      c.ok() ? ReadRuns(absl::GetFlag(FLAGS_runs), dir, *c) : absl::StatusOr<std::vector<Run>>(c.status());
+  if (!runs.ok()) {
+    std::cerr << "rank " << rank << ": " << runs.status() << "\n";
+    return 13;
+  }
   std::string error;
   std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
       bazel::tools::cpp::runfiles::Runfiles::Create(argv[0], &error));
   PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
-  absl::StatusOr<PluginSet> set = Configure(host, absl::GetFlag(FLAGS_plugins));
-  if (!c.ok() || !set.ok()) {
-    std::cerr << "rank " << rank << ": " << c.status() << " " << set.status() << "\n";
-    return 13;
-  }
   absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(**env, /*nccl=*/false, std::chrono::seconds(120));
   if (!group.ok()) {
     std::cerr << "rank " << rank << ": " << group.status() << "\n";
     return 13;
   }
-  return ReduceSteps(*c, *set, **group, rank, world);
+  for (const Run& run : *runs) {
+    absl::StatusOr<PluginSet> set = Configure(host, run.plugins);
+    if (!set.ok()) {
+      std::cerr << run.name << ": rank " << rank << ": " << set.status() << "\n";
+      return 13;
+    }
+    if (const int code = ReduceSteps(*c, run, *set, **group, rank, world); code != 0) return code;
+  }
+  return 0;
 }
 
 }  // namespace

@@ -45,6 +45,7 @@ What is asserted, and why:
 Runs under the Python of ddplab's Python tests, one that has torch (tools/python).
 """
 
+import argparse
 import os
 import subprocess
 import sys
@@ -82,15 +83,35 @@ def _powersgd_plugin(rank, seed):
             "warm_start: true min_compression_rate: %d random_seed: %d } }" % (rank, START, MIN_COMPRESSION_RATE, seed))
 
 
+# PyTorch's runs, name: (hook, matrix_approximation_rank, random_seed).
+PYTORCH_RUNS = {
+    "pt_bf16": ("bf16", 1, 0),
+    "powersgd1": ("powersgd", 1, RANDOM_SEED),
+    "powersgd4": ("powersgd", 4, RANDOM_SEED),
+}
+# ddplab's, name: (its plugins, the PyTorch run whose bucket order it takes).
+DDPLAB_RUNS = {
+    "dl_bf16": ("plugin { bf16 {} }", "pt_bf16"),
+    "dl_powersgd1": (_powersgd_plugin(1, RANDOM_SEED), "powersgd1"),
+    "dl_powersgd4": (_powersgd_plugin(4, RANDOM_SEED), "powersgd4"),
+    "dl_powersgd1_seed4": (_powersgd_plugin(1, RANDOM_SEED + 1), "powersgd1"),
+}
+
+
 class Case:
-    """The case's directory, its gradients, and the runs of both sides (each run once)."""
+    """The case's directory, its gradients, and every run of both sides: PyTorch's in one
+    job of WORLD ranks, then ddplab's in another (a process start costs more than a run)."""
 
     def __init__(self, directory):
         self.dir = directory
-        self._check([sys.executable, reference.__file__, "gradients", "--dir", directory, "--seed", str(GRADIENT_SEED),
-                     "--steps", str(STEPS), "--world", str(WORLD)], "writing the gradients")
+        reference.make_gradients(argparse.Namespace(dir=directory, seed=GRADIENT_SEED, steps=STEPS, world=WORLD))
         self.names, self.shapes, _ = reference.read_manifest(directory)
         self.gradients = [[self.read("grad", r, s) for s in range(STEPS)] for r in range(WORLD)]
+        runs = []
+        for name, (hook, rank, seed) in PYTORCH_RUNS.items():
+            runs += ["--run", "%s:%d:%d:%s" % (hook, rank, seed, name)]
+        self._check([sys.executable, reference.__file__, "reduce", "--dir", directory] + runs, "PyTorch's runs")
+        self._ddplab()
 
     def _check(self, argv, what, env=None):
         print("running " + what, flush=True)
@@ -107,15 +128,14 @@ class Case:
     def read(self, name, rank, step):
         return reference.read_floats(os.path.join(self.dir, "%s_r%d_s%d.f32" % (name, rank, step)), self.shapes)
 
-    def pytorch(self, out, hook, rank=1, seed=0):
-        if not os.path.exists(os.path.join(self.dir, out + ".order")):
-            self._check([sys.executable, reference.__file__, "reduce", "--dir", self.dir, "--hook", hook,
-                         "--rank", str(rank), "--random_seed", str(seed), "--out", out], "PyTorch's " + out)
-        return out
-
-    def ddplab(self, out, plugins, order_of):
-        """Runs WORLD ranks of hook_worker, the bucket in the order PyTorch's run `order_of` had."""
-        print("running ddplab's " + out, flush=True)
+    def _ddplab(self):
+        """Runs WORLD ranks of hook_worker over DDPLAB_RUNS, each bucket in the order its
+        PyTorch run had."""
+        print("running ddplab's runs", flush=True)
+        runs = os.path.join(self.dir, "ddplab_runs")
+        with open(runs, "w") as f:
+            for name, (plugins, order_of) in DDPLAB_RUNS.items():
+                f.write("%s %s %s\n" % (name, order_of, plugins))
         with tempfile.TemporaryDirectory() as rendezvous:
             procs, logs = [], []
             for rank in range(WORLD):
@@ -123,10 +143,8 @@ class Case:
                            LOCAL_WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT="29500",
                            DDPLAB_RENDEZVOUS_FILE=os.path.join(rendezvous, "store"))
                 logs.append(open(os.path.join(rendezvous, "rank%d.log" % rank), "w+b"))
-                procs.append(subprocess.Popen(
-                    [_runfile("hook_worker"), "--dir=" + self.dir, "--plugins=" + plugins,
-                     "--order=" + os.path.join(self.dir, order_of + ".order"), "--out=" + out],
-                    env=env, stdout=logs[-1], stderr=subprocess.STDOUT))
+                procs.append(subprocess.Popen([_runfile("hook_worker"), "--dir=" + self.dir, "--runs=" + runs],
+                                              env=env, stdout=logs[-1], stderr=subprocess.STDOUT))
             failures = []
             for rank, (p, log) in enumerate(zip(procs, logs)):
                 try:
@@ -145,8 +163,7 @@ class Case:
             # Gloo (the CUDA wheels) cannot run CPU ranks.
             raise unittest.SkipTest("this build's LibTorch has no Gloo")
         if failures:
-            raise RuntimeError("ddplab's %s failed: %s" % (out, "\n".join(failures)))
-        return out
+            raise RuntimeError("ddplab's runs failed: %s" % "\n".join(failures))
 
     def exact_mean(self, step):
         return [sum(self.gradients[r][step][k].double() for r in range(WORLD)) / WORLD for k in range(len(self.shapes))]
@@ -171,9 +188,15 @@ _case = None
 
 
 def case():
+    """The case, made once: every test's runs at the first test's call (or what stopped them)."""
     global _case
     if _case is None:
-        _case = Case(tempfile.mkdtemp(prefix="hooks_parity_", dir=os.environ.get("TEST_TMPDIR")))
+        try:
+            _case = Case(tempfile.mkdtemp(prefix="hooks_parity_", dir=os.environ.get("TEST_TMPDIR")))
+        except (unittest.SkipTest, RuntimeError) as e:
+            _case = e
+    if isinstance(_case, Exception):
+        raise _case
     return _case
 
 
@@ -217,7 +240,7 @@ class InitialQTest(unittest.TestCase):
         then in bucket order), at rank 1 and 4."""
         c = case()
         for rank in (1, 4):
-            with open(os.path.join(c.dir, c.pytorch("powersgd%d" % rank, "powersgd", rank, RANDOM_SEED) + ".order")) as f:
+            with open(os.path.join(c.dir, "powersgd%d.order" % rank)) as f:
                 order = [int(i) for i in f.read().splitlines()[START].split()[1:]]
             compressed = c.compressed(rank)
             by_shape = {}
@@ -243,8 +266,7 @@ class InitialQTest(unittest.TestCase):
 class Bf16ParityTest(unittest.TestCase):
     def test_bf16_is_pytorchs_bf16_compress_hook(self):
         c = case()
-        theirs = c.pytorch("pt_bf16", "bf16")
-        ours = c.ddplab("dl_bf16", "plugin { bf16 {} }", theirs)
+        theirs, ours = "pt_bf16", "dl_bf16"
         table = differences(c, ours, theirs)
         print_table("bf16 vs bf16_compress_hook", c, table)
         for step in range(STEPS):
@@ -258,8 +280,7 @@ class Bf16ParityTest(unittest.TestCase):
 class PowerSgdParityTest(unittest.TestCase):
     def check_rank(self, rank):
         c = case()
-        theirs = c.pytorch("powersgd%d" % rank, "powersgd", rank, RANDOM_SEED)
-        ours = c.ddplab("dl_powersgd%d" % rank, _powersgd_plugin(rank, RANDOM_SEED), theirs)
+        theirs, ours = "powersgd%d" % rank, "dl_powersgd%d" % rank
         compressed = c.compressed(rank)
         table = differences(c, ours, theirs)
         print_table("powersgd rank %d vs powerSGD_hook" % rank, c, table, compressed)
@@ -288,8 +309,7 @@ class PowerSgdParityTest(unittest.TestCase):
         """The comparison can fail: random_seed 4 against PyTorch's 3 differs by far more than
         the bound at the first compressed step."""
         c = case()
-        theirs = c.pytorch("powersgd1", "powersgd", 1, RANDOM_SEED)
-        ours = c.ddplab("dl_powersgd1_seed4", _powersgd_plugin(1, RANDOM_SEED + 1), theirs)
+        theirs, ours = "powersgd1", "dl_powersgd1_seed4"
         row = differences(c, ours, theirs)[START]
         worst = max(d for d, _ in row)
         print("\npowersgd rank 1, random_seed %d vs PyTorch's %d: step %d differs by up to %.2e"

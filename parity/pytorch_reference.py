@@ -7,13 +7,15 @@ Two commands, both run by an interpreter that has torch (Debian's python3-torch)
       gradient for every step, D/grad_r<rank>_s<step>.f32 (raw little-endian float32, the
       tensors one after another in the manifest's order).
 
-  pytorch_reference.py reduce --dir D --hook powersgd --rank 4 --random_seed S --out NAME
-      Runs W processes over Gloo, each a real DistributedDataParallel over a module whose
-      backward yields exactly the rank's gradients, with PyTorch's own hook registered
-      (default_hooks.bf16_compress_hook, or powerSGD_hook with PowerSGDState), for the S
-      steps; writes the reduced gradients as D/<NAME>_r<rank>_s<step>.f32 (same layout)
-      and, from rank 0, D/<NAME>.order: per step the tensors in the order of DDP's one
-      bucket ("<step> i0 i1 ..."), which the ddplab side copies.
+  pytorch_reference.py reduce --dir D --run HOOK:RANK:SEED:NAME [--run ...]
+      Runs W processes over Gloo (forked from this one, one process group), which for each
+      --run in turn build a real DistributedDataParallel over a module whose backward
+      yields exactly the rank's gradients, with PyTorch's own hook registered (HOOK bf16:
+      default_hooks.bf16_compress_hook; powersgd: powerSGD_hook with PowerSGDState at
+      matrix_approximation_rank RANK and random_seed SEED), for the S steps; each writes
+      the reduced gradients as D/<NAME>_r<rank>_s<step>.f32 (same layout) and, from rank
+      0, D/<NAME>.order: per step the tensors in the order of DDP's one bucket
+      ("<step> i0 i1 ..."), which the ddplab side copies.
 
 PyTorch 1.13's Gloo has no bfloat16 all-reduce, so for bf16_compress_hook the bfloat16
 all-reduce it issues is stood in for: each rank's bfloat16 values are all-gathered as
@@ -156,10 +158,9 @@ class _Done:
         return True
 
 
-def _install_bfloat16_all_reduce():
+def _bfloat16_all_reduce(all_reduce):
     """dist.all_reduce of a bfloat16 tensor (a sum) for Gloo, which has none in 1.13: see
-    the top of this file."""
-    all_reduce = dist.all_reduce
+    the top of this file. Other tensors go to `all_reduce`."""
 
     def all_reduce_with_bfloat16(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
         if tensor.dtype != torch.bfloat16:
@@ -174,24 +175,29 @@ def _install_bfloat16_all_reduce():
         tensor.copy_(total)  # one rounding to bfloat16
         return _Done(tensor) if async_op else None
 
-    dist.all_reduce = all_reduce_with_bfloat16
+    return all_reduce_with_bfloat16
 
 
-def _rank_main(rank, args, store_path):
-    # A rank that has not finished in a minute (it takes seconds) says where it is, and ends.
-    faulthandler.dump_traceback_later(60, exit=True)
-    torch.set_num_threads(1)
-    _, shapes, meta = read_manifest(args.dir)
-    world, steps = meta["world"], meta["steps"]
-    dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
+def _parse_run(text):
+    """HOOK:RANK:SEED:NAME (see the top of this file)."""
+    hook, rank, seed, out = text.split(":")
+    if hook not in ("bf16", "powersgd"):
+        raise argparse.ArgumentTypeError("HOOK is bf16 or powersgd, not %r" % hook)
+    return argparse.Namespace(hook=hook, rank=int(rank), random_seed=int(seed), out=out)
+
+
+def _reduce_run(rank, directory, run, shapes, steps, keep):
+    """One --run on this rank: a fresh DDP with the run's hook, every step, its files."""
     model = DDP(GivenGradients(shapes), bucket_cap_mb=25)  # everything in one bucket (< 1 MiB)
-    if args.hook == "bf16":
-        _install_bfloat16_all_reduce()
+    keep.append(model)  # never torn down (see _rank_main)
+    all_reduce = dist.all_reduce
+    if run.hook == "bf16":
+        dist.all_reduce = _bfloat16_all_reduce(all_reduce)
         state, hook = None, default_hooks.bf16_compress_hook
     else:
-        state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=args.rank,
+        state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=run.rank,
                                        start_powerSGD_iter=2, min_compression_rate=2,
-                                       use_error_feedback=True, warm_start=True, random_seed=args.random_seed)
+                                       use_error_feedback=True, warm_start=True, random_seed=run.random_seed)
         hook = powerSGD.powerSGD_hook
     index_of = {p.data_ptr(): i for i, p in enumerate(model.module.params)}
     orders = []
@@ -203,19 +209,34 @@ def _rank_main(rank, args, store_path):
         return hook(hook_state, bucket)
 
     model.register_comm_hook(state, recording_hook)
-    for step in range(steps):
-        gradients = read_floats(os.path.join(args.dir, "grad_r%d_s%d.f32" % (rank, step)), shapes)
-        for p in model.module.params:
-            p.grad = None
-        model(gradients).backward()
-        write_floats(os.path.join(args.dir, "%s_r%d_s%d.f32" % (args.out, rank, step)),
-                     [p.grad for p in model.module.params])
+    try:
+        for step in range(steps):
+            gradients = read_floats(os.path.join(directory, "grad_r%d_s%d.f32" % (rank, step)), shapes)
+            for p in model.module.params:
+                p.grad = None
+            model(gradients).backward()
+            write_floats(os.path.join(directory, "%s_r%d_s%d.f32" % (run.out, rank, step)),
+                         [p.grad for p in model.module.params])
+    finally:
+        dist.all_reduce = all_reduce
     if len(orders) != steps:
         raise RuntimeError("the hook ran %d times in %d steps" % (len(orders), steps))
     if rank == 0:
-        with open(os.path.join(args.dir, args.out + ".order"), "w") as f:
+        with open(os.path.join(directory, run.out + ".order"), "w") as f:
             for step, order in enumerate(orders):
                 f.write("%d %s\n" % (step, " ".join(str(i) for i in order)))
+
+
+def _rank_main(rank, args, store_path):
+    # A rank that has not finished in a minute (it takes seconds) says where it is, and ends.
+    faulthandler.dump_traceback_later(60, exit=True)
+    torch.set_num_threads(1)
+    _, shapes, meta = read_manifest(args.dir)
+    dist.init_process_group("gloo", store=dist.FileStore(store_path, meta["world"]), rank=rank,
+                            world_size=meta["world"])
+    keep = []
+    for run in args.run:
+        _reduce_run(rank, args.dir, run, shapes, meta["steps"], keep)
     dist.barrier()  # every rank's results are written
     # Ends here, without tearing DDP and the process group down: in about one run in five
     # (under Bazel, on 2 loaded cores) a rank hung in their destructors once it had
@@ -229,7 +250,10 @@ def reduce(args):
     _, _, meta = read_manifest(args.dir)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # Gloo's connections on loopback only
     with tempfile.TemporaryDirectory() as rendezvous:
-        mp.spawn(_rank_main, args=(args, os.path.join(rendezvous, "store")), nprocs=meta["world"], join=True)
+        # Forked, not spawned: each rank starts with torch imported, where a spawned one
+        # would import it again (seconds). Nothing here has run an operator or a thread yet.
+        mp.start_processes(_rank_main, args=(args, os.path.join(rendezvous, "store")), nprocs=meta["world"],
+                           join=True, start_method="fork")
 
 
 def main(argv):
@@ -242,10 +266,7 @@ def main(argv):
     g.add_argument("--world", type=int, default=2)
     r = commands.add_parser("reduce")
     r.add_argument("--dir", required=True)
-    r.add_argument("--hook", choices=["bf16", "powersgd"], required=True)
-    r.add_argument("--rank", type=int, default=1, help="matrix_approximation_rank")
-    r.add_argument("--random_seed", type=int, default=0)
-    r.add_argument("--out", required=True)
+    r.add_argument("--run", type=_parse_run, action="append", required=True, help="HOOK:RANK:SEED:NAME")
     args = parser.parse_args(argv)
     if args.command == "gradients":
         make_gradients(args)
