@@ -8,7 +8,9 @@
 // engine's averaged gradients equal the reference's within --grad_tolerance (relative),
 // at the end that parameters are identical on all ranks, and, with --loss_tolerance, that
 // the loss on held-out samples is at most that fraction above the reference model's. The
-// --expect_* flags add what a plugin promises.
+// --expect_* flags add what a plugin promises. (A run that checks no gradient,
+// --grad_tolerance < 0, trains the reference on rank 0 alone, which checks the loss: the
+// parameters are the same on every rank, checked bit for bit.)
 //
 // Started by a pool (core/launch/worker_pool.h; plugin_testutil's TrainAndCompare keeps
 // one per rank count), it takes its flags task by task instead: each task is one run with
@@ -179,13 +181,13 @@ class WorkerRun {
         engine_->StartTiming(/*bucket_times=*/true);
       }
       engine_->ZeroGrad();
-      step_theirs_->ZeroGrad();
+      if (compare_) step_theirs_->ZeroGrad();
       for (int micro = 0; micro < accumulate_; ++micro) {
         if (const int exit = MicroStep(step, micro); exit != 0) return exit;
       }
       if (const int exit = CheckStep(step); exit != 0) return exit;
       if (!engine_->updated_parameters()) step_ours_->Step();
-      step_theirs_->Step();
+      if (compare_) step_theirs_->Step();
       last_grad_ = model_->parameters()[0].grad();
     }
     engine_->FinishTiming();
@@ -210,6 +212,7 @@ class WorkerRun {
     }
     precision_ = precision == "bf16" ? v1::BF16_AUTOCAST : v1::FLOAT32;
     accumulate_ = absl::GetFlag(FLAGS_accumulate);
+    compare_ = env_.rank == 0 || absl::GetFlag(FLAGS_grad_tolerance) >= 0;
     v1::Model preset;
     preset.set_preset(v1::Model::VIT_TINY_TEST);
     const VitConfig config = VitConfigForModel(preset, 32).value();
@@ -285,6 +288,8 @@ class WorkerRun {
         }
       }
     }
+    losses_.push_back(loss.item<double>() * accumulate_);
+    if (!compare_) return 0;
     std::vector<at::Tensor> images, labels;
     for (int r = 0; r < env_.world_size; ++r) {
       Batch b = MakeBatch(r, index);
@@ -297,7 +302,6 @@ class WorkerRun {
       reference_loss = at::cross_entropy_loss(reference_->forward(at::cat(images)), at::cat(labels)) / accumulate_;
     }
     reference_loss.backward();
-    losses_.push_back(loss.item<double>() * accumulate_);
     return 0;
   }
 
@@ -310,9 +314,10 @@ class WorkerRun {
     if (!wire.empty() && engine_->stats().sent_dtype != wire) {
       return Fail(15, absl::StrCat("sent ", engine_->stats().sent_dtype, ", want ", wire));
     }
-    const double error = RelativeError(Grads(model_), Grads(reference_));
-    if (const double tolerance = absl::GetFlag(FLAGS_grad_tolerance); tolerance >= 0 && error > tolerance) {
-      return Fail(10, absl::StrCat("step ", step, ": gradient relative error ", error));
+    if (const double tolerance = absl::GetFlag(FLAGS_grad_tolerance); tolerance >= 0) {
+      if (const double error = RelativeError(Grads(model_), Grads(reference_)); error > tolerance) {
+        return Fail(10, absl::StrCat("step ", step, ": gradient relative error ", error));
+      }
     }
     if (absl::GetFlag(FLAGS_expect_updated) != engine_->updated_parameters()) {
       return Fail(19, absl::StrCat("step ", step, ": the engine ", engine_->updated_parameters() ? "updated" : "did not update",
@@ -330,7 +335,7 @@ class WorkerRun {
   // The held-out loss (--loss_tolerance), rank 0's parameters everywhere, the result, and
   // the engine's end.
   int Finish() {
-    if (const double loss_tolerance = absl::GetFlag(FLAGS_loss_tolerance); loss_tolerance >= 0) {
+    if (const double loss_tolerance = absl::GetFlag(FLAGS_loss_tolerance); loss_tolerance >= 0 && compare_) {
       // Both models on the same held-out samples (256 from a stream no step used): the
       // model's quality, without the noise of one rank's last few batches.
       at::NoGradGuard no_grad;
@@ -365,6 +370,7 @@ class WorkerRun {
   bool cuda_ = false;
   v1::Precision precision_ = v1::FLOAT32;
   int accumulate_ = 1;
+  bool compare_ = true;  // this rank trains the reference (see the top of this file)
   Vit model_{nullptr}, reference_{nullptr};
   ProcessGroupPtr group_;
   std::vector<at::Tensor> params_;

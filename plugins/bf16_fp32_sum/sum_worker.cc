@@ -1,5 +1,6 @@
 // One rank of bf16_fp32_sum_test's checks of the hook itself over several Gloo processes
-// (bf16_fp32_sum_test.cc), started by the launcher as one of N ranks.
+// (bf16_fp32_sum_test.cc), started by the launcher as one of N ranks, checking at each
+// world of --worlds in turn (plugins/testing/each_world.h).
 //
 // Every rank's gradients come from a seed and the rank, so that each rank makes all of
 // them, and the references, without communicating. Their values are of mixed magnitude
@@ -17,18 +18,17 @@
 // Gloo); and an average in bfloat16 that rounds each hop's partial sum, computed here (as
 // NCCL's ring does, and Gloo's bfloat16 sum in LibTorch 2.x: each rank's value scaled by
 // 1/ranks, then added one rank after another, rounding to bfloat16 each time). Rank 0
-// writes them to --out, one "name error" a line: hook, bf16, rounded_hops; and the same
+// writes them to --out.<world>, one "name error" a line: hook, bf16, rounded_hops; and the same
 // against the exact mean of the gradients rounded to bfloat16 (the reduction's own error,
 // without the gradients' rounding that all three share): <name>_reduction.
 //
 // Exit codes: 0 pass, 13 setup error, 20 the result is not the reference's, 21 not within
-// one rounding of the exact mean, 22 the hook failed, 23 --out could not be written.
+// one rounding of the exact mean, 22 the hook failed, 23 --out.<world> could not be written.
 #include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,13 +38,12 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "core/launch/distributed.h"
 #include "core/engine/allreduce_hook.h"
 #include "core/config/experiment.h"
 #include "core/plugin/plugin_host.h"
+#include "plugins/testing/each_world.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
-ABSL_FLAG(std::string, out, "", "where rank 0 writes the measured errors");
 ABSL_FLAG(uint64_t, seed, 7, "seed of every rank's gradients");
 
 namespace ddplab {
@@ -158,24 +157,16 @@ int ReduceAll(CommHook& hook, int rank, int world, at::Tensor& last) {
   return 0;
 }
 
-int Main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<std::optional<WorkerEnv>> env = WorkerEnvFromEnvironment();
-  if (!env.ok() || !env->has_value()) return 13;
-  const int rank = (*env)->rank, world = (*env)->world_size;
-  std::string error;
-  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
-      bazel::tools::cpp::runfiles::Runfiles::Create(argv[0], &error));
-  PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
+// One world's checks (testing::RunAtEachWorld); rank 0 writes the errors to `out`.
+int CheckAt(PluginHost& host, compat::CollectiveGroup& group, int rank, int world, const std::string& out) {
   absl::StatusOr<PluginSet> ours = Configure(host, "plugin { bf16_fp32_sum {} }");
   absl::StatusOr<PluginSet> bf16 = Configure(host, "plugin { bf16 {} }");
-  absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(**env, /*nccl=*/false, std::chrono::seconds(60));
-  if (!ours.ok() || !bf16.ok() || !group.ok()) {
-    std::cerr << "rank " << rank << ": " << ours.status() << " " << bf16.status() << " " << group.status() << "\n";
+  if (!ours.ok() || !bf16.ok()) {
+    std::cerr << "rank " << rank << ": " << ours.status() << " " << bf16.status() << "\n";
     return 13;
   }
   // Each plugin's hook chain, as the engine makes it: core's all-reduce, wrapped.
-  const CommContext context{group->get(), rank, world, /*nccl=*/false, {}};
+  const CommContext context{&group, rank, world, /*nccl=*/false, {}};
   auto chain = [&](const PluginSet& set) { return MakeHookChain(set.engine_parts().hooks, context); };
   at::Tensor hook_result;
   {
@@ -184,23 +175,37 @@ int Main(int argc, char** argv) {
   }  // its thread is done with the group
   const int64_t numel = kBucketSizes.back();
   GradBucket bucket = MakeBucket(Gradient(rank, numel), /*hand_over=*/false);
-  std::unique_ptr<CommHook> bf16_hook = chain(*bf16);
-  c10::intrusive_ptr<c10::ivalue::Future> done = bf16_hook->Run(bucket);
-  done->wait();
-  const at::Tensor bf16_result = done->value().toTensor();
+  at::Tensor bf16_result;
+  {
+    std::unique_ptr<CommHook> bf16_hook = chain(*bf16);
+    c10::intrusive_ptr<c10::ivalue::Future> done = bf16_hook->Run(bucket);
+    done->wait();
+    bf16_result = done->value().toTensor();
+  }
   std::vector<at::Tensor> gradients;
   for (int r = 0; r < world; ++r) gradients.push_back(Gradient(r, numel));
   if (rank == 0) {
     const at::Tensor exact = ExactMean(gradients, /*rounded=*/false), of_rounded = ExactMean(gradients, true);
     const at::Tensor hops = RoundedHops(gradients);
-    std::ofstream out(absl::GetFlag(FLAGS_out));
-    out << "hook " << RelativeError(hook_result, exact) << "\nbf16 " << RelativeError(bf16_result, exact)
-        << "\nrounded_hops " << RelativeError(hops, exact) << "\nhook_reduction "
-        << RelativeError(hook_result, of_rounded) << "\nbf16_reduction " << RelativeError(bf16_result, of_rounded)
-        << "\nrounded_hops_reduction " << RelativeError(hops, of_rounded) << "\n";
-    if (!out.flush()) return 23;
+    std::ofstream file(out);
+    file << "hook " << RelativeError(hook_result, exact) << "\nbf16 " << RelativeError(bf16_result, exact)
+         << "\nrounded_hops " << RelativeError(hops, exact) << "\nhook_reduction "
+         << RelativeError(hook_result, of_rounded) << "\nbf16_reduction " << RelativeError(bf16_result, of_rounded)
+         << "\nrounded_hops_reduction " << RelativeError(hops, of_rounded) << "\n";
+    if (!file.flush()) return 23;
   }
   return 0;
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::Create(argv[0], &error));
+  PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
+  return testing::RunAtEachWorld([&](compat::CollectiveGroup& group, int rank, int world, const std::string& out) {
+    return CheckAt(host, group, rank, world, out);
+  });
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // One rank of fp8_hook_test's checks of the hook itself over several Gloo processes
-// (fp8_hook_test.cc), started by the launcher as one of N ranks.
+// (fp8_hook_test.cc), started by the launcher as one of N ranks, checking at each world
+// of --worlds in turn (plugins/testing/each_world.h).
 //
 // Every rank's gradients come from a seed, the rank and the step, so that each rank makes
 // all of them, and the references, without communicating. Their values are of mixed
@@ -22,15 +23,15 @@
 // reference carries each rank's residual (its quantized values minus what they
 // dequantize to, in float32) into the second step, and the hook's second result must be
 // that one and not the one without the residual (on the largest bucket).
-// Rank 0 writes to --out, one "name value" a line: per configuration without error
-// feedback, <name> the relative (L2) error of the largest bucket's result against the
-// exact mean of the gradients; for every configuration <name>.compression_ratio and
+// Rank 0 writes to --out.<world>, one "name value" a line: per configuration without
+// error feedback, <name> the relative (L2) error of the largest bucket's result against
+// the exact mean of the gradients; for every configuration <name>.compression_ratio and
 // <name>.wire_bytes_per_step, the hook's Stats() after its steps (the last bucket of each
 // step is_last).
 //
 // Exit codes: 0 pass, 13 setup error, 20 the result is not the reference's, 21 not within
-// the bound, 22 the hook failed, 23 --out could not be written, 24 the second step with
-// error feedback did not carry the first step's residual.
+// the bound, 22 the hook failed, 23 --out.<world> could not be written, 24 the second
+// step with error feedback did not carry the first step's residual.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -38,7 +39,6 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -51,12 +51,11 @@
 #include "absl/strings/str_cat.h"
 #include "core/config/experiment.h"
 #include "core/engine/allreduce_hook.h"
-#include "core/launch/distributed.h"
 #include "core/plugin/plugin_host.h"
 #include "plugins/fp8/reference.h"
+#include "plugins/testing/each_world.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
-ABSL_FLAG(std::string, out, "", "where rank 0 writes the measured errors and the hook's figures");
 ABSL_FLAG(uint64_t, seed, 7, "seed of every rank's gradients");
 
 namespace ddplab {
@@ -225,7 +224,7 @@ GradBucket MakeBucket(size_t index, const at::Tensor& gradient, bool hand_over) 
 }
 
 // What one case's run keeps: every bucket's residuals (per rank, error feedback), and on
-// rank 0 the lines for --out.
+// rank 0 the lines for --out.<world>.
 struct CaseState {
   CaseState() { lines.precision(17); }  // doubles back as they were
   std::vector<Vectors> residuals = std::vector<Vectors>(kBucketSizes.size());
@@ -296,21 +295,10 @@ absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugin)
   return host.Configure(suite->experiment(0));
 }
 
-int Main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<std::optional<WorkerEnv>> env = WorkerEnvFromEnvironment();
-  if (!env.ok() || !env->has_value()) return 13;
-  const int rank = (*env)->rank, world = (*env)->world_size;
-  std::string error;
-  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
-      bazel::tools::cpp::runfiles::Runfiles::Create(argv[0], &error));
-  PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
-  absl::StatusOr<ProcessGroupPtr> group = CreateProcessGroup(**env, /*nccl=*/false, std::chrono::seconds(60));
-  if (!group.ok()) {
-    std::cerr << "rank " << rank << ": " << group.status() << "\n";
-    return 13;
-  }
-  const CommContext context{group->get(), rank, world, /*nccl=*/false, {}};
+// One world's checks (testing::RunAtEachWorld): every configuration of kCases; rank 0
+// writes the values to `out`.
+int CheckAt(PluginHost& host, compat::CollectiveGroup& group, int rank, int world, const std::string& out) {
+  const CommContext context{&group, rank, world, /*nccl=*/false, {}};
   std::ostringstream lines;
   for (const Case& c : Cases()) {
     absl::StatusOr<PluginSet> set = Configure(host, c.plugin);
@@ -327,11 +315,22 @@ int Main(int argc, char** argv) {
     lines << state.lines.str();
   }
   if (rank == 0) {
-    std::ofstream out(absl::GetFlag(FLAGS_out));
-    out << lines.str();
-    if (!out.flush()) return 23;
+    std::ofstream file(out);
+    file << lines.str();
+    if (!file.flush()) return 23;
   }
   return 0;
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::Create(argv[0], &error));
+  PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
+  return testing::RunAtEachWorld([&](compat::CollectiveGroup& group, int rank, int world, const std::string& out) {
+    return CheckAt(host, group, rank, world, out);
+  });
 }
 
 }  // namespace

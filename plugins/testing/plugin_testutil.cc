@@ -1,22 +1,23 @@
 #include "plugins/testing/plugin_testutil.h"
 
-#include "absl/strings/str_join.h"
-#include "core/plugin/pytorch_form.h"
-
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include <torch/cuda.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/build_flags.h"
 #include "core/engine/allreduce_hook.h"
 #include "core/config/experiment.h"
 #include "core/launch/launcher.h"
 #include "core/launch/worker_pool.h"
+#include "core/plugin/pytorch_form.h"
 #include "core/testing/worker_flags.h"
 #include "google/protobuf/util/json_util.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -170,32 +171,36 @@ std::string TrainAndCompareOnGpus(const std::string& plugins_text, const std::ve
 
 bool HasTwoGpus() { return DDPLAB_CUDA_BUILD && torch::cuda::device_count() >= 2; }
 
-const RanksRun& RunOnRanks(const std::string& worker, int ranks) {
-  static std::map<std::pair<std::string, int>, RanksRun> done;
-  if (auto it = done.find({worker, ranks}); it != done.end()) return it->second;
-  RanksRun& r = done[{worker, ranks}];
+const std::map<int, RanksRun>& RunOnRanks(const std::string& worker, const std::vector<int>& worlds) {
+  static std::map<std::pair<std::string, std::vector<int>>, std::map<int, RanksRun>> done;
+  if (auto it = done.find({worker, worlds}); it != done.end()) return it->second;
+  std::map<int, RanksRun>& runs = done[{worker, worlds}];
+  auto fail_all = [&](const std::string& failure) -> const std::map<int, RanksRun>& {
+    for (int world : worlds) runs[world].failure = failure;
+    return runs;
+  };
   std::string error;
   std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
       bazel::tools::cpp::runfiles::Runfiles::CreateForTest(&error));
-  if (runfiles == nullptr) {
-    r.failure = "no runfiles: " + error;
-    return r;
-  }
+  if (runfiles == nullptr || worlds.empty()) return fail_all("no runfiles, or no worlds: " + error);
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string out = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ranks_run_", done.size(), "_", ranks);
+  const std::string out = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ranks_run_", done.size());
   LaunchOptions options;
-  options.nproc_per_node = ranks;
-  const LaunchResult launched = Launch({runfiles->Rlocation(worker), "--out=" + out}, options);
+  options.nproc_per_node = *std::max_element(worlds.begin(), worlds.end());
+  const LaunchResult launched =
+      Launch({runfiles->Rlocation(worker), "--worlds=" + absl::StrJoin(worlds, ","), "--out=" + out}, options);
   if (launched.exit_code != 0) {
-    r.failure = absl::StrCat("exit ", launched.exit_code, ": ", launched.message);
-    return r;
+    return fail_all(absl::StrCat("exit ", launched.exit_code, " (the job of worlds ", absl::StrJoin(worlds, ", "),
+                                 "): ", launched.message));
   }
-  std::ifstream in(out);
-  std::string name;
-  double value;
-  while (in >> name >> value) r.values[name] = value;
-  if (r.values.empty()) r.failure = "rank 0 wrote no values";
-  return r;
+  for (int world : worlds) {
+    std::ifstream in(absl::StrCat(out, ".", world));
+    std::string name;
+    double value;
+    while (in >> name >> value) runs[world].values[name] = value;
+    if (runs[world].values.empty()) runs[world].failure = "rank 0 wrote no values";
+  }
+  return runs;
 }
 
 }  // namespace ddplab::testing

@@ -68,15 +68,19 @@ absl::StatusOr<v1::RunResult> TrainAndMeasure(int ranks, const std::string& plug
 std::string TrainAndCompareOnGpus(const std::string& plugins_text, const std::vector<std::string>& flags = {});
 bool HasTwoGpus();
 
-// What a plugin's own check over several processes found: `worker` (a runfiles path, e.g.
-// "ddplab/plugins/fp8/fp8_worker") started as `ranks` Gloo processes with --out=FILE, into
-// which its rank 0 writes "name value" lines. `failure` is "" where every rank exited 0 and
-// rank 0 wrote its values. Each worker and rank count runs once per test binary.
+// What a plugin's own check over several processes found, by world size: `worker` (a
+// runfiles path, e.g. "ddplab/plugins/fp8/fp8_worker") started as one job of the largest
+// of `worlds` Gloo processes with --worlds and --out=FILE, which checks at each world
+// (each_world.h) and into whose FILE.<world> its rank 0 writes "name value" lines.
+// `failure` is "" where every rank exited 0 and rank 0 wrote the world's values (a failed
+// job fails every world). Each worker and list of worlds runs once per test binary.
+//
+//   const RanksRun& r = RunOnRanks("ddplab/plugins/fp8/fp8_worker", {2, 3, 5}).at(3);
 struct RanksRun {
   std::string failure;
   std::map<std::string, double> values;
 };
-const RanksRun& RunOnRanks(const std::string& worker, int ranks);
+const std::map<int, RanksRun>& RunOnRanks(const std::string& worker, const std::vector<int>& worlds);
 
 // Small buckets for the tiny ViT (several buckets, and a rebuild that changes them).
 inline constexpr char kSmallBuckets[] = "plugin { bucket_sizing { bucket_cap_mb: 0.02 first_bucket_cap_mb: 0.004 } }";

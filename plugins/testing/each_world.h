@@ -1,0 +1,37 @@
+// A plugin's own check over several Gloo processes, at several world sizes in one job
+// (plugin_testutil.h's RunOnRanks starts it): a process start costs more than a check.
+//
+// The job has as many ranks as the largest world of --worlds. Each world in turn, largest
+// first, the ranks below it meet in a Gloo group of that size (under a store prefix of
+// its own) and run the check; a rank above every world left exits. Rank 0 writes the
+// world's values to --out.<world>.
+//
+//   int Main(int argc, char** argv) {
+//     absl::ParseCommandLine(argc, argv);
+//     ...
+//     return ddplab::testing::RunAtEachWorld(
+//         [&](ddplab::compat::CollectiveGroup& group, int rank, int world, const std::string& out) {
+//           return CheckAt(group, rank, world, out);  // 0, or the check's exit code
+//         });
+//   }
+//
+// Exit codes: the check's; 13 where the job, a world or a group cannot be set up.
+#ifndef DDPLAB_PLUGINS_TESTING_EACH_WORLD_H_
+#define DDPLAB_PLUGINS_TESTING_EACH_WORLD_H_
+
+#include <functional>
+#include <string>
+
+#include "core/torch_compat.h"
+
+namespace ddplab::testing {
+
+using WorldCheck = std::function<int(compat::CollectiveGroup& group, int rank, int world, const std::string& out)>;
+
+// Runs `check` at each world of --worlds (see the top of this file); the job's world
+// alone where --worlds is empty. Returns the first code other than 0.
+int RunAtEachWorld(const WorldCheck& check);
+
+}  // namespace ddplab::testing
+
+#endif  // DDPLAB_PLUGINS_TESTING_EACH_WORLD_H_
