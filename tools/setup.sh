@@ -7,6 +7,8 @@ PACKAGES=(
   bazel-bootstrap        # Bazel 4.2.3
   g++
   libtorch-dev           # LibTorch (CPU) headers and libraries
+  libopenblas0-serial    # the BLAS LibTorch recommends, in place of the reference BLAS (a CPU
+                         # step's matrix products; one thread, as each rank is a process)
   libgloo-dev            # Gloo, c10d's CPU backend
   libabsl-dev            # Abseil
   libprotobuf-dev        # Protocol Buffers runtime
