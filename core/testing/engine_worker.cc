@@ -15,8 +15,9 @@
 // Started by a pool (core/launch/worker_pool.h; plugin_testutil's TrainAndCompare keeps
 // one per rank count), it takes its flags task by task instead: each task is one run with
 // the flags the line gives (EncodeWorkerFlags), every other flag at its default, meeting
-// the other ranks under a store prefix of the task's own. A failed run ends the worker
-// with its code.
+// the other ranks under a store prefix of the task's own; with --world, on the job's
+// first ranks only (a pool of 3 serves runs of 2). A failed run ends the worker with its
+// code.
 //
 // Exit codes: 0 pass, 10 gradients differ, 11 parameters differ between ranks,
 // 12 engine error, 13 setup error, 14 loss differs, 15 wrong dtype on the wire, 16 a
@@ -76,6 +77,8 @@ ABSL_FLAG(bool, cuda, false, "on the GPU of LOCAL_RANK over NCCL instead of the 
 ABSL_FLAG(bool, expect_views, false, "every gradient is a view into a bucket after a synced step");
 ABSL_FLAG(bool, expect_no_bucket_memory, false, "the buckets hold no memory");
 ABSL_FLAG(bool, expect_updated, false, "the engine updates the parameters itself, per bucket");
+ABSL_FLAG(int, world, 0,
+          "a pool's task only: the run's ranks, the job's first ones (0: all of them); the others sit it out");
 ABSL_FLAG(std::string, result_dir, "",
           "rank 0 writes what the engine measured there, as a run's result records it, to "
           "<result_dir>/engine_worker.json: the gradient error and fidelity, the hook's figures");
@@ -404,8 +407,19 @@ int ServeTasks(const WorkerEnv& env, PluginHost& host, TaskChannel& channel, cha
     std::vector<char*> args{program};
     for (std::string& f : *flags) args.push_back(f.data());
     absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
-    if (const int exit = WorkerRun(env, host).Run(PrefixedStore(absl::StrCat("task_", task, "/"), *store)); exit != 0) {
-      return exit;
+    WorkerEnv run = env;
+    if (const int world = absl::GetFlag(FLAGS_world); world != 0) {
+      if (world < 1 || world > env.world_size) {
+        std::cerr << "--world=" << world << ": the pool has " << env.world_size << " ranks\n";
+        return 13;
+      }
+      run.world_size = world;
+      run.local_world_size = std::min(world, env.local_world_size);
+    }
+    if (env.rank < run.world_size) {
+      if (const int exit = WorkerRun(run, host).Run(PrefixedStore(absl::StrCat("task_", task, "/"), *store)); exit != 0) {
+        return exit;
+      }
     }
     if (!channel.Done().ok()) return 13;
   }

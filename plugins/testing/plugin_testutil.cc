@@ -123,20 +123,23 @@ GradBucket OneGradientBucket(const at::Tensor& values, int64_t step) {
 }
 
 std::string TrainAndCompare(int ranks, const std::string& plugins_text, const std::vector<std::string>& flags) {
-  // One pool of workers per rank count for the test binary's life: a worker costs more to
-  // start than a run of the tiny ViT (Note [Persistent workers]). A failed run ends its
-  // pool; the next run starts another.
-  static std::map<int, std::unique_ptr<WorkerPool>> pools;  // idle at exit: they end
-  std::unique_ptr<WorkerPool>& pool = pools[ranks];
-  if (pool == nullptr || pool->ended()) {
+  // One pool of workers for the test binary's life: a worker costs more to start than a
+  // run of the tiny ViT (Note [Persistent workers]). It has 3 ranks (more where a run asks
+  // for more), and a run of fewer takes the first ones (engine_worker's --world). A failed
+  // run ends the pool; the next run starts another.
+  static std::unique_ptr<WorkerPool> pool;  // idle at exit: it ends
+  static int pool_ranks = 0;
+  if (pool == nullptr || pool->ended() || pool_ranks < ranks) {
+    pool.reset();
     LaunchOptions options;
-    options.nproc_per_node = ranks;
+    options.nproc_per_node = std::max(3, ranks);
     absl::StatusOr<std::unique_ptr<WorkerPool>> started =
         WorkerPool::Start({TestRunfiles().Rlocation("ddplab/core/testing/engine_worker")}, options);
     if (!started.ok()) return absl::StrCat("cannot start the workers: ", started.status().message());
     pool = *std::move(started);
+    pool_ranks = options.nproc_per_node;
   }
-  std::vector<std::string> task{absl::StrCat("--plugins=", plugins_text)};
+  std::vector<std::string> task{absl::StrCat("--plugins=", plugins_text), absl::StrCat("--world=", ranks)};
   task.insert(task.end(), flags.begin(), flags.end());
   const LaunchResult r = pool->Run(EncodeWorkerFlags(task));
   if (r.exit_code == 0) return "";

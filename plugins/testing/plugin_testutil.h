@@ -53,7 +53,8 @@ GradBucket OneGradientBucket(const at::Tensor& values, int64_t step);
 // Trains the tiny ViT on `ranks` processes over Gloo with the plugins of `plugins_text`
 // (//core/testing:engine_worker, whose flags `flags` adds to) against one process over
 // the concatenated batch: "" if every check held, else the worker's exit and output. The
-// processes stay for the test binary's later runs of as many ranks (until a run fails).
+// processes (3, or as many as a run asks for beyond that) stay for the test binary's later
+// runs, a run of fewer ranks taking the first ones (until a run fails).
 std::string TrainAndCompare(int ranks, const std::string& plugins_text, const std::vector<std::string>& flags = {});
 
 // As TrainAndCompare, and what the engine measured on rank 0, as a run's result records
