@@ -111,8 +111,13 @@ grep -q "0 of 1 run(s) completed; stopped by signal 2" "$out" || fail "Ctrl-C in
 pass "Ctrl-C in a run of one process stops it at its next step, saying so (exit 130)"
 
 # torchrun's variables left from another job: the wait for the other ranks is said at once.
+# (Stopped once it has said so: it would wait 300 s.)
 RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 \
-  timeout 5 "$bin" --experiment="$smoke" --only=naive_ddp --output_dir="$TEST_TMPDIR/stale" >"$out" 2>"$err"
+  "$bin" --experiment="$smoke" --only=naive_ddp --output_dir="$TEST_TMPDIR/stale" >"$out" 2>"$err" &
+waiting=$!
+for _ in $(seq 1 50); do grep -q "meeting the other ranks" "$err" && break; sleep 0.1; done
+kill -TERM $waiting
+wait $waiting 2>/dev/null
 grep -q "rank 1 of 2 (torchrun's variables are set): meeting the other ranks at 127.0.0.1:29999, for up to 300 s. Not started by torchrun? Unset RANK" "$err" ||
   fail "stale torchrun variables: no word before the wait"
 pass "with torchrun's variables set, the wait for the other ranks is said before it starts"

@@ -9,16 +9,13 @@ out="$TEST_TMPDIR/out.txt"
 err="$TEST_TMPDIR/err.txt"
 fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; cat "$err"; exit 1; }
 
-"$bin" --version >"$out" 2>"$err"
-if ! "$bin" --experiment="$suite" --print_experiments >"$out" 2>"$err" || ! grep -q "Gloo yes" "$out"; then
-  "$bin" --experiment="$suite" --tune --print_experiments >"$out" 2>"$err" || fail "--print_experiments failed"
-  echo "no Gloo in this LibTorch: only the plan is checked"
-  exit 0
-fi
-
 # --print_experiments with --tune says what it would tune and runs nothing.
 "$bin" --experiment="$suite" --tune --print_experiments --output_dir="$results" >"$out" 2>"$err" ||
   fail "--tune --print_experiments exited $?"
+if ! grep -q "Gloo yes" "$out"; then
+  echo "no Gloo in this LibTorch: only the plan is checked"
+  exit 0
+fi
 grep -q -- "--tune would tune ddp (2 processes) over 4 bucket caps, verifying 2 with 2 run(s) each" "$out" ||
   fail "no tuning plan"
 [ -e "$results" ] && fail "--print_experiments wrote $results"
