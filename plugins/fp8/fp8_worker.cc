@@ -47,14 +47,12 @@
 #include <ATen/ATen.h>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "core/config/experiment.h"
 #include "core/engine/allreduce_hook.h"
 #include "core/plugin/plugin_host.h"
 #include "plugins/fp8/reference.h"
 #include "plugins/testing/each_world.h"
-#include "tools/cpp/runfiles/runfiles.h"
 
 ABSL_FLAG(uint64_t, seed, 7, "seed of every rank's gradients");
 
@@ -322,18 +320,7 @@ int CheckAt(PluginHost& host, compat::CollectiveGroup& group, int rank, int worl
   return 0;
 }
 
-int Main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  std::string error;
-  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
-      bazel::tools::cpp::runfiles::Runfiles::Create(argv[0], &error));
-  PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
-  return testing::RunAtEachWorld([&](compat::CollectiveGroup& group, int rank, int world, const std::string& out) {
-    return CheckAt(host, group, rank, world, out);
-  });
-}
-
 }  // namespace
 }  // namespace ddplab
 
-int main(int argc, char** argv) { return ddplab::Main(argc, argv); }
+int main(int argc, char** argv) { return ddplab::testing::RunAtEachWorld(argc, argv, ddplab::CheckAt); }

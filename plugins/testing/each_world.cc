@@ -4,22 +4,30 @@
 #include <chrono>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/launch/distributed.h"
+#include "tools/cpp/runfiles/runfiles.h"
 
 ABSL_FLAG(std::string, worlds, "", "the world sizes to check at, e.g. 2,3,5 (empty: the job's)");
 ABSL_FLAG(std::string, out, "", "rank 0 writes a world's values to <out>.<world>");
 
 namespace ddplab::testing {
 
-int RunAtEachWorld(const WorldCheck& check) {
+int RunAtEachWorld(int argc, char** argv, const WorldCheck& check) {
+  absl::ParseCommandLine(argc, argv);
+  std::string error;
+  std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> runfiles(
+      bazel::tools::cpp::runfiles::Runfiles::Create(argv[0], &error));
+  PluginHost host({runfiles ? runfiles->Rlocation("ddplab/plugins") : ""});
   absl::StatusOr<std::optional<WorkerEnv>> env = WorkerEnvFromEnvironment();
   if (!env.ok() || !env->has_value()) {
     std::cerr << "not started as a rank of a job: " << env.status() << "\n";
@@ -55,8 +63,8 @@ int RunAtEachWorld(const WorldCheck& check) {
       std::cerr << "rank " << job.rank << " of " << world << ": " << groups.status() << "\n";
       return 13;
     }
-    if (const int code = check(*groups->front(), job.rank, world, absl::StrCat(absl::GetFlag(FLAGS_out), ".", world));
-        code != 0) {
+    const std::string out = absl::StrCat(absl::GetFlag(FLAGS_out), ".", world);
+    if (const int code = check(host, *groups->front(), job.rank, world, out); code != 0) {
       std::cerr << "rank " << job.rank << " of " << world << ": exit " << code << "\n";
       return code;
     }
