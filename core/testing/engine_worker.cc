@@ -13,7 +13,7 @@
 // parameters are the same on every rank, checked bit for bit.)
 //
 // Started by a pool (core/launch/worker_pool.h; plugin_testutil's TrainAndCompare keeps
-// one per rank count), it takes its flags task by task instead: each task is one run with
+// one of 3 ranks), it takes its flags task by task instead: each task is one run with
 // the flags the line gives (EncodeWorkerFlags), every other flag at its default, meeting
 // the other ranks under a store prefix of the task's own; with --world, on the job's
 // first ranks only (a pool of 3 serves runs of 2). A failed run ends the worker with its
