@@ -113,11 +113,11 @@ class Case:
         self._check([sys.executable, reference.__file__, "reduce", "--dir", directory] + runs, "PyTorch's runs")
         self._ddplab()
 
-    def _check(self, argv, what, env=None):
+    def _check(self, argv, what):
         print("running " + what, flush=True)
         # The comparison is on the CPU: CUDA hidden, since PyTorch's PowerSGD hook
         # synchronizes CUDA wherever it sees a GPU, and then fails on CPU tensors.
-        env = dict(os.environ if env is None else env, CUDA_VISIBLE_DEVICES="")
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
         try:
             done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=RUN_TIMEOUT)
         except subprocess.TimeoutExpired as e:
