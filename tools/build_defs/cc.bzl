@@ -21,6 +21,26 @@ TORCH_COPTS = DDPLAB_COPTS + [
     "-Winvalid-pch",
 ]
 
+# For targets whose files include no LibTorch header: the standard library's, Abseil's and
+# protobuf's headers precompiled (//core:base_pch, Note [Precompiled headers]). Such a
+# target also has "//core:base_pch" in its deps; a test, TEST_COPTS and "//core:test_pch"
+# (GoogleTest's headers too).
+BASE_COPTS = DDPLAB_COPTS + [
+    "-include",
+    "$(BINDIR)/core/base_pch.h",
+    "-include",
+    "core/base_pch_stamp.h",
+    "-Winvalid-pch",
+]
+
+TEST_COPTS = DDPLAB_COPTS + [
+    "-include",
+    "$(BINDIR)/core/test_pch.h",
+    "-include",
+    "core/test_pch_stamp.h",
+    "-Winvalid-pch",
+]
+
 # The GPUs ddplab's own CUDA kernels are compiled for: machine code for Hopper (H100,
 # H200), and PTX from Ampere on, which the driver compiles for newer GPUs when loaded.
 CUDA_GENCODE = [

@@ -40,8 +40,11 @@ output tree, named by its path there ($(BINDIR)): GCC looks for the state beside
 header it finds, clang's driver beside the path as given. Clang records its sources'
 paths in the state and a user's dependency file names them, so compiles run outside
 Bazel's sandbox (.bazelrc), where those paths are the execution root's. A file that
-includes no LibTorch header is better without the state: loading it and instantiating
-what it needs costs about 2 s under GCC.
+includes no LibTorch header is better without LibTorch's state (loading it and
+instantiating what it needs costs about 2 s under GCC); those files have one of their own,
+the standard library's, Abseil's and protobuf's headers (//core:base_pch, and
+//core:test_pch for tests, with GoogleTest's), which takes about a third off each
+(bench/NOTES.md, "Headers precompiled for the files without LibTorch").
 """
 
 load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
