@@ -17,8 +17,9 @@ plugins loaded together must not share either (a plugin's own package path and p
 package, e.g. ddplab.plugins.<name>.v1, are safe).
 """
 
-def ddplab_plugin_library(name, srcs, deps = [], copts = [], **kwargs):
-    """lib<name>.so: `srcs` and <name>.proto, exporting only ddplabGetPluginInfo."""
+def ddplab_plugin_library(name, srcs, deps = [], copts = [], config_copts = [], config_deps = [], **kwargs):
+    """lib<name>.so: `srcs` and <name>.proto, exporting only ddplabGetPluginInfo.
+    `config_copts` and `config_deps` go to the compile of the proto's generated code."""
     proto = name + ".proto"
     options = Label("//proto:ddplab/v1/options.proto")
     native.genrule(
@@ -36,7 +37,8 @@ def ddplab_plugin_library(name, srcs, deps = [], copts = [], **kwargs):
         name = name + "_config",
         srcs = [name + ".pb.cc"],
         hdrs = [name + ".pb.h"],
-        deps = [Label("//proto:options_cc_proto_headers"), "@protobuf"],
+        copts = config_copts,
+        deps = [Label("//proto:options_cc_proto_headers"), "@protobuf"] + config_deps,
         # Registers the message with the protobuf runtime when the library is loaded.
         alwayslink = True,
         testonly = kwargs.get("testonly", False),

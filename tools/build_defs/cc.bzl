@@ -24,14 +24,17 @@ TORCH_COPTS = DDPLAB_COPTS + [
 # For targets whose files include no LibTorch header: the standard library's, Abseil's and
 # protobuf's headers precompiled (//core:base_pch, Note [Precompiled headers]). Such a
 # target also has "//core:base_pch" in its deps; a test, TEST_COPTS and "//core:test_pch"
-# (GoogleTest's headers too).
-BASE_COPTS = DDPLAB_COPTS + [
+# (GoogleTest's headers too). Generated protobuf code takes BASE_PCH_COPTS (protoc's code,
+# not held to ddplab's warnings).
+BASE_PCH_COPTS = [
     "-include",
     "$(BINDIR)/core/base_pch.h",
     "-include",
     "core/base_pch_stamp.h",
     "-Winvalid-pch",
 ]
+
+BASE_COPTS = DDPLAB_COPTS + BASE_PCH_COPTS
 
 TEST_COPTS = DDPLAB_COPTS + [
     "-include",
@@ -79,4 +82,12 @@ def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", t
     if torch:
         deps = ["//core:torch_pch"] + deps
     copts = TORCH_COPTS if torch else DDPLAB_COPTS
-    ddplab_plugin_library(name = name, srcs = srcs, deps = deps, copts = copts, **kwargs)
+    ddplab_plugin_library(
+        name = name,
+        srcs = srcs,
+        deps = deps,
+        copts = copts,
+        config_copts = BASE_PCH_COPTS,
+        config_deps = ["//core:base_pch"],
+        **kwargs
+    )

@@ -4,6 +4,8 @@ Bazel 4's native cc_proto_library wants a protobuf source repository to build pr
 ddplab builds offline against the system's protoc and libprotobuf instead.
 """
 
+load("//tools/build_defs:cc.bzl", "BASE_PCH_COPTS")
+
 def _proto_path(src):
     """The import path of a .proto label: proto/ddplab/v1/x.proto is "ddplab/v1/x.proto",
     //plugins/N:N.proto is "plugins/N/N.proto"."""
@@ -45,8 +47,9 @@ def ddplab_cc_proto(name, srcs, imports = [], deps = [], visibility = None):
         name = name,
         srcs = [o for o in outs if o.endswith(".cc")],
         hdrs = hdrs,
+        copts = BASE_PCH_COPTS,
         includes = ["."],
-        deps = ["@protobuf"] + deps,
+        deps = ["//core:base_pch", "@protobuf"] + deps,
         alwayslink = True,
         visibility = visibility,
     )
