@@ -3,6 +3,7 @@
 # runs staying one process, torchrun-style jobs, results never lost or stale, one job per
 # output directory, checks before anything runs, signals. Each case prints one line.
 set -u
+source "$TEST_SRCDIR/ddplab/experiments/testing/python.sh"
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
 smoke="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto"
 long="$TEST_SRCDIR/ddplab/experiments/testdata/long_cpu.textproto"

@@ -4,6 +4,7 @@
 # While a one-node job runs, nothing of it listens beyond loopback: its workers meet
 # through a file in a private directory, which is gone once the job ends.
 set -u
+source "$TEST_SRCDIR/ddplab/experiments/testing/python.sh"
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
 long="$TEST_SRCDIR/ddplab/experiments/testdata/long_cpu.textproto"
 passed=0

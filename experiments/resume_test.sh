@@ -6,6 +6,7 @@
 # dates they were measured at. (--all_repetitions: every run gets its three, close to the
 # others or not.)
 set -u
+source "$TEST_SRCDIR/ddplab/experiments/testing/python.sh"
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
 suite="$TEST_SRCDIR/ddplab/experiments/testdata/resume_suite.textproto"
 results="$TEST_TMPDIR/results"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # vit_ddp runs the CPU suite, and stops with the exact location of a bad file.
 set -u
+source "$TEST_SRCDIR/ddplab/experiments/testing/python.sh"
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
 out="$TEST_TMPDIR/out.txt"
 err="$TEST_TMPDIR/err.txt"
