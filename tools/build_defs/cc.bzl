@@ -9,30 +9,28 @@ DDPLAB_COPTS = [
     "-Werror",
 ]
 
-# For targets whose files include LibTorch's headers: they read the headers' precompiled
-# state first, and fail to compile where they cannot (Note [Precompiled headers],
-# pch.bzl). Such a target also has "//core:torch_pch" in its deps.
-TORCH_COPTS = DDPLAB_COPTS + [
-    # Its path in the output tree: clang's driver looks for the state beside the path given.
-    "-include",
-    "$(BINDIR)/core/torch_pch.h",
-    "-include",
-    "core/torch_pch_stamp.h",
-    "-Winvalid-pch",
-]
+def _read_pch(name):
+    """The copts that read //core:<name>'s precompiled state first, and fail to compile
+    where they cannot (Note [Precompiled headers], pch.bzl)."""
+    return [
+        # Its path in the output tree: clang's driver looks for the state beside the path given.
+        "-include",
+        "$(BINDIR)/core/%s.h" % name,
+        "-include",
+        "core/%s_stamp.h" % name,
+        "-Winvalid-pch",
+    ]
+
+# For targets whose files include LibTorch's headers. Such a target also has
+# "//core:torch_pch" in its deps.
+TORCH_COPTS = DDPLAB_COPTS + _read_pch("torch_pch")
 
 # For targets whose files include no LibTorch header: the standard library's, Abseil's and
 # protobuf's headers precompiled (//core:base_pch, Note [Precompiled headers]). Such a
 # target also has "//core:base_pch" in its deps; a test, TEST_COPTS and "//core:test_pch"
 # (GoogleTest's headers too). Generated protobuf code takes BASE_PCH_COPTS (protoc's code,
 # not held to ddplab's warnings).
-BASE_PCH_COPTS = [
-    "-include",
-    "$(BINDIR)/core/base_pch.h",
-    "-include",
-    "core/base_pch_stamp.h",
-    "-Winvalid-pch",
-]
+BASE_PCH_COPTS = _read_pch("base_pch")
 
 BASE_COPTS = DDPLAB_COPTS + BASE_PCH_COPTS
 
@@ -42,25 +40,11 @@ BASE_COPTS = DDPLAB_COPTS + BASE_PCH_COPTS
 # optimizer's time on a test's file was a third to a half of its compile, on code that
 # runs once. The precompiled headers they read are made at -O0 as well (clang refuses a
 # state made with other optimization): //core:test_pch, //core:torch_test_pch.
-TEST_COPTS = DDPLAB_COPTS + [
-    "-O0",
-    "-include",
-    "$(BINDIR)/core/test_pch.h",
-    "-include",
-    "core/test_pch_stamp.h",
-    "-Winvalid-pch",
-]
+TEST_COPTS = DDPLAB_COPTS + ["-O0"] + _read_pch("test_pch")
 
 # For tests whose files include LibTorch's headers (Note [Tests unoptimized]); such a test
 # has "//core:torch_test_pch" in its deps.
-TORCH_TEST_COPTS = DDPLAB_COPTS + [
-    "-O0",
-    "-include",
-    "$(BINDIR)/core/torch_test_pch.h",
-    "-include",
-    "core/torch_test_pch_stamp.h",
-    "-Winvalid-pch",
-]
+TORCH_TEST_COPTS = DDPLAB_COPTS + ["-O0"] + _read_pch("torch_test_pch")
 
 # The GPUs ddplab's own CUDA kernels are compiled for: machine code for Hopper (H100,
 # H200), and PTX from Ampere on, which the driver compiles for newer GPUs when loaded.
