@@ -1,0 +1,230 @@
+// What vit_ddp answers before it runs anything (help, version, torchrun's spellings,
+// refusals of what cannot run), asked in this process (command.h): one process for all of
+// them. What needs a process of its own (exit codes through main, signals, workers, files
+// a run writes) is cli_test.sh's.
+#include "experiments/command.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+#include "tools/cpp/runfiles/runfiles.h"
+
+namespace ddplab {
+namespace {
+
+using bazel::tools::cpp::runfiles::Runfiles;
+
+struct Answer {
+  int code = -1;
+  std::string out, err;
+  std::string both() const { return out + err; }
+};
+
+// This test's binary: its runfiles hold the plugins and experiment files, as vit_ddp's do.
+std::string Self() {
+  char buffer[4096];
+  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  return n > 0 ? std::string(buffer, n) : "vit_ddp";
+}
+
+// vit_ddp with `args`: its exit code and what it printed. Its flags are as they were after.
+Answer Vit(const std::vector<std::string>& args) {
+  absl::FlagSaver saved;
+  std::vector<std::string> strings{Self()};
+  strings.insert(strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& s : strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::ostringstream out, err;
+  std::streambuf* const cout = std::cout.rdbuf(out.rdbuf());
+  std::streambuf* const cerr = std::cerr.rdbuf(err.rdbuf());
+  Answer answer;
+  answer.code = RunVitDdp(static_cast<int>(strings.size()), argv.data());
+  std::cout.rdbuf(cout);
+  std::cerr.rdbuf(cerr);
+  answer.out = out.str();
+  answer.err = err.str();
+  return answer;
+}
+
+class CommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+    ASSERT_NE(runfiles, nullptr) << error;
+    smoke_ = runfiles->Rlocation("ddplab/experiments/cpu_smoke.textproto");
+    tmp_ = std::getenv("TEST_TMPDIR");
+  }
+
+  // The CPU suite with `from` replaced by `to`, written to a file of the test's.
+  std::string Edited(const std::string& name, const std::string& from, const std::string& to) {
+    std::ifstream in(smoke_);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_TRUE(absl::StrContains(text.str(), from)) << from;
+    return Write(name, absl::StrReplaceAll(text.str(), {{from, to}}));
+  }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = absl::StrCat(tmp_, "/", name);
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  bool Exists(const std::string& name) {
+    struct stat st;
+    return stat(absl::StrCat(tmp_, "/", name).c_str(), &st) == 0;
+  }
+
+  // --print_experiments of the CPU suite with `args`.
+  Answer Plan(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--experiment=" + smoke_, "--print_experiments"});
+    return Vit(args);
+  }
+
+  std::string smoke_, tmp_;
+};
+
+int Lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
+
+TEST_F(CommandTest, HelpAndVersionAreAnswers) {
+  for (const char* flag : {"--help", "-h", "--helpfull"}) {
+    const Answer a = Vit({flag});
+    EXPECT_EQ(a.code, 0) << flag << ": " << a.err;
+    EXPECT_TRUE(absl::StrContains(a.out, "--nproc_per_node")) << flag << " lists no --nproc_per_node";
+    EXPECT_FALSE(absl::StrContains(a.out, "progress_label") || absl::StrContains(a.out, "flagfile"))
+        << flag << " shows internal flags";
+  }
+  const Answer version = Vit({"--version"});
+  EXPECT_EQ(version.code, 0);
+  EXPECT_TRUE(std::regex_search(version.out, std::regex(R"(^vit_ddp \(ddplab\) [0-9]+\.[0-9]+\.[0-9]+; LibTorch )")))
+      << version.out;
+}
+
+// torchrun's values: accepted where vit_ddp has their meaning, else refused naming what works.
+TEST_F(CommandTest, TorchrunsSpellings) {
+  struct Case {
+    int code;
+    std::string said;
+    std::vector<std::string> args;
+  };
+  const Answer on_this_machine = Plan({});
+  const bool gpus = absl::StrContains(on_this_machine.out, "NVIDIA");
+  std::vector<Case> cases{
+      {0, "stays one process", {"--nproc_per_node=cpu"}},
+      {0, "would run", {"--nproc-per-node=auto"}},
+      {0, "would run", {"--nnodes=1:1", "--standalone"}},
+      {2,
+       "--nproc_per_node=x: expected a number of processes per node, or auto, gpu or cpu (as torchrun's)",
+       {"--nproc_per_node=x"}},
+      {2,
+       "--nnodes=1:2: an elastic range of nodes is torchrun's; vit_ddp runs a fixed number: --nnodes=N",
+       {"--nnodes=1:2"}},
+      {2,
+       "--standalone is one node (as torchrun's), and --nnodes=2 asks for more",
+       {"--standalone", "--nnodes=2", "--master_port=29500"}},
+      {2, "unknown flag --outptu_dir=x; did you mean --output_dir? (see --help)", {"--outptu_dir=x"}},
+      {2, "unknown flag --nproc=2; did you mean --nproc_per_node? (see --help)", {"--nproc=2"}},
+  };
+  if (!gpus) {
+    cases.push_back(
+        {2, "--nproc_per_node=gpu: this machine has no GPU (cpu or a number work here)", {"--nproc_per_node=gpu"}});
+  }
+  for (const Case& c : cases) {
+    const Answer a = Plan(c.args);
+    EXPECT_EQ(a.code, c.code) << c.args[0] << ": " << a.err;
+    EXPECT_TRUE(absl::StrContains(a.both(), c.said)) << c.args[0] << ": no \"" << c.said << "\" in " << a.both();
+  }
+}
+
+// Processes and nodes: a refusal names what asked for them; a file's nodes are the job's.
+TEST_F(CommandTest, ProcessesAndNodesBeyondTheJobAreRefusedNamingTheirSource) {
+  const Answer many = Plan({"--nproc_per_node=512"});
+  EXPECT_EQ(many.code, 2);
+  EXPECT_TRUE(absl::StrContains(many.err, "(--nproc_per_node=512 asked for them)")) << many.err;
+  const Answer nodes =
+      Vit({"--experiment=" + Edited("four_nodes.textproto", "gpus_per_node: 2\n", "gpus_per_node: 2 nodes: 4\n"),
+           "--print_experiments"});
+  EXPECT_EQ(nodes.code, 2);
+  EXPECT_TRUE(absl::StrContains(nodes.err, "asks for distributed.nodes 4, but this job runs on 1 node (--nnodes=1)"))
+      << nodes.err;
+}
+
+// Control characters from input are not echoed raw to the terminal.
+TEST_F(CommandTest, EscapesFromInputAreShownAsHex) {
+  const std::string file = Write("ansi.textproto", std::string("name: \"a\033[31mb") + '\0' + "\"\n");
+  const Answer bad_file = Vit({"--experiment=" + file});
+  EXPECT_EQ(bad_file.code, 2);
+  const Answer bad_flag = Vit({"--experi\033ment=x"});
+  for (const Answer* a : {&bad_file, &bad_flag}) {
+    EXPECT_FALSE(absl::StrContains(a->err, "\033")) << "an escape from input was echoed raw: " << a->err;
+  }
+  EXPECT_TRUE(absl::StrContains(bad_flag.err, "experi\\x1bment")) << bad_flag.err;
+}
+
+TEST_F(CommandTest, ALargeModelOnCpusIsSaidToBeSlow) {
+  const Answer a =
+      Vit({"--experiment=" + Edited("large_on_cpu.textproto", "preset: VIT_TINY_TEST", "preset: VIT_L_32"),
+           "--print_experiments", "--only=single_process"});
+  EXPECT_EQ(a.code, 0) << a.err;
+  if (!absl::StrContains(a.out, "NVIDIA")) {
+    EXPECT_TRUE(absl::StrContains(a.out, "\nsingle_process: a model of 306.5M parameters on CPUs takes minutes per step"))
+        << a.out;
+  }
+}
+
+// Checks before anything runs: refused in one line, and no output directory made.
+TEST_F(CommandTest, WhatCannotRunIsRefusedBeforeRunningInOneLine) {
+  const Answer many = Vit({"--experiment=" + smoke_, "--nproc_per_node=1000", "--output_dir=" + tmp_ + "/many"});
+  EXPECT_EQ(many.code, 2);
+  EXPECT_TRUE(absl::StrContains(many.err, "1000 CPU processes per node, but this machine has")) << many.err;
+  EXPECT_FALSE(Exists("many")) << "--nproc_per_node=1000 made the output directory";
+
+  const std::string huge_text =
+      "name: \"huge\"\n"
+      "model { vit { patch_size: 8 hidden_dim: 65536 num_layers: 64 num_heads: 64 mlp_dim: 262144 num_classes: 10 } }\n"
+      "data { batch_size: 8 image_size: 32 }\n"
+      "steps { warmup: 1 measured: 1 }\n"
+      "optimizer { sgd { learning_rate: 0.01 } }\n"
+      "distributed { gpus_per_node: 1 device: CPU }\n";
+  const Answer huge = Vit({"--experiment=" + Write("huge.textproto", huge_text), "--output_dir=" + tmp_ + "/huge"});
+  EXPECT_EQ(huge.code, 2);
+  EXPECT_EQ(Lines(huge.err), 1) << huge.err;
+  EXPECT_TRUE(absl::StrContains(huge.err, "experiment \"huge\": cannot fit: each process needs at least")) << huge.err;
+  EXPECT_FALSE(Exists("huge")) << "a model that cannot fit made the output directory";
+
+  const std::string long_name = absl::StrReplaceAll(huge_text, {{"\"huge\"", "\"" + std::string(10000, 'a') + "\""}});
+  const Answer named =
+      Vit({"--experiment=" + Write("long_name.textproto", long_name), "--output_dir=" + tmp_ + "/long_name"});
+  EXPECT_EQ(named.code, 2);
+  EXPECT_EQ(Lines(named.err), 1) << named.err.substr(0, 300);
+  EXPECT_TRUE(absl::StrContains(named.err, ":1:1: name: must be at most 200 characters (it names files), got 10000"))
+      << named.err.substr(0, 300);
+  EXPECT_FALSE(Exists("long_name")) << "a 10,000-character name made the output directory";
+
+  setenv("WORLD_SIZE", "2", 1);
+  const Answer stale = Vit({"--experiment=" + smoke_, "--output_dir=" + tmp_ + "/stale"});
+  unsetenv("WORLD_SIZE");
+  EXPECT_EQ(stale.code, 2);
+  EXPECT_TRUE(absl::StrContains(stale.err, "WORLD_SIZE=2 is set but RANK, MASTER_ADDR, MASTER_PORT are not"))
+      << stale.err;
+}
+
+}  // namespace
+}  // namespace ddplab
