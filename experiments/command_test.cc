@@ -15,6 +15,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/reflection.h"
@@ -69,12 +70,15 @@ class CommandTest : public ::testing::Test {
     std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
     ASSERT_NE(runfiles, nullptr) << error;
     smoke_ = runfiles->Rlocation("ddplab/experiments/cpu_smoke.textproto");
+    tune_ = runfiles->Rlocation("ddplab/experiments/testdata/tune_suite.textproto");
+    unknown_plugin_ = runfiles->Rlocation("ddplab/core/testdata/bad/unknown_plugin.textproto");
     tmp_ = std::getenv("TEST_TMPDIR");
   }
 
-  // The CPU suite with `from` replaced by `to`, written to a file of the test's.
-  std::string Edited(const std::string& name, const std::string& from, const std::string& to) {
-    std::ifstream in(smoke_);
+  // The CPU suite (or `file`) with `from` replaced by `to`, written to a file of the test's.
+  std::string Edited(const std::string& name, const std::string& from, const std::string& to,
+                     const std::string& file = "") {
+    std::ifstream in(file.empty() ? smoke_ : file);
     std::stringstream text;
     text << in.rdbuf();
     EXPECT_TRUE(absl::StrContains(text.str(), from)) << from;
@@ -98,7 +102,21 @@ class CommandTest : public ::testing::Test {
     return Vit(args);
   }
 
-  std::string smoke_, tmp_;
+  std::string smoke_, tune_, unknown_plugin_, tmp_;
+};
+
+// Sets the environment variables of `values` for its lifetime, unsetting them after.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::vector<std::pair<std::string, std::string>> values) : values_(std::move(values)) {
+    for (const auto& [name, value] : values_) setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : values_) unsetenv(name.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> values_;
 };
 
 int Lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
@@ -218,12 +236,85 @@ TEST_F(CommandTest, WhatCannotRunIsRefusedBeforeRunningInOneLine) {
       << named.err.substr(0, 300);
   EXPECT_FALSE(Exists("long_name")) << "a 10,000-character name made the output directory";
 
-  setenv("WORLD_SIZE", "2", 1);
-  const Answer stale = Vit({"--experiment=" + smoke_, "--output_dir=" + tmp_ + "/stale"});
-  unsetenv("WORLD_SIZE");
+  const Answer stale = [&] {
+    ScopedEnv env({{"WORLD_SIZE", "2"}});
+    return Vit({"--experiment=" + smoke_, "--output_dir=" + tmp_ + "/stale"});
+  }();
   EXPECT_EQ(stale.code, 2);
   EXPECT_TRUE(absl::StrContains(stale.err, "WORLD_SIZE=2 is set but RANK, MASTER_ADDR, MASTER_PORT are not"))
       << stale.err;
+}
+
+// A bad file stops at its place; a missing one says so; --only names the runs there are.
+TEST_F(CommandTest, BadFilesAndRunNamesAreRefusedSayingWhere) {
+  const Answer bad = Vit({"--experiment=" + unknown_plugin_});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(absl::StrContains(bad.err,
+                                "unknown_plugin.textproto:7:10: unknown plugin \"fancy_hook\": no libfancy_hook.so in "))
+      << bad.err;
+  const Answer missing = Vit({"--experiment=/nonexistent.textproto"});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_TRUE(absl::StrContains(missing.err, "/nonexistent.textproto: cannot open experiment file")) << missing.err;
+
+  // --only with a name the suite does not have: an error naming the runs it has, not a
+  // silent run of nothing.
+  const Answer none = Vit({"--experiment=" + smoke_, "--only=no_such_run"});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_TRUE(absl::StrContains(none.err, "--only=no_such_run: ")) << none.err;
+  EXPECT_TRUE(absl::StrContains(none.err, "has no run named no_such_run; its runs: single_process, naive_ddp"))
+      << none.err;
+  // --only with a list: the runs named, and an error naming any that is not a run.
+  const Answer two = Plan({"--only=bf16,naive_ddp"});
+  EXPECT_EQ(two.code, 0) << two.err;
+  EXPECT_TRUE(std::regex_search(two.out, std::regex(R"((^|\n)Suite "cpu_smoke": 2 run\(s\) would run)"))) << two.out;
+  EXPECT_TRUE(std::regex_search(two.out, std::regex(R"((^|\n)== \[[0-9]+/[0-9]+\] naive_ddp )")));
+  EXPECT_TRUE(std::regex_search(two.out, std::regex(R"((^|\n)== \[[0-9]+/[0-9]+\] bf16 )")));
+  const Answer nope = Vit({"--experiment=" + smoke_, "--only=bf16,nope"});
+  EXPECT_EQ(nope.code, 2);
+  EXPECT_TRUE(absl::StrContains(nope.err, "has no run named nope; its runs: ")) << nope.err;
+}
+
+// --profile=nsys without nsys: a clear error before any worker starts.
+TEST_F(CommandTest, ProfilingWithoutNsysIsRefusedBeforeRunning) {
+  struct stat st;
+  if (stat("/usr/bin/nsys", &st) == 0 || stat("/bin/nsys", &st) == 0) GTEST_SKIP() << "nsys is installed";
+  const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  setenv("PATH", "/usr/bin:/bin", 1);
+  const Answer a = Vit({"--profile=nsys", "--experiment=" + smoke_, "--output_dir=" + tmp_ + "/nsys"});
+  setenv("PATH", path.c_str(), 1);
+  EXPECT_EQ(a.code, 2);
+  EXPECT_TRUE(absl::StrContains(a.err, "needs Nsight Systems, and there is no nsys on PATH")) << a.err;
+  EXPECT_FALSE(Exists("nsys")) << "started runs without nsys";
+}
+
+// What --tune refuses, before anything runs.
+TEST_F(CommandTest, WhatTuneRefuses) {
+  const std::string out = "--output_dir=" + tmp_ + "/tune";
+  const Answer one = Vit({"--experiment=" + tune_, "--tune", "--only=one", out});
+  EXPECT_EQ(one.code, 2);
+  EXPECT_TRUE(absl::StrContains(one.err, "experiment \"one\": runs one process: --tune needs several")) << one.err;
+  const Answer nope = Vit({"--experiment=" + tune_, "--tune", "--only=nope", out});
+  EXPECT_EQ(nope.code, 2);
+  EXPECT_TRUE(absl::StrContains(nope.err, "the suite has no experiment \"nope\"")) << nope.err;
+  const Answer torchrun = [&] {
+    ScopedEnv env({{"RANK", "0"},
+                   {"LOCAL_RANK", "0"},
+                   {"WORLD_SIZE", "2"},
+                   {"LOCAL_WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", "29500"}});
+    return Vit({"--experiment=" + tune_, "--tune", out});
+  }();
+  EXPECT_EQ(torchrun.code, 2);
+  EXPECT_TRUE(absl::StrContains(torchrun.err, "run vit_ddp --tune plainly, not under torchrun")) << torchrun.err;
+  const Answer nodes = Vit({"--experiment=" + tune_, "--tune", "--nnodes=2", "--master_port=29500", out});
+  EXPECT_EQ(nodes.code, 2);
+  EXPECT_TRUE(absl::StrContains(nodes.err, "--tune tunes on one node")) << nodes.err;
+  const Answer bad = Vit({"--experiment=" + Edited("bad.textproto", "verify: 2", "verify: 9", tune_), "--tune", out});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(absl::StrContains(bad.err, "bad.textproto:16:3: tune.verify: must be at most the number of caps (4), got 9"))
+      << bad.err;
+  EXPECT_FALSE(Exists("tune")) << "a refused --tune wrote its output directory";
 }
 
 }  // namespace

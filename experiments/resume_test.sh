@@ -14,8 +14,7 @@ out="$TEST_TMPDIR/out.txt"
 err="$TEST_TMPDIR/err.txt"
 fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; cat "$err"; exit 1; }
 
-"$bin" --experiment="$suite" --print_experiments >"$out" 2>"$err" || fail "the plan"
-if ! grep -q "Gloo yes" "$out"; then
+if [ "${DDPLAB_GLOO:-}" != 1 ]; then
   echo "no Gloo in this LibTorch: the suite needs 2 processes"
   exit 0
 fi
