@@ -28,14 +28,9 @@ mkdir -p "$TMPDIR"
 [ $? -eq 2 ] && grep -qF "unknown flag --no-such-flag; see --help" "$err" || fail "an unknown flag"
 pass "an unknown flag exits 2, saying so"
 
-"$bin" --experiment="$smoke" --print_experiments --output_dir="$TEST_TMPDIR/dry" >"$out" 2>"$err" \
-  || fail "--print_experiments exited $?"
-grep -q "^== \[2/5\] naive_ddp (2 processes)" "$out" || fail "--print_experiments lists no naive_ddp"
-grep -q "batch_size: 8" "$out" || fail "--print_experiments prints no resolved experiment"
-[ ! -e "$TEST_TMPDIR/dry" ] || fail "--print_experiments wrote into the output directory"
-pass "--print_experiments lists the resolved runs and writes nothing"
-
-gloo=$(grep -c "c10d          Gloo yes" "$out")
+# (--print_experiments, which runs nothing, is asked in one process: command_test.cc.)
+gloo=0
+[ "${DDPLAB_GLOO:-}" = 1 ] && gloo=1
 if [ "$gloo" -eq 0 ]; then
   echo "no Gloo in this build: the cases with several CPU processes are skipped"
 fi

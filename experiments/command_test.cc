@@ -135,6 +135,14 @@ TEST_F(CommandTest, HelpAndVersionAreAnswers) {
       << version.out;
 }
 
+TEST_F(CommandTest, PrintExperimentsListsTheResolvedRunsAndWritesNothing) {
+  const Answer a = Plan({"--output_dir=" + tmp_ + "/dry"});
+  EXPECT_EQ(a.code, 0) << a.err;
+  EXPECT_TRUE(absl::StrContains(a.out, "\n== [2/5] naive_ddp (2 processes)")) << "no naive_ddp in " << a.out;
+  EXPECT_TRUE(absl::StrContains(a.out, "batch_size: 8")) << "no resolved experiment in " << a.out;
+  EXPECT_FALSE(Exists("dry")) << "--print_experiments wrote into the output directory";
+}
+
 // torchrun's values: accepted where vit_ddp has their meaning, else refused naming what works.
 TEST_F(CommandTest, TorchrunsSpellings) {
   struct Case {
