@@ -5,7 +5,6 @@
 #include "experiments/command.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -22,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "experiments/run_paths.h"
 #include "gtest/gtest.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
@@ -36,17 +36,11 @@ struct Answer {
   std::string both() const { return out + err; }
 };
 
-// This test's binary: its runfiles hold the plugins and experiment files, as vit_ddp's do.
-std::string Self() {
-  char buffer[4096];
-  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
-  return n > 0 ? std::string(buffer, n) : "vit_ddp";
-}
-
 // vit_ddp with `args`: its exit code and what it printed. Its flags are as they were after.
 Answer Vit(const std::vector<std::string>& args) {
   absl::FlagSaver saved;
-  std::vector<std::string> strings{Self()};
+  // This test's binary: its runfiles hold the plugins and experiment files, as vit_ddp's do.
+  std::vector<std::string> strings{SelfPath("vit_ddp")};
   strings.insert(strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& s : strings) argv.push_back(s.data());
