@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -99,18 +100,24 @@ class CommandTest : public ::testing::Test {
   std::string smoke_, tune_, unknown_plugin_, tmp_;
 };
 
-// Sets the environment variables of `values` for its lifetime, unsetting them after.
+// Sets the environment variables of `values` for its lifetime; as they were after.
 class ScopedEnv {
  public:
-  explicit ScopedEnv(std::vector<std::pair<std::string, std::string>> values) : values_(std::move(values)) {
-    for (const auto& [name, value] : values_) setenv(name.c_str(), value.c_str(), 1);
+  explicit ScopedEnv(const std::vector<std::pair<std::string, std::string>>& values) {
+    for (const auto& [name, value] : values) {
+      const char* before = std::getenv(name.c_str());
+      before_.push_back({name, before ? std::optional<std::string>(before) : std::nullopt});
+      setenv(name.c_str(), value.c_str(), 1);
+    }
   }
   ~ScopedEnv() {
-    for (const auto& [name, value] : values_) unsetenv(name.c_str());
+    for (const auto& [name, before] : before_) {
+      before ? setenv(name.c_str(), before->c_str(), 1) : unsetenv(name.c_str());
+    }
   }
 
  private:
-  std::vector<std::pair<std::string, std::string>> values_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> before_;
 };
 
 int Lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
@@ -280,10 +287,10 @@ TEST_F(CommandTest, BadFilesAndRunNamesAreRefusedSayingWhere) {
 TEST_F(CommandTest, ProfilingWithoutNsysIsRefusedBeforeRunning) {
   struct stat st;
   if (stat("/usr/bin/nsys", &st) == 0 || stat("/bin/nsys", &st) == 0) GTEST_SKIP() << "nsys is installed";
-  const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
-  setenv("PATH", "/usr/bin:/bin", 1);
-  const Answer a = Vit({"--profile=nsys", "--experiment=" + smoke_, "--output_dir=" + tmp_ + "/nsys"});
-  setenv("PATH", path.c_str(), 1);
+  const Answer a = [&] {
+    ScopedEnv env({{"PATH", "/usr/bin:/bin"}});
+    return Vit({"--profile=nsys", "--experiment=" + smoke_, "--output_dir=" + tmp_ + "/nsys"});
+  }();
   EXPECT_EQ(a.code, 2);
   EXPECT_TRUE(absl::StrContains(a.err, "needs Nsight Systems, and there is no nsys on PATH")) << a.err;
   EXPECT_FALSE(Exists("nsys")) << "started runs without nsys";
