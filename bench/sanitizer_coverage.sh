@@ -17,8 +17,10 @@ DIR=$(cd "$DIR" && pwd)
 rm -rf "$DIR/raw" "$DIR/lcov"
 mkdir -p "$DIR/raw" "$DIR/lcov"
 cd "$(dirname "$0")/.."
+# The tools of the clang that builds: a profile's format is its compiler's.
+llvm_bin=$(dirname "$(readlink -f "$(command -v clang)")")
 for tool in llvm-profdata llvm-cov; do
-  command -v "$tool" >/dev/null || { echo "sanitizer_coverage: no $tool (Debian: llvm)" >&2; exit 2; }
+  [ -x "$llvm_bin/$tool" ] || { echo "sanitizer_coverage: no $tool beside $llvm_bin/clang (Debian: llvm)" >&2; exit 2; }
 done
 
 bazel test --config=llvm_coverage //... --run_under="$PWD/bench/testing/profile_per_test.sh" \
@@ -34,8 +36,8 @@ done < <(find "$bin/" -name '*.runfiles' -prune -o -name '_objs' -prune -o -type
 for raw in "$DIR"/raw/*/; do
   name=$(basename "$raw")
   ls "$raw"*.profraw >/dev/null 2>&1 || continue
-  llvm-profdata merge -sparse -o "$DIR/raw/$name.profdata" "$raw"*.profraw &&
-    llvm-cov export -format=lcov -instr-profile="$DIR/raw/$name.profdata" "${objects[0]}" \
+  "$llvm_bin/llvm-profdata" merge -sparse -o "$DIR/raw/$name.profdata" "$raw"*.profraw &&
+    "$llvm_bin/llvm-cov" export -format=lcov -instr-profile="$DIR/raw/$name.profdata" "${objects[0]}" \
       "${objects[@]/#/-object=}" 2>/dev/null |
     grep -E '^(SF|DA):' | grep -v ',0$' >"$DIR/lcov/$name.lcov"
 done
