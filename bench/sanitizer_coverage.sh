@@ -36,10 +36,14 @@ done < <(find "$bin/" -name '*.runfiles' -prune -o -name '_objs' -prune -o -type
 for raw in "$DIR"/raw/*/; do
   name=$(basename "$raw")
   ls "$raw"*.profraw >/dev/null 2>&1 || continue
-  "$llvm_bin/llvm-profdata" merge -sparse -o "$DIR/raw/$name.profdata" "$raw"*.profraw &&
-    "$llvm_bin/llvm-cov" export -format=lcov -instr-profile="$DIR/raw/$name.profdata" "${objects[0]}" \
-      "${objects[@]/#/-object=}" 2>/dev/null |
-    grep -E '^(SF|DA):' | grep -v ',0$' >"$DIR/lcov/$name.lcov"
+  # (A test whose profiles could not be read would reach nothing, and pass the check.)
+  if ! "$llvm_bin/llvm-profdata" merge -sparse -o "$DIR/raw/$name.profdata" "$raw"*.profraw 2>"$DIR/raw/$name.err" ||
+    ! "$llvm_bin/llvm-cov" export -format=lcov -instr-profile="$DIR/raw/$name.profdata" "${objects[0]}" \
+      "${objects[@]/#/-object=}" >"$DIR/raw/$name.lcov" 2>>"$DIR/raw/$name.err"; then
+    echo "sanitizer_coverage: no coverage for $name: $(grep -v warning "$DIR/raw/$name.err" | tail -1)" >&2
+    exit 2
+  fi
+  grep -E '^(SF|DA):' "$DIR/raw/$name.lcov" | grep -v ',0$' >"$DIR/lcov/$name.lcov"
 done
 
 python3 bench/sanitizer_coverage.py "$DIR/lcov" \
