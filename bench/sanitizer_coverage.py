@@ -36,13 +36,13 @@ def main(lcov_dir, covered_elsewhere, uninstrumented):
              for name in sorted(os.listdir(lcov_dir)) if name.endswith(".lcov")}
     left_out = {file_name(t) for t in covered_elsewhere.split()}
     outside = left_out | {file_name(t) for t in uninstrumented.split()}
-    everything = set().union(*tests.values())
-    print("%d tests reach %d lines of ddplab" % (len(tests), len(everything)))
+    tests_reaching = collections.Counter(line for reached in tests.values() for line in reached)
+    print("%d tests reach %d lines of ddplab" % (len(tests), len(tests_reaching)))
     print("%7s %7s  %s" % ("lines", "only it", "test"))
     for name, reached in sorted(tests.items(), key=lambda kv: -len(kv[1])):
-        others = set().union(*(r for n, r in tests.items() if n != name))
+        only = sum(1 for line in reached if tests_reaching[line] == 1)
         tag = " (covered_elsewhere)" if name in left_out else " (uninstrumented)" if name in outside else ""
-        print("%7d %7d  %s%s" % (len(reached), len(reached - others), name, tag))
+        print("%7d %7d  %s%s" % (len(reached), only, name, tag))
     in_pass = set().union(*(r for n, r in tests.items() if n not in outside))
     missing = set().union(*(tests[n] for n in left_out if n in tests)) - in_pass
     absent = sorted(n for n in left_out if n not in tests)
