@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The convergence check on CPUs (Note [The convergence check]): a lever that degrades the
-# averaged gradient, 4% or more above the exact run's final loss on the same seeds, is
-# judged worse; an exact lever within; and only the second may be recommended. Then, by
-# default, the check trains only where its verdict decides (Note [Checks that decide]): the
-# fastest lossy lever where it beats every exact one; the rest are left out and said to be,
-# and a lossy lever judged worse is not the recommendation.
+# The convergence check on CPUs, in two parts (the first argument), each a test target:
+#   paired: (Note [The convergence check]) a lever that degrades the averaged gradient, 4%
+#     or more above the exact run's final loss on the same seeds, is judged worse; an
+#     exact lever within; and only the second may be recommended.
+#   decide: by default, the check trains only where its verdict decides (Note [Checks
+#     that decide]): the fastest lossy lever where it beats every exact one; the rest are
+#     left out and said to be, and a lossy lever judged worse is not the recommendation.
 set -u
+part=${1:?usage: convergence_test.sh paired|decide}
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
 suite="$TEST_SRCDIR/ddplab/experiments/testdata/convergence_suite.textproto"
 decide_suite="$TEST_SRCDIR/ddplab/experiments/testdata/checks_decide_suite.textproto"
@@ -21,18 +23,20 @@ if [ "${DDPLAB_GLOO:-}" != 1 ]; then
   echo "no Gloo in this LibTorch: the check needs 2 processes"
   exit 0
 fi
-"$bin" --experiment="$suite" --plugin_dir="$plugins" --output_dir="$results" >"$out" 2>"$err" ||
-  fail "the suite exited $?"
-# Every configuration trains from each of the 3 seeds, as the exact reference does.
-for name in naive_ddp damped exact_lever; do
-  for k in 1 2 3; do
-    [ -s "$results/convergence/$name-convergence-$k.json" ] || fail "no $name-convergence-$k"
+
+paired() {
+  "$bin" --experiment="$suite" --plugin_dir="$plugins" --output_dir="$results" >"$out" 2>"$err" ||
+    fail "the suite exited $?"
+  # Every configuration trains from each of the 3 seeds, as the exact reference does.
+  for name in naive_ddp damped exact_lever; do
+    for k in 1 2 3; do
+      [ -s "$results/convergence/$name-convergence-$k.json" ] || fail "no $name-convergence-$k"
+    done
   done
-done
-grep -qE "^- damped: worse by [0-9.]+% \(.*; the check allows 2%\)" "$out" || fail "damped is not judged worse"
-grep -qE "^- exact_lever: within 2% of the exact runs \(.*\+0\.0% on average" "$out" ||
-  fail "the exact lever is not judged within"
-python3 - "$results/convergence/report.json" <<'PY' || fail "the verdicts in report.json"
+  grep -qE "^- damped: worse by [0-9.]+% \(.*; the check allows 2%\)" "$out" || fail "damped is not judged worse"
+  grep -qE "^- exact_lever: within 2% of the exact runs \(.*\+0\.0% on average" "$out" ||
+    fail "the exact lever is not judged within"
+  python3 - "$results/convergence/report.json" <<'PY' || fail "the verdicts in report.json"
 import json, sys
 rows = {r["experiment"]: r for r in json.load(open(sys.argv[1]))["rows"]}
 damped, exact = rows["damped"]["convergence"], rows["exact_lever"]["convergence"]
@@ -41,19 +45,26 @@ assert all(d >= 0.04 for d in damped["paired_difference"]), damped
 assert not damped.get("within") and damped["worse_by"] >= 0.04, damped
 assert exact.get("within") and all(abs(d) < 0.005 for d in exact["paired_difference"]), exact
 PY
+  echo "paired: damped judged worse on every seed, exact_lever within"
+}
 
-# Checks that decide.
-"$bin" --experiment="$decide_suite" --plugin_dir="$plugins" --output_dir="$results" >"$out" 2>"$err" ||
-  fail "the checks_decide suite exited $?"
-checked() { [ -s "$results/checks_decide/$1-convergence-1.json" ]; }
-for name in slow_exact fast_worse; do checked "$name" || fail "$name was not checked"; done
-for name in next_within after_within slower_lossy; do checked "$name" && fail "$name was checked"; done
-grep -qE "^- fast_worse: worse by " "$out" || fail "fast_worse is not judged worse"
-grep -qE "^== the convergence check leaves out next_within, after_within, slower_lossy: " "$out" ||
-  fail "no word of what was left out"
-grep -qE "it is not the recommendation\. The fastest exact one is slow_exact" "$out" ||
-  fail "the lossy lever judged worse is still the recommendation"
-# The progress total said "up to" and ended at the runs that ran: 5 and the check's 6.
-grep -qE "^  suite:   10 of up to 11 runs done" "$out" || fail "the progress total did not drop the checks left out"
-echo "checks_decide: fast_worse checked (worse, not the recommendation), the three others left out"
-echo PASS
+decide() {
+  "$bin" --experiment="$decide_suite" --plugin_dir="$plugins" --output_dir="$results" >"$out" 2>"$err" ||
+    fail "the checks_decide suite exited $?"
+  checked() { [ -s "$results/checks_decide/$1-convergence-1.json" ]; }
+  for name in slow_exact fast_worse; do checked "$name" || fail "$name was not checked"; done
+  for name in next_within after_within slower_lossy; do checked "$name" && fail "$name was checked"; done
+  grep -qE "^- fast_worse: worse by " "$out" || fail "fast_worse is not judged worse"
+  grep -qE "^== the convergence check leaves out next_within, after_within, slower_lossy: " "$out" ||
+    fail "no word of what was left out"
+  grep -qE "it is not the recommendation\. The fastest exact one is slow_exact" "$out" ||
+    fail "the lossy lever judged worse is still the recommendation"
+  # The progress total said "up to" and ended at the runs that ran: 5 and the check's 6.
+  grep -qE "^  suite:   10 of up to 11 runs done" "$out" || fail "the progress total did not drop the checks left out"
+  echo "decide: fast_worse checked (worse, not the recommendation), the three others left out"
+}
+
+case "$part" in
+  paired | decide) "$part" ;;
+  *) echo "convergence_test.sh: no part \"$part\"" >&2; exit 2 ;;
+esac

@@ -4,11 +4,15 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include <torch/optim/sgd.h>
 #include <torch/types.h>
 #include <torch/utils.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include "absl/strings/match.h"
 #include "core/config/experiment.h"
 #include "core/testing/gloo.h"
 #include "core/training/sgd.h"
@@ -152,6 +156,34 @@ TEST(TrainerTest, RecordsWhenEachGradientIsReady) {
   EXPECT_EQ(bytes, r->parameters() * 4);
   EXPECT_GT(r->gradient_ready(0).ready_ms(), 0);
   EXPECT_GT(r->gradient_ready(0).parameter(), r->gradient_ready(r->gradient_ready_size() - 1).parameter());
+}
+
+// A rank that stops taking part ends its peers' runs with an error that names the rank,
+// made from c10d's exception, not with std::terminate: here rank 1 trains one step where
+// rank 0 trains many, and rank 0's next collective times out (Gloo: "Timed out waiting
+// 3000ms for recv"). The ranks are threads of this process, meeting in one store.
+TEST(TrainerTest, APeerThatLeavesEndsTheRunWithAnError) {
+  REQUIRE_GLOO();
+  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+  absl::StatusOr<v1::RunResult> results[2];
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      v1::Experiment e = Tiny(rank == 0 ? 1000 : 1);
+      e.mutable_distributed()->set_timeout_seconds(3);
+      TrainOptions options;
+      options.worker.emplace();
+      options.worker->rank = options.worker->local_rank = rank;
+      options.worker->world_size = options.worker->local_world_size = 2;
+      options.store = store;
+      results[rank] = Train(e, options);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  ASSERT_FALSE(results[0].ok()) << "rank 0 trained 1000 steps without its peer";
+  EXPECT_EQ(results[0].status().code(), absl::StatusCode::kAborted) << results[0].status();
+  EXPECT_TRUE(absl::StartsWith(results[0].status().message(), "rank 0: training failed: "))
+      << results[0].status();
 }
 
 // SGD (sgd.h), here to share this file's one parse of LibTorch's frontend.
