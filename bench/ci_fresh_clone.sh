@@ -14,7 +14,8 @@
 set -uo pipefail
 DIR=${1:?usage: ci_fresh_clone.sh DIR [REV]}
 repo=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
-rev=$(git -C "$repo" rev-parse --short "${2:-HEAD}") || exit 2
+rev=$(git -C "$repo" rev-parse --short --verify --quiet "${2:-HEAD}^{commit}") ||
+  { echo "ci_fresh_clone.sh: no commit \"${2:-HEAD}\" in $repo" >&2; exit 2; }
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 txt="$DIR/ci-run-$rev.txt"
