@@ -21,6 +21,14 @@ DIR=$(cd "$DIR" && pwd)
 txt="$DIR/ci-run-$rev.txt"
 log="$DIR/ci-run-$rev.log"
 clone=$(mktemp -d)/ddplab
+# The clone's output bases and the clone go however the script ends (some GB each).
+cleanup() {
+  for workspace in "$clone/examples/fp16_plugin" "$clone"; do
+    [ -d "$workspace" ] && (cd "$workspace" && bazel clean --expunge >/dev/null 2>&1)
+  done
+  rm -rf "$(dirname "$clone")"
+}
+trap cleanup EXIT
 git clone -q "$repo" "$clone" && git -C "$clone" checkout -q "$rev" || exit 2
 
 # Seconds of a first write to each 4 KB page of 512 MB of fresh anonymous memory, less
@@ -62,8 +70,4 @@ after_faults=$(fault_cost)
   echo "512 MB first touched page by page: $before_faults before the run, $after_faults after"
 } | tee "$txt"
 
-for workspace in "$clone/examples/fp16_plugin" "$clone"; do
-  (cd "$workspace" && bazel clean --expunge >/dev/null 2>&1)
-done
-rm -rf "$(dirname "$clone")"
 exit "$status"
