@@ -28,6 +28,8 @@ from collections import defaultdict
 
 PHASES = ("forward", "backward", "optimizer step")
 SCOPES = PHASES + ("get batch",)
+CPU_CATEGORIES = {"cpu", "cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"}
+GPU_CATEGORIES = {"gpu", "kernel", "gpu_memcpy", "gpu_memset"}
 
 
 def union_length(intervals):
@@ -79,10 +81,13 @@ def kernel_family(name):
 def summarize(path):
     with open(path) as f:
         events = json.load(f)["traceEvents"]
-    cpu = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu"]
+    # LibTorch 1.13's legacy profiler writes two categories, "cpu" and "gpu"; Kineto's
+    # (LibTorch 2.x with CUPTI) writes one per kind of event (CPU_CATEGORIES, GPU_CATEGORIES).
+    cpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in CPU_CATEGORIES]
     # The profiler also puts each user scope on the GPU's timeline (the span of the work
     # launched inside it); those are not kernels.
-    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") == "gpu" and e["name"] not in SCOPES]
+    gpu = [e for e in events
+           if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES and e["name"] not in SCOPES]
     if not gpu:
         raise SystemExit(f"{path}: no GPU events (a CPU run, or LibTorch without CUPTI)")
     # Phase scopes, in time order; each step starts with its "forward".
