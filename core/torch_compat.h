@@ -185,6 +185,43 @@ inline void ForeachMovingAverage(at::TensorList avgs, at::TensorList xs, double 
 #endif
 }
 
+// Whether this LibTorch has torch.optim's fused kernels for CUDA tensors:
+// at::_fused_adamw_ (2.0) and at::_fused_sgd_ (2.3); LibTorch 1.13 has neither. Where it
+// has them, FusedAdamW and FusedSgd are those kernels; elsewhere they must not be called.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+inline constexpr bool kFusedOptimizers = true;
+#else
+inline constexpr bool kFusedOptimizers = false;
+#endif
+
+// torch.optim.AdamW(fused=True)'s kernel: one pass over each tensor; `steps` are the
+// parameters' step counts as 0-dim float32 tensors on their device, already incremented.
+inline void FusedAdamW(at::TensorList params, at::TensorList grads, at::TensorList avgs, at::TensorList sqs,
+                       at::TensorList steps, double lr, double beta1, double beta2, double weight_decay,
+                       double eps) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  at::_fused_adamw_(params, grads, avgs, sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2, weight_decay, eps,
+                    /*amsgrad=*/false, /*maximize=*/false);
+#else
+  (void)params, (void)grads, (void)avgs, (void)sqs, (void)steps, (void)lr, (void)beta1, (void)beta2,
+      (void)weight_decay, (void)eps;
+  TORCH_CHECK(false, "this LibTorch has no fused AdamW");
+#endif
+}
+
+// torch.optim.SGD(fused=True)'s kernel. `buffers` empty without momentum; on a first
+// step (`first_step`) the kernel sets each buffer to its gradient.
+inline void FusedSgd(at::TensorList params, at::TensorList grads, at::TensorList buffers, double lr,
+                     double momentum, double weight_decay, bool first_step) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  at::_fused_sgd_(params, grads, buffers, weight_decay, momentum, lr, /*dampening=*/0, /*nesterov=*/false,
+                  /*maximize=*/false, first_step);
+#else
+  (void)params, (void)grads, (void)buffers, (void)lr, (void)momentum, (void)weight_decay, (void)first_step;
+  TORCH_CHECK(false, "this LibTorch has no fused SGD");
+#endif
+}
+
 // torch.autocast(device_type, dtype) for its lifetime, as Python's context manager: the
 // state before comes back after, and the cast weights' cache is dropped when the
 // outermost scope ends. (LibTorch 2.4 keys autocast by device type; 1.13 has a call per

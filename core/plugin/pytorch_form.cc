@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/torch_compat.h"
 
 #include <algorithm>
 
@@ -9,10 +10,18 @@ namespace ddplab {
 
 namespace {
 
-// The optimizer and autocast of `e` where they are not the seed study's (SGD, float32):
-// `optimizer` over the wrapped model, and `autocast`, the arguments of the
-// torch.autocast that each step's forward and loss run in.
+// Whether the run's optimizer steps with LibTorch's fused kernels, as
+// core/training/optimizer.h decides: this LibTorch has them, the run is on a GPU, and the
+// experiment does not ask for foreach kernels.
+bool FusedOptimizer(const v1::Experiment& e) {
+  return compat::kFusedOptimizers && e.distributed().device() != v1::Distributed::CPU && !e.optimizer().foreach();
+}
+
+// The optimizer and autocast of `e` where they are not the seed study's (SGD, float32,
+// foreach kernels): `optimizer` over the wrapped model, and `autocast`, the arguments of
+// the torch.autocast that each step's forward and loss run in.
 void AppendTraining(const v1::Experiment& e, const std::string& device, std::string& code) {
+  const char* fused = FusedOptimizer(e) ? ", fused=True" : "";
   if (e.optimizer().has_adamw()) {
     // A resolved experiment has every field; one left out is PyTorch's default.
     const v1::AdamW& a = e.optimizer().adamw();
@@ -20,7 +29,13 @@ void AppendTraining(const v1::Experiment& e, const std::string& device, std::str
     if (a.has_beta1() && a.has_beta2()) absl::StrAppend(&code, ", betas=(", a.beta1(), ", ", a.beta2(), ")");
     if (a.has_eps()) absl::StrAppend(&code, ", eps=", a.eps());
     if (a.has_weight_decay()) absl::StrAppend(&code, ", weight_decay=", a.weight_decay());
-    absl::StrAppend(&code, ")\n");
+    absl::StrAppend(&code, fused, ")\n");
+  } else if (*fused) {
+    const v1::Sgd& g = e.optimizer().sgd();
+    absl::StrAppend(&code, "optimizer = torch.optim.SGD(model.parameters(), lr=", g.learning_rate());
+    if (g.momentum() != 0) absl::StrAppend(&code, ", momentum=", g.momentum());
+    if (g.weight_decay() != 0) absl::StrAppend(&code, ", weight_decay=", g.weight_decay());
+    absl::StrAppend(&code, fused, ")\n");
   }
   if (e.precision() == v1::BF16_AUTOCAST) {
     absl::StrAppend(&code, "autocast = dict(device_type=\"", device,
@@ -66,7 +81,8 @@ std::string PyTorchCode(const v1::Experiment& e, int processes, const std::vecto
   std::string code;
   if (dist.nccl_channels() > 0) absl::StrAppend(&code, "# environment: NCCL_MAX_NCHANNELS=", dist.nccl_channels(), "\n");
   for (const v1::EnvironmentVariable& v : dist.nccl_env()) absl::StrAppend(&code, "# environment: ", v.name(), "=", v.value(), "\n");
-  if (e.precision() == v1::TF32 || e.precision() == v1::BF16_AUTOCAST || e.optimizer().has_adamw()) {
+  if (e.precision() == v1::TF32 || e.precision() == v1::BF16_AUTOCAST || e.optimizer().has_adamw() ||
+      FusedOptimizer(e)) {
     absl::StrAppend(&code, "import torch\n");
   }
   if (e.precision() == v1::TF32) absl::StrAppend(&code, "torch.backends.cuda.matmul.allow_tf32 = True\n");

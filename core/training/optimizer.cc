@@ -2,6 +2,7 @@
 
 #include <c10/core/GradMode.h>
 
+#include "core/torch_compat.h"
 #include "core/training/adamw.h"
 #include "core/training/sgd.h"
 
@@ -39,14 +40,18 @@ void Optimizer::ZeroGrad() {
   }
 }
 
+bool FusedKernelsFor(const std::vector<at::Tensor>& params) {
+  return compat::kFusedOptimizers && !params.empty() && params.front().is_cuda();
+}
+
 std::unique_ptr<Optimizer> MakeOptimizer(const v1::Optimizer& o, std::vector<at::Tensor> params) {
   if (o.has_adamw()) {
     const v1::AdamW& a = o.adamw();
     return std::make_unique<AdamW>(std::move(params), AdamW::Options{a.learning_rate(), a.beta1(), a.beta2(), a.eps(),
-                                                                     a.weight_decay()});
+                                                                     a.weight_decay(), !o.foreach()});
   }
   const v1::Sgd& s = o.sgd();
-  return std::make_unique<Sgd>(std::move(params), s.learning_rate(), s.momentum(), s.weight_decay());
+  return std::make_unique<Sgd>(std::move(params), s.learning_rate(), s.momentum(), s.weight_decay(), !o.foreach());
 }
 
 }  // namespace ddplab

@@ -1,8 +1,9 @@
 // The optimizer a run steps its parameters with: SGD (sgd.h) or AdamW (adamw.h), made from
-// the experiment's optimizer field. Every update is a few multi-tensor (foreach) kernels
-// over the parameters stepped, as PyTorch's default on GPUs, and elementwise: stepping
-// the parameters in parts (a bucket's as soon as its gradients are averaged, the engine's
-// optimizer overlap) updates them exactly as one Step.
+// the experiment's optimizer field. Every update is LibTorch's fused kernel over the
+// parameters stepped where it has one for their device (torch.optim's fused=True), else a
+// few multi-tensor (foreach) kernels, as PyTorch's default on GPUs; and elementwise:
+// stepping the parameters in parts (a bucket's as soon as its gradients are averaged, the
+// engine's optimizer overlap) updates them exactly as one Step.
 //
 //   std::unique_ptr<ddplab::Optimizer> optimizer = ddplab::MakeOptimizer(e.optimizer(), model->parameters());
 //   loss.backward();
@@ -37,6 +38,13 @@ class Optimizer {
   // fresh ones instead of adding to zeros.
   void ZeroGrad();
 
+  // Whether the updates run LibTorch's fused kernels (torch.optim's fused=True).
+  virtual bool fused() const { return false; }
+  // Whether an update reads nothing from the host that changes from step to step, so
+  // that a CUDA graph captured once replays it right (AdamW's foreach form computes its
+  // bias corrections on the host; its fused form counts steps on the device).
+  virtual bool capturable() const { return true; }
+
  protected:
   // Updates params_[indices[k]] with grads[k] (each defined, in the parameter's dtype).
   virtual void Update(const std::vector<size_t>& indices, std::vector<at::Tensor> params,
@@ -45,6 +53,10 @@ class Optimizer {
  private:
   std::vector<at::Tensor> params_;
 };
+
+// Whether LibTorch's fused optimizer kernels serve `params`: this LibTorch has them
+// (compat::kFusedOptimizers) and the parameters are on a GPU.
+bool FusedKernelsFor(const std::vector<at::Tensor>& params);
 
 // The optimizer `o` (resolved: AdamW's defaults filled in) asks for, over `params`.
 std::unique_ptr<Optimizer> MakeOptimizer(const v1::Optimizer& o, std::vector<at::Tensor> params);
