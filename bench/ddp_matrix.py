@@ -141,8 +141,19 @@ EXTRA["bf16_ch2_cap10"] = EXTRA["bf16_ch2"]
 # fused kernels (powersgd.disable_fused_kernels). PyTorch's hook has neither setting: its
 # row is the base's.
 POWERSGD_SUFFIXES = {"_bf16state": "bf16_state: true", "_aten": "disable_fused_kernels: true"}
+# `<config>_graph`: the configuration with the step as one CUDA graph (plugins/cuda_graph),
+# its lossy plugins' error never sampled (a replay cannot). PyTorch's row is the
+# configuration's without it: its DDP has no graph argument.
+GRAPH_SUFFIX = "_graph"
+
+
 def config_entry(config):
     """(ddplab plugins, PyTorch arguments, NCCL variables, ddplab distributed fields, base)."""
+    if config.endswith(GRAPH_SUFFIX) and config not in CONFIGS:
+        stem = config[:-len(GRAPH_SUFFIX)]
+        plugins, args, nccl_env, fields, base = config_entry(stem)
+        plugins = plugins.replace("sample_error_every: 5", "sample_error_every: 0") + " plugin { cuda_graph {} }"
+        return plugins, args, nccl_env, fields, base or stem
     # The variants compose; the PyTorch row is the configuration's without any of them.
     for suffix, setting in POWERSGD_SUFFIXES.items():
         if config.endswith(suffix) and config not in CONFIGS:
@@ -246,6 +257,12 @@ def main():
         if base == "single_gpu":
             runs.append(("single_gpu", {"config": "single_gpu", "gpus": 1, "transport": "none"},
                          "", None, "", {}, False, ()))
+        elif base == "single_gpu_graph":
+            # The single-GPU step as one CUDA graph: the ceiling the graph rows are measured
+            # against. PyTorch's row is its plain single GPU (it has no graph argument).
+            runs.append(("single_gpu_graph", {"config": "single_gpu_graph", "gpus": 1, "transport": "none",
+                                              "pytorch_key": "single_gpu"},
+                         "plugin { cuda_graph {} }", None, "", {}, False, ()))
         elif base == "single_gpu_high_priority":
             # The single-GPU step with its compute on a high-priority stream, as the tuned
             # configurations run theirs: the ceiling they are measured against, too.

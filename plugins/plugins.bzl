@@ -11,6 +11,7 @@ PLUGINS = [
     "bf16_fp32_sum",
     "bucket_sizing",
     "bucket_view",
+    "cuda_graph",
     "fp8",
     "no_communication",
     "optimizer_overlap",

@@ -45,6 +45,7 @@
 
 #include "core/build_flags.h"
 #include "core/engine/extension_points.h"
+#include "core/training/step_runner.h"
 #include "core/torch_compat.h"
 #include "google/protobuf/stubs/common.h"
 
@@ -61,7 +62,8 @@
 // hook chain (WrapCommHook, BucketFormat) replaces collectives wrappers, a single
 // communication hook and parameter updates; Lossy replaces SampleGradientError. 9: the
 // plugin carries its configuration's schema (config_descriptor) and receives it typed.
-#define DDPLAB_PLUGIN_API_VERSION 9
+// 10: the trainer's step runner (SetStepRunner, core/training/step_runner.h).
+#define DDPLAB_PLUGIN_API_VERSION 10
 
 namespace ddplab {
 
@@ -75,6 +77,7 @@ enum class ExtensionPoint {
   kCommHook,     // reduces the bucket itself (PowerSGD): at most one plugin
   kCodec,        // changes what travels (bf16): wraps whatever reduces
   kHookWrapper,  // acts around the reduction, the bucket as it is (optimizer overlap)
+  kStepRunner,   // runs each training step (core/training/step_runner.h): at most one plugin
 };
 
 // How far a plugin is to be trusted: stable (measured, tested), experimental (works,
@@ -136,6 +139,9 @@ class PluginRegistrar {
   // Puts a hook in the chain (extension_points.h), made by `wrapper` around the hook
   // below it, in the role `point` (kCommHook, kCodec or kHookWrapper) gives.
   virtual void WrapCommHook(ExtensionPoint point, HookWrapper wrapper) = 0;
+  // Runs the training steps (core/training/step_runner.h); the factory's Refusal vets
+  // each experiment before anything runs.
+  virtual void SetStepRunner(std::shared_ptr<const StepRunnerFactory> factory) = 0;
   // This plugin does not compose with whatever plugin takes `point`; `why` is said when
   // both are listed.
   virtual void Refuse(ExtensionPoint point, const std::string& why) = 0;

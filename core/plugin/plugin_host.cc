@@ -1,4 +1,5 @@
 #include "core/plugin/plugin_host.h"
+#include "core/plugin/pytorch_form.h"
 
 #include "core/plugin/elf_check.h"
 
@@ -93,6 +94,8 @@ std::string PointName(ExtensionPoint point) {
       return "a wire codec";
     case ExtensionPoint::kHookWrapper:
       return "a hook wrapper";
+    case ExtensionPoint::kStepRunner:
+      return "the training step";
   }
   return "an extension point";
 }
@@ -133,6 +136,10 @@ class Registrar : public PluginRegistrar {
     Take(point);
     set_.hooks_[point].push_back(std::move(wrapper));
   }
+  void SetStepRunner(std::shared_ptr<const StepRunnerFactory> factory) override {
+    Take(ExtensionPoint::kStepRunner);
+    set_.step_runner_ = std::move(factory);
+  }
   void Refuse(ExtensionPoint point, const std::string& why) override {
     set_.refusals_.push_back({plugin_, point, why});
   }
@@ -141,9 +148,15 @@ class Registrar : public PluginRegistrar {
     if (std::find(lossy.begin(), lossy.end(), plugin_) == lossy.end()) lossy.push_back(plugin_);
     int& current = set_.sample_error_every_;
     if (every > 0 && (current == 0 || every < current)) current = every;
+    std::vector<std::string>& sampling = set_.sampling_plugins_;
+    if (every > 0 && std::find(sampling.begin(), sampling.end(), plugin_) == sampling.end()) {
+      sampling.push_back(plugin_);
+    }
   }
   void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) override {
-    if (callbacks) set_.step_callbacks_.push_back(std::move(callbacks));
+    if (!callbacks) return;
+    set_.step_callbacks_.push_back(std::move(callbacks));
+    set_.step_callback_plugins_.push_back(plugin_);
   }
   void DescribeInPyTorch(const PyTorchForm& form) override { set_.pytorch_[plugin_] = form; }
 
@@ -184,6 +197,20 @@ absl::Status PluginSet::CheckComposition() const {
     }
   }
   return absl::OkStatus();
+}
+
+std::string PluginSet::StepRunnerRefusal(const v1::Experiment& e) const {
+  if (!step_runner_) return "";
+  RunFacts run;
+  run.cuda = e.distributed().device() != v1::Distributed::CPU;
+  run.warmup_steps = static_cast<int>(e.steps().warmup());
+  run.accumulation = static_cast<int>(std::max<uint32_t>(e.steps().accumulation(), 1));
+  // As core/training/optimizer.h decides: AdamW's foreach form computes its bias
+  // corrections on the host.
+  run.optimizer_capturable = !e.optimizer().has_adamw() || UsesFusedOptimizer(e);
+  run.sampling_plugins = sampling_plugins_;
+  run.step_callback_plugins = step_callback_plugins_;
+  return step_runner_->Refusal(run);
 }
 
 bool PluginSet::diagnostic() const {
@@ -350,6 +377,13 @@ absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment
     if (absl::Status s = set.CheckComposition(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
     }
+  }
+  if (const std::string why = set.StepRunnerRefusal(experiment); !why.empty()) {
+    const std::string& runner = set.takers_[ExtensionPoint::kStepRunner].front();
+    int index = 0;
+    while (index < experiment.plugin_size() && experiment.plugin(index).name() != runner) ++index;
+    return absl::InvalidArgumentError(
+        absl::StrCat("plugin[", index, "]: plugin \"", runner, "\" refuses this experiment: ", why));
   }
   for (ExtensionPoint role : {ExtensionPoint::kCommHook, ExtensionPoint::kCodec, ExtensionPoint::kHookWrapper}) {
     for (HookWrapper& wrapper : set.hooks_[role]) set.parts_.hooks.push_back(std::move(wrapper));

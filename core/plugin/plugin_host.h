@@ -61,6 +61,8 @@ class PluginSet {
   // The engine's parts: the defaults where no plugin took a point.
   const EngineParts& engine_parts() const { return parts_; }
   const std::vector<std::unique_ptr<StepCallbacks>>& step_callbacks() const { return step_callbacks_; }
+  // What runs the training steps; none: the trainer, eagerly.
+  const std::shared_ptr<const StepRunnerFactory>& step_runner() const { return step_runner_; }
   // The plugins in the order they were configured.
   const std::vector<const LoadedPlugin*>& plugins() const { return plugins_; }
   // A plugin of diagnostic status is listed: the run is not a way to train.
@@ -78,6 +80,8 @@ class PluginSet {
   friend class internal_plugin_host::Registrar;
   // Refuses points taken twice, or taken where another plugin refuses them.
   absl::Status CheckComposition() const;
+  // The step runner's verdict on `experiment` with these plugins: "" or why not.
+  std::string StepRunnerRefusal(const v1::Experiment& experiment) const;
   struct Refusal {
     std::string plugin;
     ExtensionPoint point;
@@ -88,6 +92,9 @@ class PluginSet {
   std::vector<Refusal> refusals_;
   std::vector<const LoadedPlugin*> plugins_;
   std::vector<std::unique_ptr<StepCallbacks>> step_callbacks_;
+  std::vector<std::string> step_callback_plugins_;  // their plugins, in listing order
+  std::shared_ptr<const StepRunnerFactory> step_runner_;
+  std::vector<std::string> sampling_plugins_;  // lossy plugins that sample their error
   std::map<std::string, PyTorchForm> pytorch_;
   // The hook chain by role, in listing order (engine_parts() has them in chain order).
   std::map<ExtensionPoint, std::vector<HookWrapper>> hooks_;

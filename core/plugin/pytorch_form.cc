@@ -10,18 +10,11 @@ namespace ddplab {
 
 namespace {
 
-// Whether the run's optimizer steps with LibTorch's fused kernels, as
-// core/training/optimizer.h decides: this LibTorch has them, the run is on a GPU, and the
-// experiment does not ask for foreach kernels.
-bool FusedOptimizer(const v1::Experiment& e) {
-  return compat::kFusedOptimizers && e.distributed().device() != v1::Distributed::CPU && !e.optimizer().foreach();
-}
-
 // The optimizer and autocast of `e` where they are not the seed study's (SGD, float32,
 // foreach kernels): `optimizer` over the wrapped model, and `autocast`, the arguments of
 // the torch.autocast that each step's forward and loss run in.
 void AppendTraining(const v1::Experiment& e, const std::string& device, std::string& code) {
-  const char* fused = FusedOptimizer(e) ? ", fused=True" : "";
+  const char* fused = UsesFusedOptimizer(e) ? ", fused=True" : "";
   if (e.optimizer().has_adamw()) {
     // A resolved experiment has every field; one left out is PyTorch's default.
     const v1::AdamW& a = e.optimizer().adamw();
@@ -44,6 +37,10 @@ void AppendTraining(const v1::Experiment& e, const std::string& device, std::str
 }
 
 }  // namespace
+
+bool UsesFusedOptimizer(const v1::Experiment& e) {
+  return compat::kFusedOptimizers && e.distributed().device() != v1::Distributed::CPU && !e.optimizer().foreach();
+}
 
 std::string PyTorchCode(const v1::Experiment& e, int processes, const std::vector<std::string>& plugins,
                         const std::map<std::string, PyTorchForm>& forms, std::vector<std::string>* ddplab_only) {
@@ -82,7 +79,7 @@ std::string PyTorchCode(const v1::Experiment& e, int processes, const std::vecto
   if (dist.nccl_channels() > 0) absl::StrAppend(&code, "# environment: NCCL_MAX_NCHANNELS=", dist.nccl_channels(), "\n");
   for (const v1::EnvironmentVariable& v : dist.nccl_env()) absl::StrAppend(&code, "# environment: ", v.name(), "=", v.value(), "\n");
   if (e.precision() == v1::TF32 || e.precision() == v1::BF16_AUTOCAST || e.optimizer().has_adamw() ||
-      FusedOptimizer(e)) {
+      UsesFusedOptimizer(e)) {
     absl::StrAppend(&code, "import torch\n");
   }
   if (e.precision() == v1::TF32) absl::StrAppend(&code, "torch.backends.cuda.matmul.allow_tf32 = True\n");

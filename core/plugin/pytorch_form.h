@@ -18,6 +18,11 @@
 
 namespace ddplab {
 
+// Whether a run of `e` steps with LibTorch's fused optimizer kernels, as
+// core/training/optimizer.h decides: this LibTorch has them, the run is on a GPU, and the
+// experiment does not ask for foreach kernels (torch.optim's fused=True).
+bool UsesFusedOptimizer(const v1::Experiment& e);
+
 // Python lines that wrap `model` in DDP as `e` with `plugins` (in the order listed)
 // configures ddplab for a run of `processes` in all (the run's, not the experiment's
 // gpus_per_node: 0 there means every GPU of the node); `forms` by plugin name. Plugins

@@ -56,7 +56,8 @@ std::string FormatRunSummary(const v1::RunResult& r) {
       r.host_data_wait_ms(), r.loss_size() ? r.loss(0) : 0.0f,
       r.loss_size() ? r.loss(r.loss_size() - 1) : 0.0f, r.loss_size(),
       r.setup_seconds() + r.all_steps_seconds() + r.finish_seconds(), r.setup_seconds(), r.loss_size(),
-      r.all_steps_seconds(), r.finish_seconds(), EngineSummary(r));
+      r.all_steps_seconds(), r.finish_seconds(), EngineSummary(r)) +
+         (r.step_runner().empty() ? "" : absl::StrCat("  ", r.step_runner(), ": its phases timed as one\n"));
 }
 
 }  // namespace ddplab

@@ -29,7 +29,9 @@
 #include "core/training/run_trace.h"
 #include "core/training/optimizer.h"
 #include "core/training/precision.h"
+#include "core/training/step_runner.h"
 #include "core/training/step_timer.h"
+#include "core/training/step_work.h"
 #include "core/training/synthetic_data.h"
 #include "core/training/torch_profile.h"
 #include "core/model/initial_weights.h"
@@ -79,7 +81,6 @@ class Training {
   absl::Status StartEngine();
   absl::Status BeforeStep(int step);
   absl::Status Step(int step);
-  void MicroBatch(int micro, bool timed, int m);
   absl::Status AfterStep(int step);
   absl::Status Barrier(bool opening);
   absl::Status FillPhases(v1::RunResult& r);
@@ -105,7 +106,9 @@ class Training {
   std::unique_ptr<TorchProfile> profile_;
   StepTimer timer_;
   Progress progress_;
-  at::Tensor loss_;
+  // What runs each step: a plugin's runner, or none (the step's work, eagerly).
+  std::unique_ptr<StepRunner> runner_;
+  std::unique_ptr<StepWork> work_;
   std::vector<at::Tensor> losses_;
   double host_wait_before_ = 0, host_wait_after_ = 0;  // around the measured steps
   std::chrono::steady_clock::time_point window_start_, window_end_, trace_origin_;
@@ -114,11 +117,14 @@ class Training {
 };
 
 absl::Status Training::Setup() {
+  if (options_.plugins && options_.plugins->step_runner()) runner_ = options_.plugins->step_runner()->Make();
 #if defined(DDPLAB_CUDA)
   if (cuda_) guard_.emplace(device_);
-  // Everything below is queued on the current stream: a high-priority one if asked.
-  if (cuda_ && e_.distributed().high_priority_compute()) {
-    stream_guard_.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_.index()));
+  // Everything below is queued on the current stream: a high-priority one if asked, one of
+  // its own where the step runner asks.
+  const bool high_priority = e_.distributed().high_priority_compute();
+  if (cuda_ && (high_priority || (runner_ && runner_->OwnStream()))) {
+    stream_guard_.emplace(c10::cuda::getStreamFromPool(high_priority, device_.index()));
   }
 #endif
   absl::StatusOr<VitConfig> config = VitConfigForModel(e_.model(), e_.data().image_size());
@@ -147,6 +153,8 @@ absl::Status Training::Setup() {
   data.rank = rank_;
   data.device = device_;
   data_ = std::make_unique<SyntheticData>(data);
+  work_ = std::make_unique<StepWork>(
+      StepWork::Parts{e_, model_, *optimizer_, engine_.get(), *data_, timer_, nvtx_, rank_, device_});
   return absl::OkStatus();
 }
 
@@ -249,62 +257,10 @@ absl::Status Training::Step(int step) {
   // The step's name is only built when NVTX is on: nothing on the hot path otherwise.
   NvtxRange batch_range(nvtx_, nvtx_ ? absl::StrCat("Batch ", step).c_str() : "");
   if (timed) timer_.Mark(m, kStart);
-  // Gradient accumulation: micro-batches 0..n-2 accumulate locally, the last one
-  // reduces. "get batch" and "forward" time the first micro-batch; "backward" runs from
-  // there to the end of the last backward.
-  const int micro_batches = static_cast<int>(e_.steps().accumulation());
-  for (int micro = 0; micro < micro_batches; ++micro) {
-    MicroBatch(micro, timed, m);
-    if (engine_) {
-      if (absl::Status s = engine_->EndBackward(); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("rank ", rank_, ", step ", step, ": ", s.message()));
-      }
-    }
-  }
-  if (timed) timer_.Mark(m, kBackward);
-  {
-    NvtxRange r(nvtx_, "optimizer step");
-    RECORD_USER_SCOPE("optimizer step");  // for LibTorch's profiler, when on
-    // Where a plugin updates each bucket's parameters as its average comes in, the
-    // engine has updated every parameter already.
-    if (!engine_ || !engine_->updated_parameters()) optimizer_->Step();
-  }
-  if (timed) timer_.Mark(m, kOptimizer);
-  // The last micro-batch's loss, undivided.
-  losses_.push_back(micro_batches > 1 ? loss_.detach() * static_cast<double>(micro_batches) : loss_.detach());
+  work_->Begin(step, timed ? m : -1);
+  if (absl::Status s = runner_ ? work_->Ran(runner_->Run(*work_)) : work_->RunEagerly(); !s.ok()) return s;
+  losses_.push_back(work_->loss());
   return absl::OkStatus();
-}
-
-// Get batch, forward and backward of one micro-batch (`micro` of the step); measured
-// step `m` when `timed`.
-void Training::MicroBatch(int micro, bool timed, int m) {
-  const int micro_batches = static_cast<int>(e_.steps().accumulation());
-  Batch batch;
-  {
-    NvtxRange r(nvtx_, "get batch");
-    RECORD_USER_SCOPE("get batch");  // for LibTorch's profiler, when on
-    batch = data_->Next();
-  }
-  if (timed && micro == 0) timer_.Mark(m, kBatch);
-  {
-    NvtxRange r(nvtx_, "forward");
-    RECORD_USER_SCOPE("forward");  // for LibTorch's profiler, when on
-    ForwardPrecision precision(e_.precision(), device_);
-    loss_ = at::cross_entropy_loss(model_->forward(batch.images), batch.labels);
-    if (micro_batches > 1) loss_ = loss_ / micro_batches;
-  }
-  if (timed && micro == 0) timer_.Mark(m, kForward);
-  NvtxRange r(nvtx_, "backward");
-  RECORD_USER_SCOPE("backward");  // for LibTorch's profiler, when on
-  if (micro == 0) {
-    if (engine_) {
-      engine_->ZeroGrad();
-    } else {
-      optimizer_->ZeroGrad();
-    }
-  }
-  if (engine_) engine_->BeginStep(/*sync=*/micro == micro_batches - 1);
-  loss_.backward();
 }
 
 // The profiled steps or the measured window end.
@@ -362,6 +318,8 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   r.set_samples_per_s(measured_ * samples_per_step * world_ / seconds);
   r.set_tflops_per_gpu(VitTrainingFlopsPerSample(*config_) * samples_per_step * measured_ / seconds / 1e12);
   r.set_precision(PrecisionWord(e_.precision()));
+  r.set_optimizer_kernels(optimizer_->fused() ? "fused" : "foreach");
+  if (runner_) r.set_step_runner(runner_->Describe());
   if (std::optional<double> peak = PeakTflops(r.device(), e_.precision()); peak && cuda_) {
     r.set_peak_fraction(r.tflops_per_gpu() / *peak);
   }

@@ -455,6 +455,9 @@ void Register(const ddplab::plugins::powersgd::v1::Config& config, ddplab::Plugi
   }
   registrar.Lossy(static_cast<int>(config.sample_error_every()));
   registrar.DescribeInPyTorch(PyTorchFormOf(settings));
+  registrar.Refuse(ddplab::ExtensionPoint::kStepRunner,
+                   "PowerSGD decides on the host from step to step (plain all-reduce before start_powerSGD_iter, "
+                   "then its own worker thread), which a replayed step would not repeat");
   registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
                          [settings](std::unique_ptr<ddplab::CommHook>, const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
                            return std::make_unique<PowerSgdHook>(settings, context);
