@@ -116,9 +116,6 @@ INSTANTIATE_TEST_SUITE_P(
                 "sets the bucket_cap_mb of each run; leave bucket_cap_mb out"},
         BadCase{"sweep_repeats",
                 ":7:26: plugin[0].bucket_sizing.sweep_cap_mb[2]: repeats 25 (sweep_cap_mb[0])"},
-        BadCase{"plugins_on_one_process",
-                ":7:1: plugin: plugins configure the data-parallel engine, which a run of one "
-                "process skips: set distributed.force_engine: true or run more processes"},
         BadCase{"unknown_proto_message",
                 ":2:3: proto-message: expected ddplab.v1.Experiment or ddplab.v1.Suite, got "
                 "\"ddplab.v1.Experiments\""},

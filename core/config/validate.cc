@@ -362,13 +362,6 @@ absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at, cons
     if (absl::Status s = check(e, at); !s.ok()) return s;
   }
   if (absl::Status s = ValidatePlugins(e, at, schema); !s.ok()) return s;
-  const v1::Distributed& dist = e.distributed();
-  if (e.plugin_size() > 0 && dist.gpus_per_node() == 1 && dist.nodes() == 1 &&
-      !dist.force_engine()) {
-    return at.Error("plugin",
-                    "plugins configure the data-parallel engine, which a run of one process "
-                    "skips: set distributed.force_engine: true or run more processes");
-  }
 
   // Output.
   if (e.output().directory().find('\0') != std::string::npos) {

@@ -378,12 +378,26 @@ absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment
       return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
     }
   }
+  const auto index_of = [&experiment](const std::string& plugin) {
+    int index = 0;
+    while (index < experiment.plugin_size() && experiment.plugin(index).name() != plugin) ++index;
+    return index;
+  };
   if (const std::string why = set.StepRunnerRefusal(experiment); !why.empty()) {
     const std::string& runner = set.takers_[ExtensionPoint::kStepRunner].front();
-    int index = 0;
-    while (index < experiment.plugin_size() && experiment.plugin(index).name() != runner) ++index;
     return absl::InvalidArgumentError(
-        absl::StrCat("plugin[", index, "]: plugin \"", runner, "\" refuses this experiment: ", why));
+        absl::StrCat("plugin[", index_of(runner), "]: plugin \"", runner, "\" refuses this experiment: ", why));
+  }
+  // Every point but the step runner is the engine's.
+  const v1::Distributed& dist = experiment.distributed();
+  if (dist.gpus_per_node() == 1 && dist.nodes() == 1 && !dist.force_engine()) {
+    for (const auto& [point, takers] : set.takers_) {
+      if (point == ExtensionPoint::kStepRunner || takers.empty()) continue;
+      return absl::InvalidArgumentError(
+          absl::StrCat("plugin[", index_of(takers.front()), "]: plugin \"", takers.front(),
+                       "\" configures the data-parallel engine, which a run of one process skips: set "
+                       "distributed.force_engine: true or run more processes"));
+    }
   }
   for (ExtensionPoint role : {ExtensionPoint::kCommHook, ExtensionPoint::kCodec, ExtensionPoint::kHookWrapper}) {
     for (HookWrapper& wrapper : set.hooks_[role]) set.parts_.hooks.push_back(std::move(wrapper));

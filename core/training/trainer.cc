@@ -336,6 +336,10 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   if (options_.after_steps && group_ && world_ > 1) {
     if (absl::Status s = options_.after_steps(*group_, device_, r); !s.ok()) return s;
   }
+  // First what the runner holds: NCCL ends a communicator only once no CUDA graph that
+  // uses it is left (2.26 and later; ncclCommDestroy waits for them, for ever).
+  work_.reset();
+  runner_.reset();
   // The run is measured and kept whatever this says.
   if (absl::Status s = engine_ ? engine_->ShutDown() : absl::OkStatus(); !s.ok()) {
     std::cerr << "ddplab: rank " << rank_ << ": " << s << "\n";

@@ -77,5 +77,18 @@ TEST(CudaGraphPluginTest, RefusesNoEagerStep) {
       << message;
 }
 
+// The step runner is the trainer's, not the engine's: a run of one process without the
+// engine takes it, where an engine's lever is refused.
+TEST(CudaGraphPluginTest, RunsOneProcessWithoutTheEngine) {
+  std::string text = Experiment("");
+  text.replace(text.find("gpus_per_node: 2"), 16, "gpus_per_node: 1");
+  EXPECT_EQ(Refusal(text), "");
+  const std::string message = Refusal(text + "plugin { bucket_sizing { bucket_cap_mb: 25 } }");
+  EXPECT_NE(message.find(":6:1: plugin[1]: plugin \"bucket_sizing\" configures the data-parallel engine, which a "
+                         "run of one process skips: set distributed.force_engine: true or run more processes"),
+            std::string::npos)
+      << message;
+}
+
 }  // namespace
 }  // namespace ddplab
