@@ -190,11 +190,21 @@ TRAINING = {
     "amp": ("optimizer { adamw { learning_rate: 0.001 } } precision: BF16_AUTOCAST",
             ["--precision", "bf16", "--optimizer", "adamw", "--lr", "0.001"]),
 }
+# ddplab's optimizers take LibTorch's fused kernels on GPUs; PyTorch's rows get them too
+# (fused=True), unless --foreach (both sides foreach, as before ddplab fused).
+FUSED_PY = ["--fused"]
+
+
+RUN_TIMEOUT = 600  # seconds a run may take (--run_timeout)
 
 
 def run(cmd, log, env=None):
     with open(log, "w") as f:
-        code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+        try:
+            code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            f.write(f"\nddp_matrix.py: stopped after {RUN_TIMEOUT} s\n")
+            code = 124
     if code != 0:
         print(f"FAILED ({code}): {' '.join(cmd)}; see {log}", flush=True)
         with open(log) as f:
@@ -245,10 +255,19 @@ def main():
                    help="train as experiments/amp_study does, both sides: bf16 autocast and AdamW (lr 1e-3)")
     p.add_argument("--skip_pytorch", action="store_true",
                    help="ddplab only: no PyTorch runs (no ratios against PyTorch in the table)")
+    p.add_argument("--foreach", action="store_true",
+                   help="both sides' optimizers foreach: ddplab's optimizer.foreach, PyTorch without fused=True")
+    p.add_argument("--run_timeout", type=float, default=RUN_TIMEOUT, help="seconds a run may take before it is stopped")
     a = p.parse_args()
     start = time.time()
+    global RUN_TIMEOUT
+    RUN_TIMEOUT = a.run_timeout
     out = prepare_output(a.out)
     training, py_training = TRAINING["amp" if a.amp else "seed"]
+    if a.foreach:
+        training = training.replace("optimizer {", "optimizer { foreach: true", 1)
+    else:
+        py_training = py_training + FUSED_PY
 
     # (key, meta, ddplab plugins, pytorch DDP args, ddplab distributed fields, environment,
     #  force engine, more pytorch args)
@@ -304,7 +323,8 @@ def main():
             run(["bazel-bin/experiments/vit_ddp", f"--experiment={textproto}",
                  f"--output_dir={out}/ddplab/{key}/{rep}"] + a.ddplab_args.split(),
                 f"{out}/logs/ddplab_{key}_{rep}.log")
-            if a.before and (meta["gpus"] > 1 or force):
+            # The build before runs every row it has: not the graph's (plugins/cuda_graph).
+            if a.before and "cuda_graph" not in plugins:
                 run([a.before, f"--experiment={textproto}", f"--output_dir={out}/before/{key}/{rep}"],
                     f"{out}/logs/before_{key}_{rep}.log")
             if "pytorch_key" in meta or a.skip_pytorch:

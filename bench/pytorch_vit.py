@@ -3,7 +3,8 @@
 model, torch.optim.SGD, synthetic normal images with uniform labels from a DataLoader
 with worker processes and pinned memory (a DistributedSampler under DDP), as in the seed
 experiment; or as users train today: --precision bf16 (torch.autocast) or tf32, and
---optimizer adamw (PyTorch's defaults but --lr); --compile for torch.compile's figure.
+--optimizer adamw (PyTorch's defaults but --lr), --fused for its fused kernels; --compile for
+torch.compile's figure.
 
   python3 pytorch_vit.py --output r.json                        # one GPU, no DDP
   torchrun --nproc_per_node=4 pytorch_vit.py --ddp --bucket_cap_mb 25 --output r.json
@@ -53,6 +54,8 @@ def main():
     p.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd",
                    help="adamw: torch.optim.AdamW with PyTorch's defaults but --lr (foreach, its default on GPUs)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (for information)")
+    p.add_argument("--fused", action="store_true",
+                   help="the optimizer's fused kernels (torch.optim's fused=True), as ddplab takes them on GPUs")
     p.add_argument("--ddp", action="store_true", help="wrap in DistributedDataParallel")
     p.add_argument("--bucket_cap_mb", type=float, default=25)
     p.add_argument("--static_graph", action="store_true")
@@ -95,7 +98,7 @@ def main():
         from torch.distributed.optim import _apply_optimizer_in_backward
         _apply_optimizer_in_backward(kind, model.parameters(), {"lr": a.lr})
     else:
-        optimizer = kind(model.parameters(), lr=a.lr)
+        optimizer = kind(model.parameters(), lr=a.lr, **({"fused": True} if a.fused else {}))
     if a.ddp and a.ddp_code:
         import ddp_wrap
         with open(a.ddp_code) as f:
@@ -145,6 +148,7 @@ def main():
             "precision": a.precision if autocast is None else "bf16",
             "optimizer": type(optimizer).__name__ if optimizer is not None else a.optimizer,
             "compile": a.compile,
+            "fused": a.fused,
             "torch_version": torch.__version__,
             "device": torch.cuda.get_device_name(local_rank),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
