@@ -167,6 +167,9 @@ void Register(const Config& config, ddplab::PluginRegistrar& registrar) {
     return;
   }
   registrar.SetStepRunner(std::make_shared<GraphRunnerFactory>(eager_steps, config.capture_mode()));
+  ddplab::PyTorchForm form;
+  form.not_in_pytorch = {"cuda_graph (PyTorch: torch.cuda.graph around the step, no DDP argument)"};
+  registrar.DescribeInPyTorch(form);
 }
 
 }  // namespace
