@@ -236,6 +236,7 @@ def pytorch_command(gpus, warmup, measured, output, ddp_args, extra=()):
 
 
 def main():
+    global RUN_TIMEOUT
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--gpus", default="2,4")
@@ -260,7 +261,6 @@ def main():
     p.add_argument("--run_timeout", type=float, default=RUN_TIMEOUT, help="seconds a run may take before it is stopped")
     a = p.parse_args()
     start = time.time()
-    global RUN_TIMEOUT
     RUN_TIMEOUT = a.run_timeout
     out = prepare_output(a.out)
     training, py_training = TRAINING["amp" if a.amp else "seed"]
