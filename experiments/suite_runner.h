@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/config/convergence.h"
 #include "core/report/device_report.h"
 #include "core/launch/distributed.h"
 #include "core/launch/launcher.h"
@@ -61,7 +62,10 @@ class SuiteRunner {
 
  private:
   bool Run(const PlannedRun& p, int& exit);
-  bool RunConvergence(int& exit);
+  bool RunConvergence(int& exit);  // suite_convergence.cc
+  bool RunChecks(const std::vector<ConvergenceCheck>& checks, const ConvergenceSettings& s, int& exit);
+  std::map<std::string, bool> JudgedWorse() const;
+  bool SayLeftOut(const std::vector<std::string>& left) const;
   void RunTune(int& exit);  // suite_tune.cc
   // The tuner's runs (tune::Runner::Run): each experiment `repetitions` times, as
   // the base run of the plan is run.

@@ -13,6 +13,7 @@ ConvergenceSettings ResolveConvergence(const v1::Convergence& c) {
   if (c.seeds() > 0) s.seeds = static_cast<int>(c.seeds());
   s.final_steps = c.final_steps() > 0 ? static_cast<int>(c.final_steps()) : std::max(1, s.steps / 10);
   if (c.tolerance_percent() > 0) s.tolerance = c.tolerance_percent() / 100;
+  if (c.max_lossy_checked() > 0) s.max_lossy_checked = static_cast<int>(c.max_lossy_checked());
   return s;
 }
 
@@ -31,6 +32,9 @@ absl::Status ValidateConvergence(const v1::Suite& suite, const Locator& at) {
   }
   if (c.tolerance_percent() != 0 && !(c.tolerance_percent() >= 0.1 && c.tolerance_percent() <= 50)) {
     return at.Error("convergence.tolerance_percent", absl::StrCat("must be from 0.1 to 50, got ", c.tolerance_percent()));
+  }
+  if (c.max_lossy_checked() > 20) {
+    return at.Error("convergence.max_lossy_checked", absl::StrCat("must be from 1 to 20, got ", c.max_lossy_checked()));
   }
   const ConvergenceSettings s = ResolveConvergence(c);
   if (s.final_steps > s.steps) {

@@ -40,6 +40,7 @@ struct ConvergenceSettings {
   int seeds = 3;
   int final_steps = 20;
   double tolerance = 0.02;  // tolerance_percent / 100
+  int max_lossy_checked = 3;  // per transport and process count, going down the list
 };
 ConvergenceSettings ResolveConvergence(const v1::Convergence& c);
 

@@ -131,7 +131,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"convergence_unknown_exact",
                 ":10:15: convergence.exact: \"naive\" is no experiment of the suite"},
         BadCase{"convergence_one_seed",
-                ":12:3: convergence.seeds: must be from 2 to 20, got 1"}),
+                ":12:3: convergence.seeds: must be from 2 to 20, got 1"},
+        BadCase{"convergence_walk_too_far",
+                ":12:3: convergence.max_lossy_checked: must be from 1 to 20, got 21"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.file); });
 
 TEST(ExperimentFileTest, AnEndlessOrBinaryFileIsRefusedNotReadToTheEnd) {

@@ -116,7 +116,20 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
       if (exact->has_vs_single()) absl::StrAppendFormat(&out, " (%.3f of one GPU's)", exact->vs_single().median());
       absl::StrAppend(&out, ".");
     }
-    if (!trusted) use = exact;
+    if (!trusted) {
+      // Down the list (Note [Down the list], experiments/suite_convergence.cc): the
+      // fastest that is exact or judged within.
+      use = exact;
+      for (const v1::ReportRow* r : by_rate) {
+        if (r == exact) break;
+        if (r->lossy() && r->has_convergence() && r->convergence().within()) {
+          use = r;
+          absl::StrAppend(&out, " The fastest lossy one the convergence check judged within is ", r->experiment(),
+                          ", ", RateWithSpread(*r), ": ", r->convergence().text(), "; it is the recommendation.");
+          break;
+        }
+      }
+    }
   }
   if (use != nullptr) {
     rec.set_recommended(use->experiment());
