@@ -1,6 +1,8 @@
 #include "core/report/report.h"
+#include "core/report/row_bound.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -141,6 +143,41 @@ v1::ReportRow RowOf(const v1::RunResult& r, const v1::RunResult* single, const v
   return row;
 }
 
+// Each row's bound (Note [A row's bound], row_bound.h): one GPU's phases from `single`,
+// the row's bytes per step, and its transport's bus bandwidth, the best measured on the
+// largest bucket of a row of the same processes and transport.
+void AddBounds(const std::vector<v1::RunResult>& runs, const v1::RunResult* single, v1::SuiteReport& report) {
+  if (single == nullptr) return;
+  auto phase = [single](double (v1::PhaseTimes::*f)() const) {
+    return MedianOf(*single, [f](const v1::Repetition& rep) { return (rep.phases().*f)(); });
+  };
+  BoundInputs one;
+  one.forward_ms = phase(&v1::PhaseTimes::forward_ms);
+  one.backward_ms = phase(&v1::PhaseTimes::backward_ms);
+  one.optimizer_ms = phase(&v1::PhaseTimes::optimizer_ms);
+  one.other_ms = std::max(0.0, phase(&v1::PhaseTimes::step_ms) - one.forward_ms - one.backward_ms - one.optimizer_ms);
+  std::map<std::pair<int, std::string>, double> busbw;  // by processes and transport
+  for (const v1::ReportRow& row : report.rows()) {
+    double& best = busbw[{row.gpus(), row.transport()}];
+    if (row.has_busbw_gbps()) best = std::max(best, row.busbw_gbps());
+  }
+  for (size_t i = 0; i < runs.size() && static_cast<int>(i) < report.rows_size(); ++i) {
+    const v1::RunResult& r = runs[i];
+    v1::ReportRow& row = *report.mutable_rows(static_cast<int>(i));
+    if (row.gpus() <= 1 || !r.engine() || row.diagnostic() || r.bucket_bytes_size() == 0) continue;
+    double bucket_sum = 0;
+    for (int64_t b : r.bucket_bytes()) bucket_sum += static_cast<double>(b);
+    BoundInputs in = one;
+    in.wire_bytes = static_cast<double>(r.wire_bytes());
+    in.last_bucket_bytes = bucket_sum > 0 ? in.wire_bytes * r.bucket_bytes(r.bucket_bytes_size() - 1) / bucket_sum : 0;
+    in.ranks = row.gpus();
+    in.busbw_gbps = busbw[{row.gpus(), row.transport()}];
+    v1::RowBound b = BoundOf(in, row.steps_per_s().median(), row.parts().compute_slowdown_ms(),
+                             row.parts().exposed_comm_ms());
+    if (b.steps_per_s() > 0) *row.mutable_bound() = b;
+  }
+}
+
 // `v` with `digits` after the point (in scientific notation with `scientific`); `none`
 // when there is no value.
 std::string Fixed(std::optional<double> v, int digits, bool scientific = false, const char* none = "-") {
@@ -238,6 +275,7 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Mach
     report.set_repetitions(std::max<uint32_t>(report.repetitions(), std::max(1, r.repetitions_size())));
   }
   for (const v1::RunResult& r : runs) *report.add_rows() = RowOf(r, single, NaiveFor(r, runs));
+  AddBounds(runs, single, report);
   internal_report::AddConvergenceVerdicts(checks, report);
   // Runs of several processes by transport, in the order they ran; not the diagnostic
   // runs that exchange nothing.
@@ -297,6 +335,14 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
     std::vector<std::string> cells;
     for (int c = 0; c < kColumns; ++c) cells.push_back(MarkdownCell(r, c));
     absl::StrAppend(&out, "| ", absl::StrJoin(cells, " | "), " |\n");
+  }
+  bool bounds = false;
+  for (const v1::ReportRow& r : report.rows()) {
+    if (!r.has_bound()) continue;
+    if (!bounds) absl::StrAppend(&out, "\nWhat this machine allows each row (its bound, from one GPU's step and the row's "
+                                       "bytes at its transport's bus bandwidth):\n");
+    bounds = true;
+    absl::StrAppend(&out, "- ", r.experiment(), ": ", r.bound().text(), "\n");
   }
   if (const std::string heading = internal_report::ConvergenceHeading(report); !heading.empty()) {
     absl::StrAppend(&out, "\n", heading, ":\n");

@@ -255,3 +255,48 @@ TEST(ReportTest, FailedRunsAreListedEvenWhenNoneCompleted) {
 
 }  // namespace
 }  // namespace ddplab
+
+namespace ddplab {
+namespace {
+
+// A row's bound (Note [A row's bound]) from the single-process run's phases, the row's
+// bytes and the transport's best bus bandwidth: set by bandwidth over host memory, named
+// in report.md, and said in the recommendation when the row is within 5% of it.
+TEST(ReportTest, EachRowBesideItsBound) {
+  std::vector<v1::RunResult> runs{::ddplab::Run("single_gpu", 1, 12.5, false), ::ddplab::Run("naive_ddp", 4, 6.0, true),
+                                  ::ddplab::Run("cap25", 4, 9.4, true)};
+  v1::PhaseTimes* one = runs[0].mutable_phases();
+  one->set_forward_ms(20);
+  one->set_backward_ms(55);
+  one->set_optimizer_ms(5);
+  one->set_step_ms(80);
+  for (int i : {1, 2}) runs[i].set_transport("HOST_MEMORY");
+  runs[1].add_bucket_bytes(1224000000);
+  runs[1].set_wire_bytes(1224000000);
+  for (int b = 0; b < 48; ++b) runs[2].add_bucket_bytes(25500000);
+  runs[2].set_wire_bytes(1224000000);
+  runs[2].add_bucket_busbw_gbps(23);  // on its largest bucket: the transport's
+  for (int b = 1; b < 48; ++b) runs[2].add_bucket_busbw_gbps(20);
+  const v1::SuiteReport report = MakeReport(runs);
+  ASSERT_EQ(report.rows_size(), 3);
+  EXPECT_FALSE(report.rows(0).has_bound());  // one process sends nothing
+  const v1::RowBound& naive = report.rows(1).bound();
+  const double comm = 1224000000 * 1.5 / 23e9 * 1e3;
+  EXPECT_NEAR(naive.comm_ms(), comm, 1e-9);
+  EXPECT_NEAR(naive.steps_per_s(), 1e3 / (80 + comm), 1e-9);  // one bucket: all after backward
+  EXPECT_EQ(naive.binds(), "the step's tail");
+  const v1::RowBound& cap25 = report.rows(2).bound();
+  EXPECT_EQ(cap25.binds(), "bandwidth");
+  EXPECT_NEAR(cap25.steps_per_s(), 1e3 / (20 + comm + 5), 1e-9);
+  EXPECT_NEAR(cap25.share(), 9.4 / cap25.steps_per_s(), 1e-12);
+  const std::string md = FormatMarkdown(report);
+  EXPECT_NE(md.find("- cap25: bound 9.54 steps/s, set by bandwidth"), std::string::npos) << md;
+  ASSERT_EQ(report.recommendations_size(), 1);
+  EXPECT_NE(report.recommendations(0).text().find("cap25 reaches 0.985 of the 9.54 steps/s this machine allows it "
+                                                  "(set by bandwidth): no setting of the same bytes does much better"),
+            std::string::npos)
+      << report.recommendations(0).text();
+}
+
+}  // namespace
+}  // namespace ddplab
