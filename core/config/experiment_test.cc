@@ -132,6 +132,10 @@ INSTANTIATE_TEST_SUITE_P(
                 ":10:15: convergence.exact: \"naive\" is no experiment of the suite"},
         BadCase{"convergence_one_seed",
                 ":12:3: convergence.seeds: must be from 2 to 20, got 1"},
+        // protobuf's text parser would skip a reserved name silently (#64).
+        BadCase{"plugin_path",
+                ":7:10: plugin { path: ... } is gone: a plugin is found by its name in the plugin directories "
+                "(--plugin_dir): plugin { <name> {} }"},
         BadCase{"convergence_walk_too_far",
                 ":12:3: convergence.max_lossy_checked: must be from 1 to 20, got 21"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.file); });

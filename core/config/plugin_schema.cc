@@ -102,6 +102,13 @@ std::shared_ptr<const ExperimentSchema> ExperimentSchema::WithoutPlugins() {
   return kEmpty;
 }
 
+namespace {
+void ForgetReservedNames(google::protobuf::DescriptorProto& message) {
+  message.clear_reserved_name();
+  for (google::protobuf::DescriptorProto& nested : *message.mutable_nested_type()) ForgetReservedNames(nested);
+}
+}  // namespace
+
 absl::Status ExperimentSchema::AddFile(const FileDescriptor* file, const std::vector<PluginSchemaEntry>& plugins) {
   if (pool_.FindFileByName(file->name()) != nullptr) return absl::OkStatus();
   for (int i = 0; i < file->dependency_count(); ++i) {
@@ -109,6 +116,10 @@ absl::Status ExperimentSchema::AddFile(const FileDescriptor* file, const std::ve
   }
   google::protobuf::FileDescriptorProto proto;
   file->CopyTo(&proto);
+  // Protobuf's text parser skips a field whose name is reserved, silently: a file that
+  // still writes a retired field (plugin { path: ... }) must hear that it is gone, so the
+  // readable schema reserves no name and such a field is unknown at its file:line:column.
+  for (google::protobuf::DescriptorProto& message : *proto.mutable_message_type()) ForgetReservedNames(message);
   if (file == v1::Plugin::descriptor()->file() && !plugins.empty()) {  // a oneof has a field
     google::protobuf::DescriptorProto* entry = nullptr;
     for (auto& message : *proto.mutable_message_type()) {

@@ -45,6 +45,69 @@ void SayPyTorch(const v1::ReportRow& r, v1::Recommendation& rec) {
   }
 }
 
+// For a lossy `best` (by_rate's first): its error and its convergence verdict in words,
+// and the row to recommend: `best` where the check judged it within, else the fastest
+// that is exact or judged within (Note [Down the list], experiments/suite_convergence.cc),
+// or none.
+const v1::ReportRow* TrustedOrFallback(const v1::ReportRow& best, const std::vector<const v1::ReportRow*>& by_rate,
+                                       v1::Recommendation& rec) {
+  std::string& out = *rec.mutable_text();
+  const v1::ReportRow* use = &best;
+  if (best.has_gradient_error()) {
+    absl::StrAppendFormat(&out, " It is lossy: gradients differ from exact all-reduce by %.1e (relative)",
+                          best.gradient_error());
+  } else {
+    absl::StrAppend(&out, " It is lossy (its error was not sampled: sample_error_every)");
+  }
+  if (best.has_effective_error()) {
+    absl::StrAppendFormat(&out, ", summed over %d steps by %.1e", best.effective_error_steps(), best.effective_error());
+  }
+  absl::StrAppend(&out, ".");
+  // Note [The convergence check] (core/config/convergence.h): lossy only with a verdict.
+  const bool trusted = best.has_convergence() && best.convergence().within();
+  if (trusted) {
+    absl::StrAppend(&out, " In the convergence check it trains as the exact reference does: ",
+                    best.convergence().text(), ".");
+  } else if (best.has_convergence() && best.convergence().not_compared()) {
+    absl::StrAppend(&out, " The convergence check could not judge it (", best.convergence().text(),
+                    "): it is not the recommendation.");
+  } else if (best.has_convergence()) {
+    absl::StrAppend(&out, " In the convergence check it trains worse than the exact reference: ",
+                    best.convergence().text(), "; it is not the recommendation.");
+  } else {
+    absl::StrAppend(&out, " The convergence check did not train it (the suite has no convergence field, or it "
+                    "is not faster than the fastest exact one beyond the noise): it is not the recommendation.");
+  }
+  const v1::ReportRow* exact = nullptr;
+  for (const v1::ReportRow* r : by_rate) {
+    if (!r->lossy()) {
+      exact = r;
+      break;
+    }
+  }
+  if (exact != nullptr) {
+    rec.set_fastest_exact(exact->experiment());
+    absl::StrAppend(&out, " The fastest exact one is ", exact->experiment(), ", ", RateWithSpread(*exact));
+    if (exact->has_vs_single()) absl::StrAppendFormat(&out, " (%.3f of one GPU's)", exact->vs_single().median());
+    absl::StrAppend(&out, ".");
+  }
+  if (!trusted) {
+    // Down the list (Note [Down the list], experiments/suite_convergence.cc): the
+    // fastest that is exact or judged within.
+    use = exact;
+    for (const v1::ReportRow* r : by_rate) {
+      if (r == exact) break;
+      if (r->lossy() && r->has_convergence() && r->convergence().within()) {
+        use = r;
+        absl::StrAppend(&out, " The fastest lossy one the convergence check judged within is ", r->experiment(),
+                        ", ", RateWithSpread(*r), ": ", r->convergence().text(), "; it is the recommendation.");
+        break;
+      }
+    }
+  }
+  return use;
+}
+
 }  // namespace
 
 v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows, const std::string& transport) {
@@ -76,61 +139,7 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
     absl::StrAppend(&out, ".");
   }
   SayCommunication(best, out);
-  const v1::ReportRow* use = &best;
-  if (best.lossy()) {
-    if (best.has_gradient_error()) {
-      absl::StrAppendFormat(&out, " It is lossy: gradients differ from exact all-reduce by %.1e (relative)",
-                            best.gradient_error());
-    } else {
-      absl::StrAppend(&out, " It is lossy (its error was not sampled: sample_error_every)");
-    }
-    if (best.has_effective_error()) {
-      absl::StrAppendFormat(&out, ", summed over %d steps by %.1e", best.effective_error_steps(), best.effective_error());
-    }
-    absl::StrAppend(&out, ".");
-    // Note [The convergence check] (core/config/convergence.h): lossy only with a verdict.
-    const bool trusted = best.has_convergence() && best.convergence().within();
-    if (trusted) {
-      absl::StrAppend(&out, " In the convergence check it trains as the exact reference does: ",
-                      best.convergence().text(), ".");
-    } else if (best.has_convergence() && best.convergence().not_compared()) {
-      absl::StrAppend(&out, " The convergence check could not judge it (", best.convergence().text(),
-                      "): it is not the recommendation.");
-    } else if (best.has_convergence()) {
-      absl::StrAppend(&out, " In the convergence check it trains worse than the exact reference: ",
-                      best.convergence().text(), "; it is not the recommendation.");
-    } else {
-      absl::StrAppend(&out, " The convergence check did not train it (the suite has no convergence field, or it "
-                      "is not faster than the fastest exact one beyond the noise): it is not the recommendation.");
-    }
-    const v1::ReportRow* exact = nullptr;
-    for (const v1::ReportRow* r : by_rate) {
-      if (!r->lossy()) {
-        exact = r;
-        break;
-      }
-    }
-    if (exact != nullptr) {
-      rec.set_fastest_exact(exact->experiment());
-      absl::StrAppend(&out, " The fastest exact one is ", exact->experiment(), ", ", RateWithSpread(*exact));
-      if (exact->has_vs_single()) absl::StrAppendFormat(&out, " (%.3f of one GPU's)", exact->vs_single().median());
-      absl::StrAppend(&out, ".");
-    }
-    if (!trusted) {
-      // Down the list (Note [Down the list], experiments/suite_convergence.cc): the
-      // fastest that is exact or judged within.
-      use = exact;
-      for (const v1::ReportRow* r : by_rate) {
-        if (r == exact) break;
-        if (r->lossy() && r->has_convergence() && r->convergence().within()) {
-          use = r;
-          absl::StrAppend(&out, " The fastest lossy one the convergence check judged within is ", r->experiment(),
-                          ", ", RateWithSpread(*r), ": ", r->convergence().text(), "; it is the recommendation.");
-          break;
-        }
-      }
-    }
-  }
+  const v1::ReportRow* use = best.lossy() ? TrustedOrFallback(best, by_rate, rec) : &best;
   if (use != nullptr) {
     rec.set_recommended(use->experiment());
     // Note [A row's bound] (row_bound.h): near it, only fewer bytes do much better.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -353,6 +354,14 @@ absl::StatusOr<v1::RunResult> Training::Result() {
     r.set_pytorch(PyTorchCode(e_, world_, {r.plugins().begin(), r.plugins().end()},
                               options_.plugins->pytorch_forms(), &ddplab_only));
     for (const std::string& lever : ddplab_only) r.add_ddplab_only(lever);
+  }
+  // A run whose loss stopped being a number trained nothing: it fails, named, and never
+  // wins a comparison.
+  for (int i = 0; i < r.loss_size(); ++i) {
+    if (std::isfinite(r.loss(i))) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank_, ": training diverged: the loss is ", r.loss(i), " at step ", i + 1, " of ", r.loss_size(),
+        " (the learning rate, AdamW's eps in float32 or the weight decay may be out of range): not measured"));
   }
   return r;
 }

@@ -61,6 +61,17 @@ TEST(TrainerTest, LossFallsOnTheLearnableTask) {
   EXPECT_GT(r->phases().backward_ms(), 0);
 }
 
+// A learning rate that makes the loss infinite or NaN: the run fails, naming the step,
+// instead of being measured and compared (#64).
+TEST(TrainerTest, ADivergedRunFails) {
+  v1::Experiment e = Tiny(3);
+  e.mutable_optimizer()->mutable_sgd()->set_learning_rate(1e30);
+  absl::StatusOr<v1::RunResult> r = Train(e, {});
+  ASSERT_FALSE(r.ok()) << "a run with a learning rate of 1e30 was measured";
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "rank 0: training diverged: the loss is ")) << r.status();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+}
+
 // Two micro-batches of 8 per step: the same samples per step as one batch of 16, and
 // the learnable task still learns.
 TEST(TrainerTest, GradientAccumulationLearnsToo) {
