@@ -136,6 +136,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"plugin_path",
                 ":7:10: plugin { path: ... } is gone: a plugin is found by its name in the plugin directories "
                 "(--plugin_dir): plugin { <name> {} }"},
+        // A plugin's enum is open (proto3): 7 would run as E4M3 (#64).
+        BadCase{"plugin_enum_number",
+                ":7:16: plugin[0].fp8.format: has no value 7; accepted: E4M3, E5M2"},
         BadCase{"convergence_walk_too_far",
                 ":12:3: convergence.max_lossy_checked: must be from 1 to 20, got 21"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.file); });

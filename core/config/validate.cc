@@ -43,6 +43,8 @@ uint32_t PatchSize(const v1::Model& model) {
 // NCCL's MAXCHANNELS.
 constexpr uint32_t kMaxNcclChannels = 64;
 
+absl::Status ValidateEnums(const google::protobuf::Message& m, const std::string& path, const Locator& at);
+
 absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at, const ExperimentSchema& schema) {
   std::map<std::string, int> seen;
   for (int i = 0; i < e.plugin_size(); ++i) {
@@ -64,6 +66,8 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at, const E
     std::unique_ptr<google::protobuf::Message> config = schema.Config(plugin);
     const std::string path = absl::StrCat(here, ".", name);
     if (config == nullptr) return at.Error(path, absl::StrCat("is not a ", schema.ConfigType(name)->full_name()));
+    // A plugin's enums are open (proto3): a number no value has would run as the default.
+    if (absl::Status s = ValidateEnums(*config, path, at); !s.ok()) return s;
     for (auto [where, what] : {BrokenRule(*config, path), SweepContradiction(*config, path)}) {
       if (!where.empty()) return at.Error(where, what);
     }

@@ -62,7 +62,8 @@
 // hook chain (WrapCommHook, BucketFormat) replaces collectives wrappers, a single
 // communication hook and parameter updates; Lossy replaces SampleGradientError. 9: the
 // plugin carries its configuration's schema (config_descriptor) and receives it typed.
-// 10: the trainer's step runner (SetStepRunner, core/training/step_runner.h).
+// 10: the trainer's step runner (SetStepRunner, core/training/step_runner.h);
+// PyTorchForm::only_on_gpus.
 #define DDPLAB_PLUGIN_API_VERSION 10
 
 namespace ddplab {
@@ -112,6 +113,9 @@ struct PyTorchForm {
   std::string hook_wrapper;
   // What of its configuration PyTorch has no form of, e.g. "powersgd.bf16_state".
   std::vector<std::string> not_in_pytorch;
+  // Why PyTorch's form runs only on GPUs, where it does (bf16_compress_hook: "needs CUDA
+  // and NCCL"); on CPUs the report then says PyTorch has no form of the lever.
+  std::string only_on_gpus;
 };
 
 // What a plugin's register_callbacks receives: its configuration and the extension

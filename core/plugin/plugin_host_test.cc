@@ -231,7 +231,7 @@ TEST(PluginSetTest, StartsFromPyTorchDdpDefaults) {
 TEST(PyTorchCodeTest, FollowsTheRunsProcessesNotTheExperimentsGpusPerNode) {
   v1::Experiment e;
   e.mutable_distributed()->set_device(v1::Distributed::CUDA);
-  const std::map<std::string, PyTorchForm> forms = {{"static_graph", {{"static_graph=True"}, "", "", "", {}}}};
+  const std::map<std::string, PyTorchForm> forms = {{"static_graph", {{"static_graph=True"}, "", "", "", {}, ""}}};
   std::vector<std::string> ddplab_only;
   const std::string code = PyTorchCode(e, /*processes=*/2, {"static_graph", "zero_copy"}, forms, &ddplab_only);
   EXPECT_TRUE(absl::StrContains(code, "DDP(model, device_ids=[local_rank], static_graph=True)")) << code;

@@ -58,6 +58,10 @@ std::string PyTorchCode(const v1::Experiment& e, int processes, const std::vecto
       continue;
     }
     const PyTorchForm& f = it->second;
+    if (!f.only_on_gpus.empty() && dist.device() == v1::Distributed::CPU) {
+      ddplab_only->push_back(absl::StrCat(plugin, " (PyTorch's form ", f.only_on_gpus, ")"));
+      continue;
+    }
     arguments.insert(arguments.end(), f.ddp_arguments.begin(), f.ddp_arguments.end());
     if (!f.hook_wrapper.empty()) {
       wrappers.push_back(f.hook_wrapper);

@@ -45,6 +45,9 @@ void Register(const ddplab::plugins::bf16::v1::Config& config, ddplab::PluginReg
   ddplab::PyTorchForm form;
   form.hook = "default_hooks.bf16_compress_hook";
   form.hook_wrapper = "default_hooks.bf16_compress_wrapper";
+  // "BF16 all reduce communication hook required CUDA 11+ and NCCL 2.10+" (PyTorch 1.13
+  // and 2.x, on Gloo).
+  form.only_on_gpus = "needs CUDA and NCCL: bf16_compress_hook refuses Gloo";
   registrar.DescribeInPyTorch(form);
 }
 

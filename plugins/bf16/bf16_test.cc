@@ -27,6 +27,17 @@ TEST(Bf16PluginTest, WrapsTheHookAndSamplesWhenAsked) {
 
 // Lossy is what bf16 is, whether or not its error is sampled: the convergence check
 // trains with it and the recommendation names it only with a verdict.
+// PyTorch's bf16_compress_hook refuses Gloo ("required CUDA 11+ and NCCL 2.10+"): on CPUs
+// the report's code leaves it out and says why (#64).
+TEST(Bf16PluginTest, HasNoPyTorchFormOnCpus) {
+  const std::string cpu = testing::PyTorchCodeFor("plugin { bf16 {} }", testing::kCpuProcesses);
+  EXPECT_EQ(cpu.find("register_comm_hook"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("ddplab only: bf16 (PyTorch's form needs CUDA and NCCL: bf16_compress_hook refuses Gloo)"),
+            std::string::npos)
+      << cpu;
+  EXPECT_NE(testing::PyTorchCodeFor("plugin { bf16 {} }").find("default_hooks.bf16_compress_hook"), std::string::npos);
+}
+
 TEST(Bf16PluginTest, IsLossyWithoutSampling) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { bf16 {} }");
   ASSERT_TRUE(set.ok()) << set.status();

@@ -64,11 +64,11 @@ absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text, 
   return Host().Configure(suite->experiment(0));
 }
 
-std::string PyTorchCodeFor(const std::string& plugins_text) {
-  const std::string two_gpus = "device: CUDA gpus_per_node: 2";
-  absl::StatusOr<PluginSet> set = ConfigureWithPlugins(plugins_text, two_gpus);
+std::string PyTorchCodeFor(const std::string& plugins_text, const std::string& distributed) {
+  absl::StatusOr<PluginSet> set = ConfigureWithPlugins(plugins_text, distributed);
   if (!set.ok()) return std::string(set.status().message());
-  absl::StatusOr<v1::Suite> suite = ParseExperimentText(ExperimentText(plugins_text, two_gpus), "x", Host().schema());
+  absl::StatusOr<v1::Suite> suite =
+      ParseExperimentText(ExperimentText(plugins_text, distributed), "x", Host().schema());
   if (!suite.ok()) return std::string(suite.status().message());
   std::vector<std::string> names, ddplab_only;
   for (const LoadedPlugin* p : set->plugins()) names.push_back(p->name);

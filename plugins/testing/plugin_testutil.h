@@ -31,7 +31,9 @@ absl::StatusOr<PluginSet> ConfigureWithPlugins(const std::string& plugins_text,
 // The PyTorch code the report gives for `plugins_text` on two GPUs (core/plugin/pytorch_form.h),
 // then "ddplab only: " and the levers PyTorch has no form of; or the configuration's error.
 // `plugins_text` may also set the experiment's precision and optimizer (SGD otherwise).
-std::string PyTorchCodeFor(const std::string& plugins_text);
+// `distributed`: the experiment's distributed fields instead (two CPU processes, say).
+std::string PyTorchCodeFor(const std::string& plugins_text,
+                           const std::string& distributed = "device: CUDA gpus_per_node: 2");
 
 // Loads `text` (an experiment file's text, named "test.textproto") as vit_ddp does, with
 // the plugins configured from the runfiles: the loader's error, e.g.
