@@ -6,7 +6,7 @@
 # profiler over 3 steps after the measured ones, then bench/trace_summary.py on every
 # rank-0 trace: per phase, the compute stream's idle time (launch gaps, waits on other
 # streams), its kernels' summed time, and each other stream's time beside compute.
-# Writes DIR/{environment.txt,build.log,matrix/,account.txt,account.json}; prints the
+# Writes DIR/{environment.json,build.log,matrix/,account.txt,account.json}; prints the
 # account last.
 #
 #   bench/short_step_account.sh DIR [GPUS] [CONFIGS]
@@ -15,12 +15,7 @@ DIR=${1:?usage: short_step_account.sh DIR [GPUS] [CONFIGS]}
 GPUS=${2:-4}
 CONFIGS=${3:-naive,cap25_plain,overlap_tuned}
 mkdir -p "$DIR"
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo 'this tree')"
-  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
-} 2>&1 | tee "$DIR/environment.txt"
+python3 bench/environment.py "$DIR/environment.json" && cat "$DIR/environment.json"
 bazel build //experiments:vit_ddp >"$DIR/build.log" 2>&1 || { tail -30 "$DIR/build.log"; exit 1; }
 python3 bench/ddp_matrix.py --out "$DIR/matrix" --amp --gpus "$GPUS" --transports nvlink \
   --configs "$CONFIGS" --baselines single_gpu --reps 1 --skip_pytorch \

@@ -16,12 +16,7 @@ GPUS=${3:-4}
 REPS=${4:-3}
 CONFIGS=${5:-naive,naive_graph,cap25_plain,cap25_plain_graph}
 mkdir -p "$DIR"
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "after: $(git rev-parse HEAD 2>/dev/null || echo 'this tree')"
-  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
-} 2>&1 | tee "$DIR/environment.txt"
+python3 bench/environment.py "$DIR/environment.json" && cat "$DIR/environment.json"
 start=$(date +%s)
 bazel build //experiments:vit_ddp >"$DIR/build.log" 2>&1 &
 after=$!
