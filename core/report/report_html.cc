@@ -169,13 +169,21 @@ std::string GradientErrorCell(const v1::ReportRow& row) {
                       "\">", text, "</td>");
 }
 
+// The row's share of its bound (Note [A row's bound], core/report/row_bound.h), the bound
+// in words as the cell's title.
+std::string BoundCell(const v1::ReportRow& row) {
+  if (!row.has_bound()) return Cell(kDash);
+  return absl::StrCat("<td class=\"num\" title=\"", Escape(row.bound().text()), "\">", Number(row.bound().share(), 3),
+                      " of ", Number(row.bound().steps_per_s(), 2), "</td>");
+}
+
 std::string TableRow(const v1::ReportRow& row) {
   const bool several = row.gpus() > 1;
   return absl::StrCat(
       "<tr", row.diagnostic() ? " class=\"diagnostic\"" : "", ">", ExperimentCell(row),
       Cell(absl::StrCat(row.gpus())), TransportCell(row), StepsCell(row),
       Cell(row.has_vs_single() ? Number(row.vs_single().median(), 3) : kDash),
-      Cell(row.has_vs_naive() ? absl::StrCat(Number(row.vs_naive(), 2), "×") : kDash),
+      Cell(row.has_vs_naive() ? absl::StrCat(Number(row.vs_naive(), 2), "×") : kDash), BoundCell(row),
       Cell(several ? Number(row.exposed_comm_ms(), 1) : kDash),
       Cell(row.has_busbw_gbps() ? Number(row.busbw_gbps(), 1) : kDash),
       Cell(row.peak_memory_gib() > 0 ? Number(row.peak_memory_gib(), 2) : kDash),
@@ -193,6 +201,7 @@ std::string Table(const v1::SuiteReport& report) {
       "apply.</p>\n<div class=\"figure\"><table>\n<thead><tr><th>experiment</th>"
       "<th class=\"num\">$P</th><th>transport</th><th class=\"num\">steps/s</th>"
       "<th class=\"num\">vs 1 $1</th><th class=\"num\">vs naive</th>"
+      "<th class=\"num\" title=\"the row's steps/s over the most its machine allows it\">of bound</th>"
       "<th class=\"num\">exposed comm ms</th><th class=\"num\">busbw GB/s</th>"
       "<th class=\"num\">peak GiB</th><th class=\"num\">grad error</th>"
       "<th class=\"num\">$F</th></tr></thead>\n<tbody>\n";

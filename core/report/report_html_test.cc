@@ -178,6 +178,22 @@ TEST(ReportHtmlTest, TheGradientErrorCellShowsTheWindowedError) {
   EXPECT_NE(html.find("class=\"num lossy\">2.3e-03</td>"), std::string::npos) << "the other bf16 row, as before";
 }
 
+// A row's share of its bound, the bound in words as the cell's title; a dash without one.
+TEST(ReportHtmlTest, TheBoundCellShowsTheShare) {
+  SuiteReport report = Sample();
+  ddplab::v1::RowBound* bound = report.mutable_rows(3)->mutable_bound();
+  bound->set_steps_per_s(12.25);
+  bound->set_share(0.978);
+  bound->set_text("bound 12.25 steps/s, set by compute (<hides>)");
+  const std::string html = FormatHtml(report);
+  EXPECT_NE(html.find("<th class=\"num\" title=\"the row's steps/s over the most its machine allows it\">of bound</th>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\" title=\"bound 12.25 steps/s, set by compute (&lt;hides&gt;)\">0.978 of "
+                      "12.25</td>"),
+            std::string::npos)
+      << html;
+}
+
 TEST(ReportHtmlTest, LossyAndDiagnosticRowsAreMarked) {
   const std::string html = FormatHtml(Sample());
   const std::string levers = Chart(html, "levers");

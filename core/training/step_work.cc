@@ -15,6 +15,7 @@ namespace ddplab {
 void StepWork::Begin(int64_t step, int measured) {
   step_ = step;
   measured_ = measured;
+  launched_ = false;
   error_ = absl::OkStatus();
 }
 
@@ -62,6 +63,7 @@ std::string StepWork::Compute(const StepInputs& inputs) {
 }
 
 void StepWork::Launch(const std::function<void()>& launch) {
+  launched_ = true;
   const bool timed = Timed();
   if (timed) p_.timer.Mark(measured_, kForward);
   {
@@ -83,8 +85,10 @@ absl::Status StepWork::Ran(const std::string& runner_error) {
 
 at::Tensor StepWork::loss() const {
   const int micro_batches = static_cast<int>(p_.experiment.steps().accumulation());
-  // A copy: a graph's replay writes the next step's loss where this one is.
-  return micro_batches > 1 ? loss_.detach() * static_cast<double>(micro_batches) : loss_.detach().clone();
+  if (micro_batches > 1) return loss_.detach() * static_cast<double>(micro_batches);
+  // A copy where the step was launched otherwise: a graph's replay writes the next step's
+  // loss where this one is.
+  return launched_ ? loss_.detach().clone() : loss_.detach();
 }
 
 absl::Status StepWork::ForwardBackward(const StepInputs& inputs, int micro, bool timed) {

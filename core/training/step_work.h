@@ -73,6 +73,7 @@ class StepWork : public TrainingStep {
   Parts p_;
   int64_t step_ = 0;
   int measured_ = -1;
+  bool launched_ = false;  // the step's work was queued by Launch
   at::Tensor loss_;
   absl::Status error_;  // Compute's, for Ran
 };
