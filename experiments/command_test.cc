@@ -281,6 +281,18 @@ TEST_F(CommandTest, BadFilesAndRunNamesAreRefusedSayingWhere) {
   const Answer nope = Vit({"--experiment=" + smoke_, "--only=bf16,nope"});
   EXPECT_EQ(nope.code, 2);
   EXPECT_TRUE(absl::StrContains(nope.err, "has no run named nope; its runs: ")) << nope.err;
+  // A sweep that names a run as another experiment is named: one result file for two (#64).
+  const std::string clash = tmp_ + "/clash.textproto";
+  std::ofstream(clash) << "# proto-message: ddplab.v1.Suite\nname: \"clash\"\n"
+                          "defaults { model { preset: VIT_TINY_TEST } data { batch_size: 2 } steps { measured: 1 } "
+                          "optimizer { sgd { learning_rate: 0.1 } } distributed { device: CPU gpus_per_node: 2 } }\n"
+                          "experiment { name: \"caps\" plugin { bucket_sizing { sweep_cap_mb: [1] } } }\n"
+                          "experiment { name: \"caps_1mb\" }\n";
+  const Answer clashes = Vit({"--experiment=" + clash, "--print_experiments"});
+  EXPECT_EQ(clashes.code, 2) << clashes.out;
+  EXPECT_TRUE(absl::StrContains(clashes.err, "experiment \"caps_1mb\" makes a run named \"caps_1mb\", as experiment "
+                                             "\"caps\" does: their results would share one file"))
+      << clashes.err;
 }
 
 // --profile=nsys without nsys: a clear error before any worker starts.

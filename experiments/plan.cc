@@ -1,6 +1,7 @@
 #include "experiments/plan.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -174,7 +175,15 @@ absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, co
   std::vector<absl::Status> planned;
   const ExperimentSchema& schema = options.schema ? *options.schema : *ExperimentSchema::WithoutPlugins();
   const std::vector<std::string> only = OnlyNames(options.only);
+  std::map<std::string, std::string> origins;  // each run's name: the experiment it came from
   for (SuiteRun& run : ExpandSweeps(suite, schema)) {
+    // A run's result file is named after it: two runs of one name would write one file.
+    if (auto [it, fresh] = origins.emplace(run.experiment.name(), run.origin); !fresh) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "experiment \"", run.origin, "\" makes a run named \"", run.experiment.name(), "\", as experiment \"",
+          it->second, "\" ", it->second == run.origin ? "does already (two sweep values give one name)" : "does",
+          ": their results would share one file; rename one, or sweep values that differ in the name"));
+    }
     PlannedRun p;
     p.index = ++index;
     p.run = std::move(run);

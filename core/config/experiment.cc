@@ -92,6 +92,10 @@ absl::Status ResolveSuite(v1::Suite& suite, const TextPositions& positions, cons
   if (std::string bad = BadName(suite.name()); !bad.empty()) return suite_at.Error("name", bad);
   // Names ddplab derives must not be a suite's or an experiment's own: results would
   // overwrite each other.
+  if (suite.name() == "tune_cache") {
+    return suite_at.Error("name", "\"tune_cache\" is where --tune keeps its measurements (<output>/tune_cache/): "
+                                  "name it otherwise");
+  }
   if (absl::EndsWith(suite.name(), "_tune")) {
     return suite_at.Error("name", absl::StrCat("\"", suite.name(), "\" ends in _tune, where --tune files the tuning of \"",
                                                suite.name().substr(0, suite.name().size() - 5), "\": name it otherwise"));

@@ -271,6 +271,13 @@ TEST(ParseExperimentTextTest, NamesDdplabDerivesAreRefused) {
       testing::ShippedSchema());
   EXPECT_EQ(tune.status().message(),
             "x.textproto:2:1: name: \"tn_tune\" ends in _tune, where --tune files the tuning of \"tn\": name it otherwise");
+  // The tuner's cache is <output>/tune_cache/ (#64).
+  absl::StatusOr<v1::Suite> cache = ParseExperimentText(
+      "# proto-message: ddplab.v1.Suite\nname: \"tune_cache\" experiment { name: \"a\" " + e + " }", "x.textproto",
+      testing::ShippedSchema());
+  EXPECT_EQ(cache.status().message(),
+            "x.textproto:2:1: name: \"tune_cache\" is where --tune keeps its measurements (<output>/tune_cache/): name "
+            "it otherwise");
   absl::StatusOr<v1::Suite> check = ParseExperimentText(
       "# proto-message: ddplab.v1.Suite\nname: \"s\" convergence { exact: \"a\" } experiment { name: \"a\" " + e + " } experiment { name: "
       "\"a-convergence-1\" " + e + " }",
