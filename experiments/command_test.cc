@@ -155,6 +155,11 @@ TEST_F(CommandTest, TorchrunsSpellings) {
   const bool gpus = absl::StrContains(on_this_machine.out, "NVIDIA");
   std::vector<Case> cases{
       {0, "stays one process", {"--nproc_per_node=cpu"}},
+      // One process for experiments of several: DDP of one process, as torchrun's (#64).
+      {0,
+       "--nproc_per_node=1: naive_ddp, static_graph_bucket_view, bf16, powersgd_rank4 run as data-parallel training of "
+       "one process, the engine on",
+       {"--nproc_per_node=1"}},
       {0, "would run", {"--nproc-per-node=auto"}},
       {0, "would run", {"--nnodes=1:1", "--standalone"}},
       {2,

@@ -110,6 +110,10 @@ absl::Status PlanRun(PlannedRun& p, const Machine& machine, const std::optional<
   } else {
     p.per_node = PerNode(e, machine, options);
     p.processes = OneProcess(e) ? 1 : p.per_node * options.nnodes;
+    // As torchrun's --nproc_per_node=1 runs DDP code as DDP of one process, so does this:
+    // the engine on, its levers doing their work, nothing sent (not one process without
+    // them, whose lossy levers would compress nothing).
+    if (p.processes == 1 && !OneProcess(e)) e.mutable_distributed()->set_force_engine(true);
     p.here = !OneProcess(e) || options.node_rank == 0;
     p.launch = p.processes > 1 || options.profiling_with_nsys;
   }
@@ -235,10 +239,13 @@ std::string FormatPlan(const Plan& plan, const ExperimentSchema& schema) {
 
 
 std::vector<std::string> PlanNotes(const Plan& plan, const Machine& machine, const PlanOptions& options) {
-  std::vector<std::string> notes, one;
+  std::vector<std::string> notes, one, engine_alone;
   for (const PlannedRun& p : plan.runs) {
     if (!p.selected) continue;
-    if (options.nproc_per_node > 0 && p.processes == 1) one.push_back(p.run.experiment.name());
+    if (options.nproc_per_node > 0 && OneProcess(p.run.experiment)) one.push_back(p.run.experiment.name());
+    if (options.nproc_per_node > 0 && p.processes == 1 && !OneProcess(p.run.experiment)) {
+      engine_alone.push_back(p.run.experiment.name());
+    }
     const v1::Experiment& e = p.run.experiment;
     absl::StatusOr<VitConfig> vit = VitConfigForModel(e.model(), e.data().image_size());
     if (!OnCpu(e, machine) || !vit.ok() || VitParameterCount(*vit) <= 50'000'000) continue;
@@ -251,6 +258,12 @@ std::vector<std::string> PlanNotes(const Plan& plan, const Machine& machine, con
     notes.push_back(absl::StrCat("--nproc_per_node=", options.nproc_per_node,
                                  " applies to experiments of several processes; ", absl::StrJoin(one, ", "), " stay",
                                  one.size() == 1 ? "s" : "", " one process (gpus_per_node: 1)"));
+  }
+  if (!engine_alone.empty()) {
+    notes.push_back(absl::StrCat("--nproc_per_node=", options.nproc_per_node, ": ", absl::StrJoin(engine_alone, ", "),
+                                 engine_alone.size() == 1 ? " runs" : " run",
+                                 " as data-parallel training of one process, the engine on (as torchrun's "
+                                 "--nproc_per_node=1 runs DDP): the levers do their work, nothing is sent"));
   }
   return notes;
 }
