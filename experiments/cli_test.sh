@@ -133,6 +133,11 @@ if [ "$gloo" -gt 0 ]; then
   "$bin" --experiment="$edited" --only=naive_ddp --skip_completed --output_dir="$r" >"$out" 2>"$err" || fail "rerun"
   grep -q "rerun: .*an older ddplab wrote it, whose bucket_cap_mb counted 10^6 bytes" "$out" \
     || fail "a result of an older schema was reused"
+  # A plugin's setting changed: said by its field, not as the configuration's bytes (#64).
+  sed -i 's/bucket_cap_mb: 2000/bucket_cap_mb: 1000/' "$edited"
+  "$bin" --experiment="$edited" --only=naive_ddp --skip_completed --output_dir="$r" >"$out" 2>"$err" || fail "rerun"
+  grep -q "rerun: .*(modified: plugin\[0\].bucket_sizing.bucket_cap_mb: 2000 -> 1000)" "$out" \
+    || fail "a plugin's changed setting was not said by its field"
   pass "--skip_completed reruns an edited experiment or an older schema's result, skips an unchanged one"
 
   # --- a full disk: non-zero exit, the earlier report intact, nothing half written

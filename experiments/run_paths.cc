@@ -98,7 +98,7 @@ absl::StatusOr<v1::RunResult> ReadResult(const std::string& directory, const std
   return result;
 }
 
-std::string ResultDiffers(const v1::RunResult& recorded, const v1::Experiment& asked) {
+std::string ResultDiffers(const v1::RunResult& recorded, const v1::Experiment& asked, const ExperimentSchema* schema) {
   if (!recorded.has_resolved()) return "the result records no experiment (an older ddplab wrote it)";
   if (recorded.schema() != kResultSchema) {
     return absl::StrCat("an older ddplab wrote it, whose bucket_cap_mb counted 10^6 bytes (schema ", recorded.schema(),
@@ -111,6 +111,18 @@ std::string ResultDiffers(const v1::RunResult& recorded, const v1::Experiment& a
   std::string report;
   differ.ReportDifferencesToString(&report);
   if (differ.Compare(before, now)) return "";
+  // The plugins' configurations, readable: their fields by name instead of their bytes.
+  std::unique_ptr<google::protobuf::Message> readable_before, readable_now;
+  if (schema != nullptr) {
+    readable_before = schema->ToReadable(before);
+    readable_now = schema->ToReadable(now);
+  }
+  if (readable_before != nullptr && readable_now != nullptr) {
+    google::protobuf::util::MessageDifferencer by_field;
+    std::string readable_report;
+    by_field.ReportDifferencesToString(&readable_report);
+    if (!by_field.Compare(*readable_before, *readable_now)) report = readable_report;
+  }
   std::string first = report.substr(0, report.find('\n'));
   return first.empty() ? "the experiment differs" : first;
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/config/plugin_schema.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/result.pb.h"
 
@@ -44,8 +45,11 @@ absl::StatusOr<v1::RunResult> ReadResult(const std::string& directory, const std
 
 // Why `recorded` (a result read back) is not a result of `asked` (a resolved
 // experiment): the first difference, e.g. "data.batch_size: 4 -> 16"; "" when it is.
-// The output directory is left out of the comparison.
-std::string ResultDiffers(const v1::RunResult& recorded, const v1::Experiment& asked);
+// The output directory is left out of the comparison. With `schema`, a plugin's
+// configuration is compared field by field, as its file writes it
+// ("plugin[0].bucket_sizing.bucket_cap_mb: 2000 -> 1000"), not as bytes.
+std::string ResultDiffers(const v1::RunResult& recorded, const v1::Experiment& asked,
+                          const ExperimentSchema* schema = nullptr);
 
 // Holds <directory>/.vit_ddp.lock (an flock, the holder's pid written in it) while it
 // lives, so that two jobs never write into one output directory: the second is refused,

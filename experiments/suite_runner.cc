@@ -290,7 +290,7 @@ int SuiteRunner::SkipCompleted(const PlannedRun& p) {
   absl::StatusOr<v1::RunResult> done = ReadResult(e.output().directory(), plan_.suite, e.name());
   if (!done.ok()) return 0;
   const std::string path = absl::StrCat(p.run_dir, "/", e.name(), ".json");
-  if (std::string why = ResultDiffers(*done, e); !why.empty()) {
+  if (std::string why = ResultDiffers(*done, e, &host_.schema()); !why.empty()) {
     std::cout << "  rerun: the result at " << path << " is of another experiment (" << why << ")\n";
     return 0;
   }

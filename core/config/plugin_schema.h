@@ -88,10 +88,14 @@ class ExperimentSchema {
   // Why no plugin `name` is in the schema: "unknown plugin "x": ..." or its load error.
   std::string Missing(absl::string_view name) const;
 
+  // `stored` (an experiment or suite as results hold it: each plugin's configuration as
+  // bytes) as its file would write it, each configuration a message of its plugin's
+  // (what Print prints); null where the schema cannot read it.
+  std::unique_ptr<google::protobuf::Message> ToReadable(const google::protobuf::Message& stored) const;
+
  private:
   ExperimentSchema() = default;
   absl::Status AddFile(const google::protobuf::FileDescriptor* file, const std::vector<PluginSchemaEntry>& plugins);
-  std::unique_ptr<google::protobuf::Message> ToReadable(const google::protobuf::Message& stored) const;
 
   google::protobuf::DescriptorPool pool_;
   mutable google::protobuf::DynamicMessageFactory factory_{&pool_};
