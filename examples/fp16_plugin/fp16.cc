@@ -45,11 +45,13 @@ class Fp16Hook : public ddplab::HookWrapperBase {
   double scale_;
 };
 
-// The plugin's own check, beyond what fp16.proto's rules say: a power of two.
+// The plugin's own check, beyond what fp16.proto's rules say: a power of two, at least 1
+// (below, it would shrink gradients toward float16's zero, the opposite of its purpose).
 std::string BadScale(double scale) {
   int exponent = 0;
-  if (std::frexp(scale, &exponent) != 0.5 || scale > 65536) {
-    return "must be a power of two up to 65536 (so that scaling is exact), got " + std::to_string(scale);
+  if (std::frexp(scale, &exponent) != 0.5 || scale < 1 || scale > 65536) {
+    return "must be a power of two from 1 to 65536 (so that scaling is exact and shrinks no gradient), got " +
+           std::to_string(scale);
   }
   return "";
 }

@@ -32,11 +32,19 @@ grep -q "fp16" "$out/fp16_example/report.md" || fail "the report names no fp16 r
 if error=$("$vit_ddp" --plugin_dir="$plugins" --experiment="$here/bad_scale.textproto" --output_dir="$out" 2>&1); then
   fail "bad_scale.textproto ran"
 fi
-expected="$here/bad_scale.textproto:11:17: plugin[0].fp16.scale: plugin \"fp16\" rejected its configuration: must be a power of two up to 65536 (so that scaling is exact), got 3.000000"
+expected="$here/bad_scale.textproto:11:17: plugin[0].fp16.scale: plugin \"fp16\" rejected its configuration: must be a power of two from 1 to 65536 (so that scaling is exact and shrinks no gradient), got 3.000000"
 grep -qF "$expected" <<< "$error" || fail "bad_scale.textproto: expected
   $expected
 got
   $error"
+
+# A power of two below 1 would flush every gradient to float16's zero (2^-30).
+sed 's/scale: 3/scale: 9.313225746154785e-10/' "$here/bad_scale.textproto" > "$out/tiny_scale.textproto"
+if error=$("$vit_ddp" --plugin_dir="$plugins" --experiment="$out/tiny_scale.textproto" --output_dir="$out" 2>&1); then
+  fail "a scale of 2^-30 ran"
+fi
+grep -qF "plugin[0].fp16.scale: plugin \"fp16\" rejected its configuration: must be a power of two from 1 to 65536" \
+  <<< "$error" || fail "a scale of 2^-30: $error"
 
 after=$(sha256sum "$vit_ddp" | cut -d' ' -f1)
 [ "$before" = "$after" ] || fail "vit_ddp changed ($before, then $after)"
