@@ -25,13 +25,13 @@ bool AheadBeyondNoise(const v1::ReportRow& a, const v1::ReportRow& b) {
   return a.steps_per_s().min() > b.steps_per_s().max();
 }
 
-void SayCommunication(const v1::ReportRow& r, std::string& out) {
+void SayCommunication(const v1::ReportRow& r, const std::string& one, std::string& out) {
   const v1::StepParts& p = r.parts();
   absl::StrAppendFormat(&out, " Of its %.1f ms step, communication costs %.2f ms of exposed wait", p.step_ms(),
                         p.exposed_comm_ms());
   if (p.compute_slowdown_ms() > 0) {
-    absl::StrAppendFormat(&out, " and %.2f ms of compute slowed beside it (forward and backward against one GPU's)",
-                          p.compute_slowdown_ms());
+    absl::StrAppendFormat(&out, " and %.2f ms of compute slowed beside it (forward and backward against %s's)",
+                          p.compute_slowdown_ms(), one);
   }
   absl::StrAppend(&out, ".");
 }
@@ -50,7 +50,7 @@ void SayPyTorch(const v1::ReportRow& r, v1::Recommendation& rec) {
 // that is exact or judged within (Note [Down the list], experiments/suite_convergence.cc),
 // or none.
 const v1::ReportRow* TrustedOrFallback(const v1::ReportRow& best, const std::vector<const v1::ReportRow*>& by_rate,
-                                       v1::Recommendation& rec) {
+                                       const std::string& one, v1::Recommendation& rec) {
   std::string& out = *rec.mutable_text();
   const v1::ReportRow* use = &best;
   if (best.has_gradient_error()) {
@@ -88,7 +88,7 @@ const v1::ReportRow* TrustedOrFallback(const v1::ReportRow& best, const std::vec
   if (exact != nullptr) {
     rec.set_fastest_exact(exact->experiment());
     absl::StrAppend(&out, " The fastest exact one is ", exact->experiment(), ", ", RateWithSpread(*exact));
-    if (exact->has_vs_single()) absl::StrAppendFormat(&out, " (%.3f of one GPU's)", exact->vs_single().median());
+    if (exact->has_vs_single()) absl::StrAppendFormat(&out, " (%.3f of %s's)", exact->vs_single().median(), one);
     absl::StrAppend(&out, ".");
   }
   if (!trusted) {
@@ -110,7 +110,9 @@ const v1::ReportRow* TrustedOrFallback(const v1::ReportRow& best, const std::vec
 
 }  // namespace
 
-v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows, const std::string& transport) {
+v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows, const std::string& transport,
+                                  bool on_cpus) {
+  const std::string one = on_cpus ? "one process" : "one GPU";  // what the rows are measured against
   std::vector<const v1::ReportRow*> by_rate = rows;
   std::stable_sort(by_rate.begin(), by_rate.end(), [](const v1::ReportRow* a, const v1::ReportRow* b) {
     return a->steps_per_s().median() > b->steps_per_s().median();
@@ -135,11 +137,11 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
     if (best.has_vs_naive() && best.vs_naive() != 1) {
       absl::StrAppendFormat(&out, ", %.0f%% over naive_ddp (one bucket after backward)", 100 * (best.vs_naive() - 1));
     }
-    if (best.has_vs_single()) absl::StrAppendFormat(&out, ", %.3f of one GPU's step rate", best.vs_single().median());
+    if (best.has_vs_single()) absl::StrAppendFormat(&out, ", %.3f of %s's step rate", best.vs_single().median(), one);
     absl::StrAppend(&out, ".");
   }
-  SayCommunication(best, out);
-  const v1::ReportRow* use = best.lossy() ? TrustedOrFallback(best, by_rate, rec) : &best;
+  SayCommunication(best, one, out);
+  const v1::ReportRow* use = best.lossy() ? TrustedOrFallback(best, by_rate, one, rec) : &best;
   if (use != nullptr) {
     rec.set_recommended(use->experiment());
     // Note [A row's bound] (row_bound.h): near it, only fewer bytes do much better.

@@ -287,7 +287,7 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Mach
     it->second.push_back(&r);
   }
   for (const auto& [transport, rows] : groups) {
-    *report.add_recommendations() = internal_report::RecommendAmong(rows, transport);
+    *report.add_recommendations() = internal_report::RecommendAmong(rows, transport, OnCpus(machine));
   }
   return report;
 }

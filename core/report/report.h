@@ -57,8 +57,10 @@ absl::Status WriteReport(const v1::SuiteReport& report, const std::string& direc
 std::string NcclTransportFromLog(absl::string_view log);
 
 namespace internal_report {
-// The recommendation over `rows` (runs of several processes on one transport).
-v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows, const std::string& transport);
+// The recommendation over `rows` (runs of several processes on one transport); `on_cpus`:
+// in the words of processes, not GPUs.
+v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows, const std::string& transport,
+                                  bool on_cpus = false);
 // Each lossy row's verdict from the convergence check's runs `checks` (report_convergence.cc).
 void AddConvergenceVerdicts(const std::vector<const v1::RunResult*>& checks, v1::SuiteReport& report);
 }  // namespace internal_report

@@ -300,3 +300,23 @@ TEST(ReportTest, EachRowBesideItsBound) {
 
 }  // namespace
 }  // namespace ddplab
+
+namespace ddplab {
+namespace {
+
+// On CPUs the recommendation speaks of processes, not GPUs (#64).
+TEST(ReportTest, RecommendationInAMachinesWords) {
+  v1::Machine cpus;
+  cpus.set_cpu("2 cores");
+  const v1::SuiteReport on_cpus = MakeReport(Runs(), cpus);
+  ASSERT_EQ(on_cpus.recommendations_size(), 1);
+  EXPECT_NE(on_cpus.recommendations(0).text().find("of one process's step rate"), std::string::npos)
+      << on_cpus.recommendations(0).text();
+  EXPECT_EQ(on_cpus.recommendations(0).text().find("GPU"), std::string::npos) << on_cpus.recommendations(0).text();
+  const v1::SuiteReport on_gpus = MakeReport(Runs());
+  EXPECT_NE(on_gpus.recommendations(0).text().find("of one GPU's step rate"), std::string::npos)
+      << on_gpus.recommendations(0).text();
+}
+
+}  // namespace
+}  // namespace ddplab
