@@ -35,25 +35,24 @@ absl::Status StepWork::RunEagerly() {
   // there to the end of the last backward.
   const int micro_batches = static_cast<int>(p_.experiment.steps().accumulation());
   for (int micro = 0; micro < micro_batches; ++micro) {
-    StepInputs inputs;
-    {
-      NvtxRange r(p_.nvtx, "get batch");
-      RECORD_USER_SCOPE("get batch");  // for LibTorch's profiler, when on
-      Batch batch = p_.data.Next();
-      inputs = StepInputs{std::move(batch.images), std::move(batch.labels)};
-    }
-    if (Timed() && micro == 0) p_.timer.Mark(measured_, kBatch);
+    const StepInputs inputs = Fetch(/*timed=*/micro == 0);
     if (absl::Status s = ForwardBackward(inputs, micro, Timed() && micro == 0); !s.ok()) return s;
   }
   return Optimize();
 }
 
-StepInputs StepWork::NextInputs() {
-  NvtxRange r(p_.nvtx, "get batch");
-  RECORD_USER_SCOPE("get batch");  // for LibTorch's profiler, when on
-  Batch batch = p_.data.Next();
-  if (Timed()) p_.timer.Mark(measured_, kBatch);
-  return StepInputs{std::move(batch.images), std::move(batch.labels)};
+StepInputs StepWork::NextInputs() { return Fetch(/*timed=*/true); }
+
+StepInputs StepWork::Fetch(bool timed) {
+  StepInputs inputs;
+  {
+    NvtxRange r(p_.nvtx, "get batch");
+    RECORD_USER_SCOPE("get batch");  // for LibTorch's profiler, when on
+    Batch batch = p_.data.Next();
+    inputs = StepInputs{std::move(batch.images), std::move(batch.labels)};
+  }
+  if (timed && Timed()) p_.timer.Mark(measured_, kBatch);
+  return inputs;
 }
 
 std::string StepWork::Compute(const StepInputs& inputs) {

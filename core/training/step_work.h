@@ -63,6 +63,8 @@ class StepWork : public TrainingStep {
   void Launch(const std::function<void()>& launch) override;
 
  private:
+  // The next batch inside its "get batch" range; marked where `timed` and the step is.
+  StepInputs Fetch(bool timed);
   // Forward, loss and backward of micro-batch `micro`; the reduction on the last.
   absl::Status ForwardBackward(const StepInputs& inputs, int micro, bool timed);
   absl::Status Optimize();
