@@ -147,6 +147,10 @@ if [ "$gloo" -gt 0 ]; then
   code=$?
   [ "$code" -ne 0 ] || fail "a full disk exited 0"
   grep -q "No space left on device" "$err" || fail "a full disk: no message saying so"
+  # The run failed (its trace could not be written) and the report was not written: one of
+  # each, not two failed runs of one (#64).
+  grep -q "^0 of 1 run(s) completed, 1 failed; 1 result or report file(s) not written" "$out" ||
+    fail "a full disk: the count of runs and files: $(tail -1 "$out")"
   [ "$(md5sum "$r/cpu_smoke/report.md" "$r/cpu_smoke/bf16.json")" = "$before" ] || fail "a full disk changed the earlier report"
   ls "$r/cpu_smoke" | grep -qE "\.(tmp|new)$" && fail "a full disk left $(ls "$r/cpu_smoke" | grep -E '\.(tmp|new)$')"
   # ... and filling part way through a suite: each result whole or absent, the failures named.

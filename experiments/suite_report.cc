@@ -76,7 +76,7 @@ void SuiteRunner::Report() {
   std::cout << "\n" << FormatMarkdown(report);
   if (absl::Status s = WriteReport(report, report_dir); !s.ok()) {
     std::cerr << "vit_ddp: report not written (the one before, if any, is as it was): " << s.message() << "\n";
-    ++failed_;
+    ++unwritten_;
   } else {
     std::cout << "report: " << report_dir << "/report.{md,json,csv,html}";
     if (earlier > 0) std::cout << " (with " << earlier << " earlier result(s) of runs --only left out)";

@@ -352,7 +352,7 @@ void SuiteRunner::Keep(const PlannedRun& p, v1::RunResult result, bool fresh) {
     *result.add_repetitions() = RepetitionOf(result);
     if (absl::StatusOr<std::string> written = WriteRunResult(result, e.output().directory()); !written.ok()) {
       std::cerr << "vit_ddp: " << e.name() << ": result not updated: " << written.status().message() << "\n";
-      ++failed_;
+      ++unwritten_;
     }
   }
   results_[p.index] = result;
@@ -368,7 +368,7 @@ void SuiteRunner::Failed(const std::string& name, const std::string& why) {
 
 // The sweeps' fastest, the report and the count of runs; the exit code so far.
 int SuiteRunner::Finish() {
-  if (!Speaks()) return failed_ > 0 ? 1 : 0;
+  if (!Speaks()) return failed_ + unwritten_ > 0 ? 1 : 0;
   std::map<std::string, std::pair<std::string, double>> fastest;  // per sweep: name, median steps/s
   for (const PlannedRun& p : plan_.runs) {
     auto it = results_.find(p.index);
@@ -385,9 +385,12 @@ int SuiteRunner::Finish() {
   for (const PlannedRun& p : tune_runs_) completed += results_.count(p.index) > 0;
   std::cout << "\n" << completed << " of " << (plan_.tune ? tune_runs_.size() : plan_.selected) << " run(s) completed";
   if (failed_ > 0) std::cout << ", " << failed_ << " failed";
+  // A run whose result or report could not be written ran all the same: it is said
+  // apart, not counted as a failed run.
+  if (unwritten_ > 0) std::cout << "; " << unwritten_ << " result or report file(s) not written";
   if (stopped_by_ != 0) std::cout << "; stopped by signal " << stopped_by_;
   std::cout << "\n";
-  return failed_ > 0 ? 1 : 0;
+  return failed_ + unwritten_ > 0 ? 1 : 0;
 }
 
 }  // namespace ddplab

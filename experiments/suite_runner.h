@@ -114,6 +114,7 @@ class SuiteRunner {
   const Plan& plan_;
   c10::intrusive_ptr<c10d::Store> job_store_;  // in a job: every rank's, for the whole suite
   int ran_ = 0, failed_ = 0, stopped_by_ = 0;
+  int unwritten_ = 0;  // results and reports that could not be written (their runs ran)
   double seconds_ = 0;  // spent in the runs timed_ counts (not skipped), for the ETA
   int timed_ = 0;
   int planned_ = 0;     // every run the suite will launch (PlannedRuns), for the progress line
