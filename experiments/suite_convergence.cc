@@ -102,7 +102,7 @@ bool SuiteRunner::RunConvergence(int& exit) {
 
 // Trains `checks` once per seed; false when the suite must stop.
 bool SuiteRunner::RunChecks(const std::vector<ConvergenceCheck>& checks, const ConvergenceSettings& s, int& exit) {
-  std::vector<PlannedRun> added;
+  const size_t first = convergence_runs_.size();
   for (const ConvergenceCheck& check : checks) {
     const PlannedRun& p = *check.run;
     for (int seed = 0; seed < s.seeds; ++seed) {
@@ -110,14 +110,12 @@ bool SuiteRunner::RunChecks(const std::vector<ConvergenceCheck>& checks, const C
       c.run.experiment =
           ConvergenceExperiment(p.run.experiment, p.run.origin, s, seed, check.exact, &c.convergence.emplace());
       c.run.sweep.clear();
-      c.index = static_cast<int>(plan_.runs.size() + convergence_runs_.size() + added.size()) + 1;
+      c.index = static_cast<int>(plan_.runs.size() + convergence_runs_.size()) + 1;
       c.selected = true;
-      added.push_back(std::move(c));
+      convergence_runs_.push_back(std::move(c));
     }
   }
   repetition_ = 1;
-  const size_t first = convergence_runs_.size();
-  for (PlannedRun& c : added) convergence_runs_.push_back(std::move(c));
   for (size_t i = first; i < convergence_runs_.size(); ++i) {
     if (!Run(convergence_runs_[i], exit)) return false;
   }

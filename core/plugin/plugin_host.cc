@@ -154,9 +154,7 @@ class Registrar : public PluginRegistrar {
     }
   }
   void AddStepCallbacks(std::unique_ptr<StepCallbacks> callbacks) override {
-    if (!callbacks) return;
-    set_.step_callbacks_.push_back(std::move(callbacks));
-    set_.step_callback_plugins_.push_back(plugin_);
+    if (callbacks) set_.step_callbacks_.push_back(std::move(callbacks));
   }
   void DescribeInPyTorch(const PyTorchForm& form) override { set_.pytorch_[plugin_] = form; }
 
@@ -209,7 +207,6 @@ std::string PluginSet::StepRunnerRefusal(const v1::Experiment& e) const {
   // corrections on the host.
   run.optimizer_capturable = !e.optimizer().has_adamw() || UsesFusedOptimizer(e);
   run.sampling_plugins = sampling_plugins_;
-  run.step_callback_plugins = step_callback_plugins_;
   return step_runner_->Refusal(run);
 }
 

@@ -92,7 +92,6 @@ class PluginSet {
   std::vector<Refusal> refusals_;
   std::vector<const LoadedPlugin*> plugins_;
   std::vector<std::unique_ptr<StepCallbacks>> step_callbacks_;
-  std::vector<std::string> step_callback_plugins_;  // their plugins, in listing order
   std::shared_ptr<const StepRunnerFactory> step_runner_;
   std::vector<std::string> sampling_plugins_;  // lossy plugins that sample their error
   std::map<std::string, PyTorchForm> pytorch_;

@@ -89,8 +89,6 @@ struct RunFacts {
   bool optimizer_capturable = true;
   // Lossy plugins whose error is sampled on some steps (PluginRegistrar::Lossy).
   std::vector<std::string> sampling_plugins;
-  // Plugins called around every step (PluginRegistrar::AddStepCallbacks).
-  std::vector<std::string> step_callback_plugins;
 };
 
 class StepRunnerFactory {
