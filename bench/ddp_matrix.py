@@ -98,6 +98,12 @@ CONFIGS["zero_copy_tuned"] = (
     CONFIGS["overlap_tuned"][1])
 # Over host memory the best lossless bucket was 100 MB with NCCL's defaults; the same with
 # gradients averaged where they lie.
+# The diagnostic that sends nothing (plugins/no_communication), with 25 MB buckets and the
+# levers: against cap25, what communicating costs; against one GPU, what the engine and a
+# second process cost without it. PyTorch has no such row.
+CONFIGS["cap25_no_comm"] = ("plugin { bucket_sizing { bucket_cap_mb: 25 } } " + LEVERS + " plugin { no_communication {} }",
+                            CONFIGS["cap25"][1])
+PYTORCH_BASE["cap25_no_comm"] = "cap25"
 CONFIGS["zero_copy_cap100"] = (
     "plugin { bucket_sizing { bucket_cap_mb: 100 } } plugin { static_graph {} } plugin { zero_copy {} }",
     CONFIGS["cap100"][1])
@@ -145,6 +151,12 @@ POWERSGD_SUFFIXES = {"_bf16state": "bf16_state: true", "_aten": "disable_fused_k
 # its lossy plugins' error never sampled (a replay cannot). PyTorch's row is the
 # configuration's without it: its DDP has no graph argument.
 GRAPH_SUFFIX = "_graph"
+# NCCL's levers that take fewer SMs from compute, as suffixes that compose with the above:
+# `<config>_ch<N>` caps the communicator's channels (CTAs) at N (distributed.nccl_channels),
+# `<config>_cta1` sets NCCL's CTA policy to efficiency (NCCL_CTA_POLICY=1, NCCL 2.27+).
+# PyTorch's row is the configuration's without them.
+CHANNELS_SUFFIX = re.compile(r"^(.+)_ch([0-9]+)$")
+CTA_SUFFIX = "_cta1"
 
 
 def config_entry(config):
@@ -154,6 +166,16 @@ def config_entry(config):
         plugins, args, nccl_env, fields, base = config_entry(stem)
         plugins = plugins.replace("sample_error_every: 5", "sample_error_every: 0") + " plugin { cuda_graph {} }"
         return plugins, args, nccl_env, fields, base or stem
+    channels = CHANNELS_SUFFIX.match(config)
+    if channels and config not in CONFIGS:
+        plugins, args, nccl_env, fields, base = config_entry(channels.group(1))
+        return (plugins, args, nccl_env, f"{fields} nccl_channels: {channels.group(2)}",
+                base or channels.group(1))
+    if config.endswith(CTA_SUFFIX) and config not in CONFIGS:
+        stem = config[:-len(CTA_SUFFIX)]
+        plugins, args, nccl_env, fields, base = config_entry(stem)
+        env = dict(nccl_env, NCCL_CTA_POLICY="1")
+        return (plugins, args, env, fields + ' nccl_env { name: "NCCL_CTA_POLICY" value: "1" }', base or stem)
     # The variants compose; the PyTorch row is the configuration's without any of them.
     for suffix, setting in POWERSGD_SUFFIXES.items():
         if config.endswith(suffix) and config not in CONFIGS:
@@ -258,6 +280,9 @@ def main():
                    help="ddplab only: no PyTorch runs (no ratios against PyTorch in the table)")
     p.add_argument("--foreach", action="store_true",
                    help="both sides' optimizers foreach: ddplab's optimizer.foreach, PyTorch without fused=True")
+    p.add_argument("--compile_modes", default="",
+                   help="torch.compile modes (default, reduce-overhead, ...) PyTorch's one-GPU row also runs "
+                        "in, each repetition, into DIR/pytorch_compile_<mode>/single_gpu/")
     p.add_argument("--run_timeout", type=float, default=RUN_TIMEOUT, help="seconds a run may take before it is stopped")
     a = p.parse_args()
     start = time.time()
@@ -333,6 +358,11 @@ def main():
             py = pytorch_command(meta["gpus"], a.warmup, a.measured, f"{out}/pytorch/{key}/{rep}.json", args,
                                  py_training + list(py_extra))
             run(py, f"{out}/logs/pytorch_{key}_{rep}.log", env=dict(os.environ, **env))
+            for mode in filter(None, a.compile_modes.split(",") if key == "single_gpu" else []):
+                os.makedirs(f"{out}/pytorch_compile_{mode}/{key}", exist_ok=True)
+                py = pytorch_command(1, a.warmup, a.measured, f"{out}/pytorch_compile_{mode}/{key}/{rep}.json",
+                                     args, py_training + ["--compile", "--compile_mode", mode])
+                run(py, f"{out}/logs/pytorch_compile_{mode}_{key}_{rep}.log")
 
     subprocess.check_call([sys.executable, os.path.join(HERE, "summarize.py"), "--name", "ddp",
                            "--dir", out, "--output", os.path.join(out, "ddp.json")])

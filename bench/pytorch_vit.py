@@ -54,6 +54,8 @@ def main():
     p.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd",
                    help="adamw: torch.optim.AdamW with PyTorch's defaults but --lr (foreach, its default on GPUs)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (for information)")
+    p.add_argument("--compile_mode", default="default",
+                   help="torch.compile's mode with --compile: default, reduce-overhead (CUDA graphs), ...")
     p.add_argument("--fused", action="store_true",
                    help="the optimizer's fused kernels (torch.optim's fused=True), as ddplab takes them on GPUs")
     p.add_argument("--ddp", action="store_true", help="wrap in DistributedDataParallel")
@@ -121,7 +123,7 @@ def main():
                 start_powerSGD_iter=a.start_powersgd_iter)
             model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     if a.compile:
-        model = torch.compile(model)
+        model = torch.compile(model, mode=a.compile_mode)
     criterion = torch.nn.CrossEntropyLoss()
     steps = a.warmup + a.measured
     dataset = SyntheticImages(steps * a.batch_size * world, a.image_size, 1000)
@@ -147,7 +149,7 @@ def main():
             "optimizer_in_backward": a.optimizer_in_backward,
             "precision": a.precision if autocast is None else "bf16",
             "optimizer": type(optimizer).__name__ if optimizer is not None else a.optimizer,
-            "compile": a.compile,
+            "compile": a.compile_mode if a.compile else False,
             "fused": a.fused,
             "torch_version": torch.__version__,
             "device": torch.cuda.get_device_name(local_rank),

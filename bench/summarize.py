@@ -73,6 +73,13 @@ def main():
             row["before_peak_gib"] = statistics.median(r["peak_memory_gib"] for r in before)
             row["before_phases_ms"] = before[len(before) // 2]["phases"]
             row["before_exposed_comm_ms"] = statistics.median(r.get("exposed_comm_ms", 0) for r in before)
+        # torch.compile's one-GPU figures (ddp_matrix.py --compile_modes), by mode.
+        for compiled in sorted(glob.glob(os.path.join(a.dir, "pytorch_compile_*", config))):
+            mode = os.path.basename(os.path.dirname(compiled))[len("pytorch_compile_"):]
+            runs = [load(f)["steps_per_s"] for f in sorted(glob.glob(os.path.join(compiled, "*.json")))]
+            if runs:
+                row.setdefault("pytorch_compile_steps_per_s", {})[mode] = statistics.median(runs)
+                row.setdefault("pytorch_compile_runs_steps_per_s", {})[mode] = [round(r, 4) for r in runs]
         rows.append(row)
     # Scaling: steps/s over the single-GPU step's (batch per GPU is fixed).
     single = next((r for r in rows if r["config"] == "single_gpu"), None)
@@ -106,6 +113,10 @@ def main():
               f"{r.get('ddplab_vs_single_gpu', 0):>7.3f}{r.get('pytorch_vs_single_gpu', 0):>7.3f}"
               f"{r['ddplab_peak_gib']:>7.2f}{r['pytorch_peak_gib'] or 0:>7.2f}"
               f"{r.get('ddplab_exposed_comm_ms', 0):>11.2f}{r.get('ddplab_gradient_error', 0):>9.1e}")
+    for r in rows:
+        for mode, steps in r.get("pytorch_compile_steps_per_s", {}).items():
+            print(f"PyTorch torch.compile(mode={mode!r}), {r['config']}: {steps:.3f} steps/s "
+                  f"(runs {r['pytorch_compile_runs_steps_per_s'][mode]})")
     compared = [r for r in rows if "before_steps_per_s" in r]
     if compared:
         print(f"\n{'config':<30}{'gpus':>4} {'transport':<9}{'before/s':>9}{'after/s':>9}{'after/before':>13}"
