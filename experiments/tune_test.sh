@@ -27,6 +27,9 @@ grep -q "^## Tuning ddp" "$out" || fail "no tuning section"
 grep -qE "^Tuned ddp: (keep )?bucket_cap_mb [0-9.]+[ .]" "$out" || fail "no answer"
 grep -q "^Calibrated on the experiment as given" "$out" || fail "no calibration"
 grep -qE "^(Compute|Latency|Bandwidth)-bound" "$out" || fail "no verdict"
+# The last question (tune/step_graph.h): on CPUs the graph's plugin refuses, and the text says so.
+grep -qE "^The step as one CUDA graph \(cuda_graph\) was not tried: .*runs on the CPU" "$out" ||
+  fail "the text does not say why the step as a graph was not tried"
 dir="$results/tune_cpu_tune"
 for f in report.md report.json report.html ddp_tuned.textproto ddp_probe.json; do
   [ -s "$dir/$f" ] || fail "no $dir/$f"

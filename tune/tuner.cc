@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,8 @@
 #include "core/report/run_files.h"
 #include "tune/model/partition.h"
 #include "tune/predict.h"
+#include "tune/spread.h"
+#include "tune/step_graph.h"
 #include "tune/model/step_model.h"
 #include "tune/tune_cache.h"
 #include "tune/model/verdict.h"
@@ -27,24 +30,6 @@ constexpr double kMissed = 0.05;  // a prediction off by more than this missed
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-// Step times in ms over a result's repetitions (its own figure where it records none).
-v1::Spread StepSpread(const v1::RunResult& r) {
-  std::vector<double> ms;
-  for (const v1::Repetition& rep : r.repetitions()) {
-    if (rep.steps_per_s() > 0) ms.push_back(1e3 / rep.steps_per_s());
-  }
-  if (ms.empty() && r.steps_per_s() > 0) ms.push_back(1e3 / r.steps_per_s());
-  v1::Spread s;
-  if (ms.empty()) return s;
-  std::sort(ms.begin(), ms.end());
-  const size_t n = ms.size();
-  s.set_median(n % 2 == 1 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2);
-  s.set_min(ms.front());
-  s.set_max(ms.back());
-  s.set_count(static_cast<uint32_t>(n));
-  return s;
 }
 
 // The probe: `base` with no_communication and the all-reduce sweep, and of its plugins
@@ -300,7 +285,9 @@ absl::Status WriteAnswer(const TuneRequest& req, const ExperimentSchema& schema,
                          v1::Tuning& t) {
   t.set_chosen_cap_mb(cap);
   t.set_textproto(TunedExperimentText(
-      req.base, cap, absl::StrCat(req.base.name(), " with the bucket_cap_mb vit_ddp --tune chose on ", req.machine.device()),
+      req.base, cap,
+      absl::StrCat(req.base.name(), " with the bucket_cap_mb vit_ddp --tune chose on ", req.machine.device(),
+                   t.graph_chosen() ? ", its step as one CUDA graph" : ""),
       schema));
   if (!req.answer_path.empty()) {
     if (absl::Status s = WriteFileAtomically(req.answer_path, t.textproto()); !s.ok()) return s;
@@ -311,8 +298,6 @@ absl::Status WriteAnswer(const TuneRequest& req, const ExperimentSchema& schema,
   t.set_pytorch(*code);
   return absl::OkStatus();
 }
-
-double HalfWidth(const v1::Spread& s) { return s.median() > 0 ? (s.max() - s.min()) / 2 / s.median() : 0; }
 
 // The chosen candidate (fastest measured), its forms, and its gain over the experiment as given.
 absl::Status Answer(const TuneRequest& req, const ExperimentSchema& schema, Runner& runner, const Measurements& m,
@@ -444,6 +429,15 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
     if (absl::Status s = Answer(req, runner.schema(), runner, *m, *model, *verified, t); !s.ok()) return s;
   }
   if (absl::Status s = JudgeAnswer(req, runner.schema(), *model, t); !s.ok()) return s;
+  if (req.settings.try_step_graph) {
+    absl::StatusOr<std::optional<v1::Experiment>> graph = TryStepGraph(req, runner, t);
+    if (!graph.ok()) return graph.status();
+    if (*graph) {
+      TuneRequest with_graph = req;
+      with_graph.base = **graph;
+      if (absl::Status s = WriteAnswer(with_graph, runner.schema(), runner, t.chosen_cap_mb(), t); !s.ok()) return s;
+    }
+  }
   t.set_tuning_seconds(Seconds(start));
   if (req.settings.exhaustive && !t.nothing_to_tune()) {
     if (absl::Status s = Exhaustive(req, runner, t); !s.ok()) return s;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "tune/model/verdict.h"
+#include "tune/step_graph.h"
 #include "tune/tuner.h"
 
 namespace ddplab::tune {
@@ -55,6 +56,18 @@ std::string ChosenText(const v1::Tuning& t, const v1::TuneCandidate& chosen) {
                          t.gain_noise() * 100);
 }
 
+// Whether the answer is `chosen`'s cap and makes the fewest buckets of the caps tried (at
+// most 2: DDP's first bucket, then the rest), where other caps made more.
+bool FewestBuckets(const v1::Tuning& t, const v1::TuneCandidate& chosen) {
+  if (chosen.bucket_cap_mb() != t.chosen_cap_mb() || chosen.buckets() > 2) return false;
+  bool more = false;
+  for (const v1::TuneCandidate& c : t.candidates()) {
+    if (c.buckets() < chosen.buckets()) return false;
+    more |= c.buckets() > chosen.buckets();
+  }
+  return more;
+}
+
 }  // namespace
 
 std::string TuningText(const v1::Tuning& t) {
@@ -68,6 +81,13 @@ std::string TuningText(const v1::Tuning& t) {
     }
     if (chosen == nullptr) return "The tuner verified no candidate.\n";
     out = ChosenText(t, *chosen);
+    if (FewestBuckets(t, *chosen)) {
+      absl::StrAppendFormat(&out,
+                            "Overlap does not pay here: the fewest buckets tried (%s), reduced once backward is done, "
+                            "are fastest. Beside the collectives backward runs %.0f%% slower (calibrated), which costs "
+                            "more than they hide.\n",
+                            Buckets(chosen->buckets()), t.slowdown() * 100);
+    }
   }
   std::vector<std::string> missed;
   for (const v1::TuneCandidate& c : t.candidates()) {
@@ -93,6 +113,7 @@ std::string TuningText(const v1::Tuning& t) {
                           "the tuned cap runs at %.1f%% of its steps/s there.\n",
                           t.exhaustive_seconds(), t.exhaustive_best_cap_mb(), t.vs_exhaustive_best() * 100);
   }
+  absl::StrAppend(&out, StepGraphText(t));
   if (!t.textproto_path().empty()) {
     absl::StrAppend(&out, "Run it: bazel run //experiments:vit_ddp -- --experiment=", t.textproto_path(), "\n");
   }

@@ -17,6 +17,7 @@ TuneSettings ResolveTune(const v1::Tune& t) {
   if (t.repetitions() > 0) s.repetitions = static_cast<int>(t.repetitions());
   s.exhaustive = t.exhaustive();
   s.remeasure = t.remeasure();
+  s.try_step_graph = !t.skip_step_graph();
   return s;
 }
 

@@ -23,6 +23,7 @@ struct TuneSettings {
   int repetitions = 3;
   bool exhaustive = false;
   bool remeasure = false;
+  bool try_step_graph = true;  // tune.skip_step_graph's opposite
 };
 
 TuneSettings ResolveTune(const v1::Tune& t);
