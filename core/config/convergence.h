@@ -21,8 +21,8 @@
 //   ddplab::ConvergenceSettings s = ddplab::ResolveConvergence(suite.convergence());
 //   v1::ConvergenceRun record;
 //   for (int k = 0; k < s.seeds; ++k) run(ddplab::ConvergenceExperiment(e, "naive_ddp", s, k, true, &record));
-#ifndef DDPLAB_CORE_CONVERGENCE_H_
-#define DDPLAB_CORE_CONVERGENCE_H_
+#ifndef DDPLAB_CORE_CONFIG_CONVERGENCE_H_
+#define DDPLAB_CORE_CONFIG_CONVERGENCE_H_
 
 #include <string>
 
@@ -57,4 +57,4 @@ v1::Experiment ConvergenceExperiment(const v1::Experiment& e, const std::string&
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_CONVERGENCE_H_
+#endif  // DDPLAB_CORE_CONFIG_CONVERGENCE_H_

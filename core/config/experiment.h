@@ -15,8 +15,8 @@
 //
 // A file holding one Experiment is returned as a Suite of one, named after it.
 
-#ifndef DDPLAB_CORE_EXPERIMENT_H_
-#define DDPLAB_CORE_EXPERIMENT_H_
+#ifndef DDPLAB_CORE_CONFIG_EXPERIMENT_H_
+#define DDPLAB_CORE_CONFIG_EXPERIMENT_H_
 
 #include <functional>
 #include <string>
@@ -51,4 +51,4 @@ inline constexpr char kDefaultOutputDirectory[] = "ddplab_results";
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_EXPERIMENT_H_
+#endif  // DDPLAB_CORE_CONFIG_EXPERIMENT_H_

@@ -4,8 +4,8 @@
 //
 //   std::pair<std::string, std::string> bad = ddplab::BrokenRule(*schema.Config(entry), "plugin[0].bucket_sizing");
 //   // {"plugin[0].bucket_sizing.bucket_cap_mb", "must be > 0, got -1"}
-#ifndef DDPLAB_CORE_PLUGIN_CONFIG_H_
-#define DDPLAB_CORE_PLUGIN_CONFIG_H_
+#ifndef DDPLAB_CORE_CONFIG_PLUGIN_CONFIG_H_
+#define DDPLAB_CORE_CONFIG_PLUGIN_CONFIG_H_
 
 #include <string>
 #include <utility>
@@ -47,4 +47,4 @@ std::string FormatNumber(double value);
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_PLUGIN_CONFIG_H_
+#endif  // DDPLAB_CORE_CONFIG_PLUGIN_CONFIG_H_

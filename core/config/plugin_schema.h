@@ -23,8 +23,8 @@
 //   ddplab::v1::Suite suite;
 //   absl::Status stored = (*schema)->ToStored(*readable, suite);
 //   std::string text = (*schema)->Print(suite);   // plugin { bucket_sizing { ... } } again
-#ifndef DDPLAB_CORE_PLUGIN_SCHEMA_H_
-#define DDPLAB_CORE_PLUGIN_SCHEMA_H_
+#ifndef DDPLAB_CORE_CONFIG_PLUGIN_SCHEMA_H_
+#define DDPLAB_CORE_CONFIG_PLUGIN_SCHEMA_H_
 
 #include <map>
 #include <memory>
@@ -106,4 +106,4 @@ class ExperimentSchema {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_PLUGIN_SCHEMA_H_
+#endif  // DDPLAB_CORE_CONFIG_PLUGIN_SCHEMA_H_

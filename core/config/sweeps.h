@@ -2,8 +2,8 @@
 // sweep_cap_mb) and transport sweep (distributed.sweep_transport) expanded.
 //
 //   for (const ddplab::SuiteRun& run : ddplab::ExpandSweeps(suite, host.schema())) Run(run.experiment);
-#ifndef DDPLAB_CORE_SWEEPS_H_
-#define DDPLAB_CORE_SWEEPS_H_
+#ifndef DDPLAB_CORE_CONFIG_SWEEPS_H_
+#define DDPLAB_CORE_CONFIG_SWEEPS_H_
 
 #include <string>
 #include <vector>
@@ -29,4 +29,4 @@ std::vector<SuiteRun> ExpandSweeps(const v1::Suite& suite, const ExperimentSchem
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_SWEEPS_H_
+#endif  // DDPLAB_CORE_CONFIG_SWEEPS_H_

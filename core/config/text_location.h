@@ -5,8 +5,8 @@
 //   ddplab::TextPositions positions(parsed, tree);
 //   ddplab::Locator at("x.textproto", &positions, {""}, {}, "my_experiment");
 //   return at.Error("plugin[1].bucket_sizing.bucket_cap_mb", "must be > 0, got -1");
-#ifndef DDPLAB_CORE_TEXT_LOCATION_H_
-#define DDPLAB_CORE_TEXT_LOCATION_H_
+#ifndef DDPLAB_CORE_CONFIG_TEXT_LOCATION_H_
+#define DDPLAB_CORE_CONFIG_TEXT_LOCATION_H_
 
 #include <functional>
 #include <map>
@@ -124,4 +124,4 @@ class Locator {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_TEXT_LOCATION_H_
+#endif  // DDPLAB_CORE_CONFIG_TEXT_LOCATION_H_

@@ -4,8 +4,8 @@
 //   absl::Status ok = ddplab::ValidateTune(suite, at);      // file:line:column errors
 //   ddplab::TuneSettings s = ddplab::ResolveTune(suite.tune());
 //   for (double cap : s.caps_mib) ...
-#ifndef DDPLAB_CORE_TUNE_SETTINGS_H_
-#define DDPLAB_CORE_TUNE_SETTINGS_H_
+#ifndef DDPLAB_CORE_CONFIG_TUNE_SETTINGS_H_
+#define DDPLAB_CORE_CONFIG_TUNE_SETTINGS_H_
 
 #include <string>
 #include <vector>
@@ -34,4 +34,4 @@ absl::Status ValidateTune(const v1::Suite& suite, const Locator& at);
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_TUNE_SETTINGS_H_
+#endif  // DDPLAB_CORE_CONFIG_TUNE_SETTINGS_H_

@@ -6,8 +6,8 @@
 //   std::cout << ddplab::FidelitySummary(result);
 //   // "; gradient error 7.49e-01, cosine 0.663 (24 sampled steps), over 8 steps 1.08e-01"
 
-#ifndef DDPLAB_CORE_FIDELITY_RESULT_H_
-#define DDPLAB_CORE_FIDELITY_RESULT_H_
+#ifndef DDPLAB_CORE_FIDELITY_FIDELITY_RESULT_H_
+#define DDPLAB_CORE_FIDELITY_FIDELITY_RESULT_H_
 
 #include <string>
 #include <vector>
@@ -28,4 +28,4 @@ std::string FidelitySummary(const v1::RunResult& r);
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_FIDELITY_RESULT_H_
+#endif  // DDPLAB_CORE_FIDELITY_FIDELITY_RESULT_H_

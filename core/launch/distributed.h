@@ -27,8 +27,8 @@
 //   absl::StatusOr<ddplab::ProcessGroupPtr> group =
 //       ddplab::CreateProcessGroup(*env, /*nccl=*/true, std::chrono::seconds(300));
 
-#ifndef DDPLAB_CORE_DISTRIBUTED_H_
-#define DDPLAB_CORE_DISTRIBUTED_H_
+#ifndef DDPLAB_CORE_LAUNCH_DISTRIBUTED_H_
+#define DDPLAB_CORE_LAUNCH_DISTRIBUTED_H_
 
 #include <chrono>
 #include <optional>
@@ -129,4 +129,4 @@ class ScopedEnvironment {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_DISTRIBUTED_H_
+#endif  // DDPLAB_CORE_LAUNCH_DISTRIBUTED_H_

@@ -15,8 +15,8 @@
 // stops them the same way, removes the rendezvous directory, and is reported in
 // LaunchResult::signal (the caller should stop too).
 
-#ifndef DDPLAB_CORE_LAUNCHER_H_
-#define DDPLAB_CORE_LAUNCHER_H_
+#ifndef DDPLAB_CORE_LAUNCH_LAUNCHER_H_
+#define DDPLAB_CORE_LAUNCH_LAUNCHER_H_
 
 #include <csignal>
 #include <chrono>
@@ -64,4 +64,4 @@ class ScopedStopSignals {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_LAUNCHER_H_
+#endif  // DDPLAB_CORE_LAUNCH_LAUNCHER_H_

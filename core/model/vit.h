@@ -14,8 +14,8 @@
 // draws, no pages touched) for a caller that fills every parameter itself: MakeVit
 // (initial_weights.h).
 
-#ifndef DDPLAB_CORE_VIT_H_
-#define DDPLAB_CORE_VIT_H_
+#ifndef DDPLAB_CORE_MODEL_VIT_H_
+#define DDPLAB_CORE_MODEL_VIT_H_
 
 #include <cstdint>
 #include <functional>
@@ -86,4 +86,4 @@ TORCH_MODULE(Vit);
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_VIT_H_
+#endif  // DDPLAB_CORE_MODEL_VIT_H_

@@ -3,8 +3,8 @@
 //
 //   absl::StatusOr<ddplab::VitConfig> config = ddplab::VitConfigForModel(experiment.model(), 224);
 //   int64_t n = ddplab::VitParameterCount(*config);  // vit_l_32: 306,535,400
-#ifndef DDPLAB_CORE_VIT_CONFIG_H_
-#define DDPLAB_CORE_VIT_CONFIG_H_
+#ifndef DDPLAB_CORE_MODEL_VIT_CONFIG_H_
+#define DDPLAB_CORE_MODEL_VIT_CONFIG_H_
 
 #include <cstdint>
 
@@ -53,4 +53,4 @@ TrainingMemory VitTrainingMemory(const VitConfig& config, int64_t batch, int opt
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_VIT_CONFIG_H_
+#endif  // DDPLAB_CORE_MODEL_VIT_CONFIG_H_

@@ -32,8 +32,8 @@
 //
 // docs/writing_a_plugin.md walks through a new plugin.
 
-#ifndef DDPLAB_CORE_PLUGIN_API_H_
-#define DDPLAB_CORE_PLUGIN_API_H_
+#ifndef DDPLAB_CORE_PLUGIN_PLUGIN_API_H_
+#define DDPLAB_CORE_PLUGIN_PLUGIN_API_H_
 
 #include <cstdint>
 #include <functional>
@@ -224,4 +224,4 @@ void RegisterTyped(PluginRegistrar& registrar) {
                             &::ddplab::internal_plugin_api::RegisterTyped<CONFIG, REGISTER>};    \
   }
 
-#endif  // DDPLAB_CORE_PLUGIN_API_H_
+#endif  // DDPLAB_CORE_PLUGIN_PLUGIN_API_H_

@@ -14,8 +14,8 @@
 // take the same extension point, or one that refuses a point another takes
 // (PluginRegistrar::Refuse), are refused with both named.
 
-#ifndef DDPLAB_CORE_PLUGIN_HOST_H_
-#define DDPLAB_CORE_PLUGIN_HOST_H_
+#ifndef DDPLAB_CORE_PLUGIN_PLUGIN_HOST_H_
+#define DDPLAB_CORE_PLUGIN_PLUGIN_HOST_H_
 
 #include <map>
 #include <memory>
@@ -139,4 +139,4 @@ class PluginHost {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_PLUGIN_HOST_H_
+#endif  // DDPLAB_CORE_PLUGIN_PLUGIN_HOST_H_

@@ -6,8 +6,8 @@
 //   std::string code = ddplab::PyTorchCode(experiment, /*processes=*/2, plugin_names, plugins.pytorch_forms(),
 //                                          &ddplab_only);
 //   // model = DDP(model, device_ids=[local_rank], bucket_cap_mb=25, static_graph=True)
-#ifndef DDPLAB_CORE_PYTORCH_FORM_H_
-#define DDPLAB_CORE_PYTORCH_FORM_H_
+#ifndef DDPLAB_CORE_PLUGIN_PYTORCH_FORM_H_
+#define DDPLAB_CORE_PLUGIN_PYTORCH_FORM_H_
 
 #include <map>
 #include <string>
@@ -33,4 +33,4 @@ std::string PyTorchCode(const v1::Experiment& e, int processes, const std::vecto
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_PYTORCH_FORM_H_
+#endif  // DDPLAB_CORE_PLUGIN_PYTORCH_FORM_H_

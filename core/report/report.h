@@ -9,8 +9,8 @@
 //   std::cout << ddplab::FormatMarkdown(report);
 //   ddplab::WriteReport(report, "ddplab_results/seed_study");  // report.{md,json,csv,html}
 
-#ifndef DDPLAB_CORE_REPORT_H_
-#define DDPLAB_CORE_REPORT_H_
+#ifndef DDPLAB_CORE_REPORT_REPORT_H_
+#define DDPLAB_CORE_REPORT_REPORT_H_
 
 #include <string>
 #include <vector>
@@ -67,4 +67,4 @@ void AddConvergenceVerdicts(const std::vector<const v1::RunResult*>& checks, v1:
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_REPORT_H_
+#endif  // DDPLAB_CORE_REPORT_REPORT_H_

@@ -4,8 +4,8 @@
 //
 //   std::string levers = ddplab::report_html::LeversChart(report);
 //   std::string scaling = ddplab::report_html::ScalingChart(report);  // "" if no scaling
-#ifndef DDPLAB_CORE_REPORT_CHARTS_H_
-#define DDPLAB_CORE_REPORT_CHARTS_H_
+#ifndef DDPLAB_CORE_REPORT_REPORT_CHARTS_H_
+#define DDPLAB_CORE_REPORT_REPORT_CHARTS_H_
 
 #include <string>
 #include <vector>
@@ -54,4 +54,4 @@ std::string ScalingChart(const v1::SuiteReport& report);
 }  // namespace report_html
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_REPORT_CHARTS_H_
+#endif  // DDPLAB_CORE_REPORT_REPORT_CHARTS_H_

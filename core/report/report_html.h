@@ -7,8 +7,8 @@
 //
 //   ddplab::v1::SuiteReport report = ...;  // as report.json holds it
 //   std::ofstream("report.html") << ddplab::FormatHtml(report);
-#ifndef DDPLAB_CORE_REPORT_HTML_H_
-#define DDPLAB_CORE_REPORT_HTML_H_
+#ifndef DDPLAB_CORE_REPORT_REPORT_HTML_H_
+#define DDPLAB_CORE_REPORT_REPORT_HTML_H_
 
 #include <string>
 #include <vector>
@@ -41,4 +41,4 @@ std::vector<std::vector<std::string>> TuningRows(const v1::Tuning& t);
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_REPORT_HTML_H_
+#endif  // DDPLAB_CORE_REPORT_REPORT_HTML_H_

@@ -9,8 +9,8 @@
 //   c.Text(x(79.7) + 6, 53, "79.7 ms");
 //   c.XAxis(x, NiceTicks(0, 120, 6), 30, 360);
 //   std::string markup = c.Finish();  // <svg class="chart step" ...>...</svg>
-#ifndef DDPLAB_CORE_REPORT_SVG_H_
-#define DDPLAB_CORE_REPORT_SVG_H_
+#ifndef DDPLAB_CORE_REPORT_REPORT_SVG_H_
+#define DDPLAB_CORE_REPORT_REPORT_SVG_H_
 
 #include <string>
 #include <utility>
@@ -107,4 +107,4 @@ class Canvas {
 }  // namespace svg
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_REPORT_SVG_H_
+#endif  // DDPLAB_CORE_REPORT_REPORT_SVG_H_

@@ -1,7 +1,7 @@
 // NVTX ranges that name what the GPU works on in a profiler's timeline (Nsight Systems).
 // In a CPU build, or when disabled, they cost nothing.
-#ifndef DDPLAB_CORE_NVTX_H_
-#define DDPLAB_CORE_NVTX_H_
+#ifndef DDPLAB_CORE_TRAINING_NVTX_H_
+#define DDPLAB_CORE_TRAINING_NVTX_H_
 
 #if defined(DDPLAB_CUDA)
 #include <nvtx3/nvToolsExt.h>
@@ -35,4 +35,4 @@ class NvtxRange {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_NVTX_H_
+#endif  // DDPLAB_CORE_TRAINING_NVTX_H_

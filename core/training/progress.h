@@ -4,8 +4,8 @@
 //
 //   ddplab::Progress progress("[2/9] naive_ddp", /*warmup=*/5);
 //   for (int step = 0; step < total; ++step) progress.Update(step, total);
-#ifndef DDPLAB_CORE_PROGRESS_H_
-#define DDPLAB_CORE_PROGRESS_H_
+#ifndef DDPLAB_CORE_TRAINING_PROGRESS_H_
+#define DDPLAB_CORE_TRAINING_PROGRESS_H_
 
 #include <chrono>
 #include <string>
@@ -28,4 +28,4 @@ class Progress {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_PROGRESS_H_
+#endif  // DDPLAB_CORE_TRAINING_PROGRESS_H_

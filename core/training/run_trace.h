@@ -19,8 +19,8 @@
 //   trace.AddBuckets(engine.stats());
 //   trace.AddSpan("barrier", barrier_enter, barrier_exit);
 //   absl::Status s = trace.Write(path);
-#ifndef DDPLAB_CORE_RUN_TRACE_H_
-#define DDPLAB_CORE_RUN_TRACE_H_
+#ifndef DDPLAB_CORE_TRAINING_RUN_TRACE_H_
+#define DDPLAB_CORE_TRAINING_RUN_TRACE_H_
 
 #include <chrono>
 #include <string>
@@ -69,4 +69,4 @@ class RunTrace {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_RUN_TRACE_H_
+#endif  // DDPLAB_CORE_TRAINING_RUN_TRACE_H_

@@ -7,8 +7,8 @@
 //   timer.Mark(m, ddplab::kStart);  ...  timer.Mark(m, ddplab::kOptimizer);
 //   // after the device is synchronized:
 //   double backward_ms = timer.Ms(m, ddplab::kForward, ddplab::kBackward);
-#ifndef DDPLAB_CORE_STEP_TIMER_H_
-#define DDPLAB_CORE_STEP_TIMER_H_
+#ifndef DDPLAB_CORE_TRAINING_STEP_TIMER_H_
+#define DDPLAB_CORE_TRAINING_STEP_TIMER_H_
 
 #include <chrono>
 #include <string>
@@ -49,4 +49,4 @@ class StepTimer {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_STEP_TIMER_H_
+#endif  // DDPLAB_CORE_TRAINING_STEP_TIMER_H_

@@ -15,8 +15,8 @@
 //   ...  // the steps
 //   ddplab::TorchProfile::Job job{/*rank=*/0, /*world=*/2, "nccl"};
 //   (*profile)->StopAndWrite("run.torch_trace.rank0.json", job);
-#ifndef DDPLAB_CORE_TORCH_PROFILE_H_
-#define DDPLAB_CORE_TORCH_PROFILE_H_
+#ifndef DDPLAB_CORE_TRAINING_TORCH_PROFILE_H_
+#define DDPLAB_CORE_TRAINING_TORCH_PROFILE_H_
 
 #include <memory>
 #include <string>
@@ -57,4 +57,4 @@ class TorchProfile {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_TORCH_PROFILE_H_
+#endif  // DDPLAB_CORE_TRAINING_TORCH_PROFILE_H_

@@ -11,8 +11,8 @@
 //   std::cout << ddplab::FormatRunSummary(*result);
 //   ddplab::WriteRunResult(*result, experiment.output().directory());
 
-#ifndef DDPLAB_CORE_TRAINER_H_
-#define DDPLAB_CORE_TRAINER_H_
+#ifndef DDPLAB_CORE_TRAINING_TRAINER_H_
+#define DDPLAB_CORE_TRAINING_TRAINER_H_
 
 #include <functional>
 #include <optional>
@@ -74,4 +74,4 @@ std::string FormatRunSummary(const v1::RunResult& result);
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_TRAINER_H_
+#endif  // DDPLAB_CORE_TRAINING_TRAINER_H_

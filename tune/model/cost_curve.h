@@ -10,8 +10,8 @@
 //   ddplab::tune::LatencyBandwidth line = curve->Fit();     // line.alpha_us, line.beta_us_per_byte
 //
 // nccl_tests.h reads and writes the points as nccl-tests' table.
-#ifndef DDPLAB_TUNE_COST_CURVE_H_
-#define DDPLAB_TUNE_COST_CURVE_H_
+#ifndef DDPLAB_TUNE_MODEL_COST_CURVE_H_
+#define DDPLAB_TUNE_MODEL_COST_CURVE_H_
 
 #include <vector>
 
@@ -71,4 +71,4 @@ class CostCurve {
 
 }  // namespace ddplab::tune
 
-#endif  // DDPLAB_TUNE_COST_CURVE_H_
+#endif  // DDPLAB_TUNE_MODEL_COST_CURVE_H_

@@ -1,8 +1,8 @@
 // For the tune/ tests: exact cost lines without the StatusOr, and MiB.
 //
 //   ddplab::tune::CostCurve curve = ddplab::tune::test_curves::Line(30, 1e-4);  // 30 us + 0.1 ns/byte
-#ifndef DDPLAB_TUNE_CURVE_TESTING_H_
-#define DDPLAB_TUNE_CURVE_TESTING_H_
+#ifndef DDPLAB_TUNE_MODEL_CURVE_TESTING_H_
+#define DDPLAB_TUNE_MODEL_CURVE_TESTING_H_
 
 #include <cstdint>
 
@@ -22,4 +22,4 @@ inline CostCurve Line(double alpha_us, double beta_us_per_byte) {
 
 }  // namespace ddplab::tune::test_curves
 
-#endif  // DDPLAB_TUNE_CURVE_TESTING_H_
+#endif  // DDPLAB_TUNE_MODEL_CURVE_TESTING_H_

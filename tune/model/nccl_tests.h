@@ -7,8 +7,8 @@
 //       ddplab::tune::ParseNcclTestsTable(text);         // all_reduce_perf's output
 //   if (!rows.ok()) return rows.status();                // "line 31: out-of-place #wrong is 1..."
 //   absl::StatusOr<ddplab::tune::CostCurve> curve = ddplab::tune::CurveFromNcclTests(*rows);
-#ifndef DDPLAB_TUNE_NCCL_TESTS_H_
-#define DDPLAB_TUNE_NCCL_TESTS_H_
+#ifndef DDPLAB_TUNE_MODEL_NCCL_TESTS_H_
+#define DDPLAB_TUNE_MODEL_NCCL_TESTS_H_
 
 #include <cstdint>
 #include <optional>
@@ -67,4 +67,4 @@ absl::StatusOr<CostCurve> CurveFromNcclTests(const std::vector<NcclTestsRow>& ro
 
 }  // namespace ddplab::tune
 
-#endif  // DDPLAB_TUNE_NCCL_TESTS_H_
+#endif  // DDPLAB_TUNE_MODEL_NCCL_TESTS_H_

@@ -9,8 +9,8 @@
 //   absl::StatusOr<std::vector<ddplab::tune::CapPrediction>> caps =
 //       ddplab::tune::SweepBucketCaps(inputs, curve, levers, {1, 5, 25, 100});
 //   // caps->at(ddplab::tune::FastestCap(*caps)).cap_mib: "bucket_cap_mb=25"
-#ifndef DDPLAB_TUNE_PARTITION_H_
-#define DDPLAB_TUNE_PARTITION_H_
+#ifndef DDPLAB_TUNE_MODEL_PARTITION_H_
+#define DDPLAB_TUNE_MODEL_PARTITION_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -71,4 +71,4 @@ size_t FastestCap(const std::vector<CapPrediction>& sweep);
 
 }  // namespace ddplab::tune
 
-#endif  // DDPLAB_TUNE_PARTITION_H_
+#endif  // DDPLAB_TUNE_MODEL_PARTITION_H_

@@ -30,8 +30,8 @@
 //     is left after the last collective and backward.
 //   Gradient layout (copies into flat buckets or not) is not a lever here: measure
 //   backward with the layout in question and give its times.
-#ifndef DDPLAB_TUNE_STEP_MODEL_H_
-#define DDPLAB_TUNE_STEP_MODEL_H_
+#ifndef DDPLAB_TUNE_MODEL_STEP_MODEL_H_
+#define DDPLAB_TUNE_MODEL_STEP_MODEL_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -126,4 +126,4 @@ absl::StatusOr<StepPrediction> PredictStep(const StepInputs& in, const CostCurve
 
 }  // namespace ddplab::tune
 
-#endif  // DDPLAB_TUNE_STEP_MODEL_H_
+#endif  // DDPLAB_TUNE_MODEL_STEP_MODEL_H_

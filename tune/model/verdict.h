@@ -7,8 +7,8 @@
 //   absl::StatusOr<ddplab::tune::Verdict> v = ddplab::tune::Judge(inputs, curve, levers);
 //   if (v.ok()) std::cout << ddplab::tune::BoundednessName(v->bound) << ": " << v->sentence;
 //   // "Bandwidth-bound: with the best partition (7 buckets), communication adds ..."
-#ifndef DDPLAB_TUNE_VERDICT_H_
-#define DDPLAB_TUNE_VERDICT_H_
+#ifndef DDPLAB_TUNE_MODEL_VERDICT_H_
+#define DDPLAB_TUNE_MODEL_VERDICT_H_
 
 #include <optional>
 #include <string>
@@ -74,4 +74,4 @@ absl::StatusOr<Verdict> Judge(const StepInputs& in, const CostCurve& curve, cons
 
 }  // namespace ddplab::tune
 
-#endif  // DDPLAB_TUNE_VERDICT_H_
+#endif  // DDPLAB_TUNE_MODEL_VERDICT_H_
