@@ -28,7 +28,7 @@ Caps CapsOf(const v1::Experiment& e, const ExperimentSchema& schema) {
     Caps caps;
     if (const double cap = Field(*config, "bucket_cap_mb"); cap > 0) caps.cap_mb = cap;
     const double first = Field(*config, "first_bucket_cap_mb");
-    caps.first_mb = first > 0 ? first : std::min(1.0, caps.cap_mb);
+    caps.first_mb = first > 0 ? first : ddp::FirstCapMiB(caps.cap_mb);
     return caps;
   }
   return Caps{};

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "core/config/plugin_schema.h"
+#include "core/engine/ddp_buckets.h"
 #include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab::tune {
@@ -19,8 +20,8 @@ inline constexpr char kNoCommunication[] = "no_communication";
 
 // MiB, as PyTorch's bucket_cap_mb: the engine's defaults where no plugin sets them.
 struct Caps {
-  double cap_mb = 25;
-  double first_mb = 1;
+  double cap_mb = ddp::kDefaultCapMiB;
+  double first_mb = ddp::kFirstBucketMiB;
 };
 
 // What `e` runs with: its bucket_sizing entry's caps, else PyTorch's defaults.

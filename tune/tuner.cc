@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "google/protobuf/text_format.h"
+#include "core/engine/ddp_buckets.h"
 #include "core/report/run_files.h"
 #include "tune/model/partition.h"
 #include "tune/predict.h"
@@ -83,7 +84,7 @@ struct Model {
     return absl::OkStatus();
   }
   Partition Buckets(double cap, double first) const {
-    return BucketsByCap(in.gradients, static_cast<int64_t>(first * (1 << 20)), static_cast<int64_t>(cap * (1 << 20)));
+    return BucketsByCap(in.gradients, ddp::MiBToBytes(first), ddp::MiBToBytes(cap));
   }
   // The whole step, as measured steps are.
   absl::StatusOr<double> StepMs(double cap, double first) const {
@@ -212,8 +213,8 @@ absl::StatusOr<Model> MakeModel(const Measurements& m, const v1::Experiment& bas
 absl::Status PredictCaps(const Model& m, const TuneSettings& s, v1::Tuning& t) {
   std::vector<std::vector<size_t>> seen;
   for (double cap : s.caps_mib) {
-    const Partition buckets = m.Buckets(cap, std::min(1.0, cap));
-    absl::StatusOr<double> ms = m.StepMs(cap, std::min(1.0, cap));
+    const Partition buckets = m.Buckets(cap, ddp::FirstCapMiB(cap));
+    absl::StatusOr<double> ms = m.StepMs(cap, ddp::FirstCapMiB(cap));
     if (!ms.ok()) return ms.status();
     v1::TuneCandidate* c = t.add_candidates();
     c->set_bucket_cap_mb(cap);
@@ -314,7 +315,7 @@ absl::Status Answer(const TuneRequest& req, const ExperimentSchema& schema, Runn
   const std::vector<size_t> given = model.Buckets(cap, first).ends;
   for (const auto& [i, r] : results) {
     const double c_cap = t.candidates(i).bucket_cap_mb();
-    if (model.Buckets(c_cap, std::min(1.0, c_cap)).ends != given) continue;
+    if (model.Buckets(c_cap, ddp::FirstCapMiB(c_cap)).ends != given) continue;
     *t.mutable_base_step_ms() = t.candidates(i).measured_step_ms();
     t.set_base_same_as(c_cap);
   }
@@ -346,7 +347,7 @@ bool EveryCapMakesTheGivenBuckets(const TuneRequest& req, const ExperimentSchema
   const auto [cap, first] = CapsOf(req.base, schema);
   const std::vector<size_t> given = model.Buckets(cap, first).ends;
   for (const v1::TuneCandidate& c : t.candidates()) {
-    if (model.Buckets(c.bucket_cap_mb(), std::min(1.0, c.bucket_cap_mb())).ends != given) return false;
+    if (model.Buckets(c.bucket_cap_mb(), ddp::FirstCapMiB(c.bucket_cap_mb())).ends != given) return false;
   }
   return true;
 }
@@ -357,7 +358,7 @@ absl::Status JudgeAnswer(const TuneRequest& req, const ExperimentSchema& schema,
   const auto [cap, first] = CapsOf(req.base, schema);
   const double chosen = t.chosen_cap_mb();
   VerdictOptions options;
-  options.buckets = chosen == cap ? model.Buckets(cap, first) : model.Buckets(chosen, std::min(1.0, chosen));
+  options.buckets = chosen == cap ? model.Buckets(cap, first) : model.Buckets(chosen, ddp::FirstCapMiB(chosen));
   options.buckets_name = absl::StrFormat("bucket_cap_mb %g", chosen);
   options.other_ms = model.other_ms;
   absl::StatusOr<Verdict> verdict = Judge(model.in, model.curve, model.levers, options);

@@ -44,6 +44,16 @@ TEST(AssignBucketsTest, FollowsTheOrderGiven) {
   EXPECT_EQ(AssignBuckets(bytes, {1, 0, 2}, 10, 20), (Buckets{{1}, {0, 2}}));
 }
 
+// DDP's rule's numbers (ddp_buckets.h): the first bucket and MiB to bytes, which the
+// engine, bucket_sizing and the tuner share.
+TEST(AssignBucketsTest, TheFirstBucketAndMiBAreDdps) {
+  EXPECT_EQ(ddp::FirstCapMiB(ddp::kDefaultCapMiB), 1.0);
+  EXPECT_EQ(ddp::FirstCapMiB(0.25), 0.25);
+  EXPECT_EQ(ddp::MiBToBytes(2.5), 2'621'440);
+  EXPECT_EQ(ddp::MiBToBytes(0.1), 104'858);  // 104857.6, to the nearest byte
+  EXPECT_EQ(CapPlanner().Describe(), "buckets of 25 MiB, the first 1 MiB");
+}
+
 // A communication hook that leaves each bucket as it is and notes the order of calls.
 class RecordingHook : public CommHook {
  public:

@@ -39,6 +39,7 @@
 #include <ATen/core/ivalue.h>
 
 #include "core/engine/collectives.h"
+#include "core/engine/ddp_buckets.h"
 #include "core/torch_compat.h"
 
 namespace ddplab {
@@ -60,35 +61,16 @@ class BucketPlanner {
   virtual std::string Describe() const = 0;
 };
 
-// PyTorch's compute_bucket_assignment_by_size for parameters of one dtype and device:
-// parameters are taken in `order` (indices into `bytes`); a bucket is closed once it
-// holds at least its cap, `first_cap` for the first bucket and `cap` after.
-inline std::vector<std::vector<size_t>> AssignBuckets(const std::vector<int64_t>& bytes,
-                                                      const std::vector<size_t>& order,
-                                                      int64_t first_cap, int64_t cap) {
-  std::vector<std::vector<size_t>> buckets;
-  std::vector<size_t> current;
-  int64_t size = 0;
-  for (size_t index : order) {
-    current.push_back(index);
-    size += bytes[index];
-    if (size >= (buckets.empty() ? first_cap : cap)) {
-      buckets.push_back(std::move(current));
-      current.clear();
-      size = 0;
-    }
-  }
-  if (!current.empty()) buckets.push_back(std::move(current));
-  return buckets;
-}
+// DDP's rule (ddp_buckets.h), under the name plugins have used.
+using ddp::AssignBuckets;
 
 // Buckets by size (DDP's bucket_cap_mb, in MiB as there). The default planner: PyTorch's
 // 25 MiB buckets after a first bucket of 1 MiB.
 class CapPlanner : public BucketPlanner {
  public:
-  static constexpr int64_t kMiB = 1024 * 1024;
-  static constexpr int64_t kDefaultCapBytes = 25 * kMiB;
-  static constexpr int64_t kDefaultFirstCapBytes = kMiB;
+  static constexpr int64_t kMiB = ddp::kMiB;
+  static constexpr int64_t kDefaultCapBytes = static_cast<int64_t>(ddp::kDefaultCapMiB) * kMiB;
+  static constexpr int64_t kDefaultFirstCapBytes = static_cast<int64_t>(ddp::kFirstBucketMiB) * kMiB;
   explicit CapPlanner(int64_t cap_bytes = kDefaultCapBytes, int64_t first_cap_bytes = kDefaultFirstCapBytes)
       : cap_(cap_bytes), first_cap_(first_cap_bytes) {}
   std::vector<std::vector<size_t>> Plan(const std::vector<int64_t>& bytes,

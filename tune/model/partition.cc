@@ -8,11 +8,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/engine/ddp_buckets.h"
 
 namespace ddplab::tune {
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 // The dynamic programme's table: for each prefix of i gradients, the earliest end of its
 // last collective, the bucket count that reaches it, and where its last bucket begins.
@@ -74,16 +73,17 @@ absl::StatusOr<BestPartition> FindBestPartition(const StepInputs& in, const Cost
 }
 
 Partition BucketsByCap(const std::vector<Gradient>& gradients, int64_t first_cap_bytes, int64_t cap_bytes) {
-  Partition p;
-  int64_t size = 0;
+  std::vector<int64_t> bytes;
+  std::vector<size_t> order;
   for (size_t i = 0; i < gradients.size(); ++i) {
-    size += gradients[i].bytes;
-    if (size >= (p.ends.empty() ? first_cap_bytes : cap_bytes)) {
-      p.ends.push_back(i + 1);
-      size = 0;
-    }
+    bytes.push_back(gradients[i].bytes);
+    order.push_back(i);
   }
-  if (p.ends.empty() || p.ends.back() != gradients.size()) p.ends.push_back(gradients.size());
+  Partition p;
+  for (const std::vector<size_t>& bucket : ddp::AssignBuckets(bytes, order, first_cap_bytes, cap_bytes)) {
+    p.ends.push_back(bucket.back() + 1);
+  }
+  if (p.ends.empty()) p.ends.push_back(gradients.size());
   return p;
 }
 
@@ -104,8 +104,7 @@ absl::StatusOr<std::vector<CapPrediction>> SweepBucketCaps(const StepInputs& in,
     CapPrediction c;
     c.cap_mib = cap;
     c.first_cap_mib = std::min(first_bucket_mib, cap);
-    c.partition = BucketsByCap(in.gradients, static_cast<int64_t>(c.first_cap_mib * kMiB),
-                               static_cast<int64_t>(cap * kMiB));
+    c.partition = BucketsByCap(in.gradients, ddp::MiBToBytes(c.first_cap_mib), ddp::MiBToBytes(cap));
     absl::StatusOr<StepPrediction> prediction = PredictStep(in, curve, levers, c.partition);
     if (!prediction.ok()) return prediction.status();
     c.prediction = *std::move(prediction);
