@@ -93,3 +93,32 @@ def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", t
         config_deps = ["//core:base_pch"],
         **kwargs
     )
+
+# Note [A target says what it is]
+# Each of ddplab's own C++ targets pairs its compiler options with the precompiled
+# headers its files read (Note [Precompiled headers]): LibTorch's, or the standard
+# library's, Abseil's and protobuf's; and at -O0 for tests (Note [Tests unoptimized]).
+# The macros below make the pair, so that a BUILD file says what a target is (`torch =
+# True` where its files include LibTorch's headers) rather than how it compiles.
+
+def _pch(torch, testing):
+    """(the precompiled headers' target, the copts that read them)."""
+    if testing:
+        return ("//core:torch_test_pch", TORCH_TEST_COPTS) if torch else ("//core:test_pch", TEST_COPTS)
+    return ("//core:torch_pch", TORCH_COPTS) if torch else ("//core:base_pch", BASE_COPTS)
+
+def ddplab_cc_library(name, torch = False, testing = False, deps = [], copts = [], **kwargs):
+    """A library of ddplab's own (Note [A target says what it is]); `testing` for one
+    that only tests link, compiled as tests are."""
+    pch, pch_copts = _pch(torch, testing)
+    native.cc_library(name = name, copts = pch_copts + copts, deps = [pch] + deps, **kwargs)
+
+def ddplab_cc_binary(name, torch = False, deps = [], copts = [], **kwargs):
+    """A binary of ddplab's own (Note [A target says what it is])."""
+    pch, pch_copts = _pch(torch, False)
+    native.cc_binary(name = name, copts = pch_copts + copts, deps = [pch] + deps, **kwargs)
+
+def ddplab_cc_test(name, torch = False, deps = [], copts = [], **kwargs):
+    """A test of ddplab's own, its file at -O0 (Note [A target says what it is])."""
+    pch, pch_copts = _pch(torch, True)
+    native.cc_test(name = name, copts = pch_copts + copts, deps = [pch] + deps, **kwargs)
