@@ -22,7 +22,8 @@ def _read_pch(name):
     ]
 
 # For targets whose files include LibTorch's headers. Such a target also has
-# "//core:torch_pch" in its deps.
+# "//core:torch_pch" in its deps: ddplab_cc_library(torch = True) and its kin below make
+# the pair (Note [A target says what it is]).
 TORCH_COPTS = DDPLAB_COPTS + _read_pch("torch_pch")
 
 # For targets whose files include no LibTorch header: the standard library's, Abseil's and
