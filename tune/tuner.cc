@@ -154,7 +154,7 @@ struct Measurements {
 absl::StatusOr<Measurements> Measure(const TuneRequest& req, Runner& runner, const v1::Experiment& probe) {
   Measurements m;
   v1::Experiment base = req.base;
-  base.mutable_steps()->set_repetitions(1);
+  base.mutable_steps()->set_repetitions(static_cast<uint32_t>(req.settings.repetitions));
   if (!req.cache_path.empty() && !req.settings.remeasure) {
     CacheLookup found = LookUp(req.cache_path, req.machine, probe, base);
     m.note = found.note;
@@ -168,14 +168,21 @@ absl::StatusOr<Measurements> Measure(const TuneRequest& req, Runner& runner, con
     }
     if (!m.note.empty()) req.say(absl::StrCat("tune: ", m.note));
   }
-  req.say("tune: measuring the probe (backward alone, ready times, all-reduce sweep) and the experiment as given");
-  absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> ran = runner.Run({probe, base}, 1);
-  if (!ran.ok()) return ran.status();
-  for (const absl::StatusOr<v1::RunResult>& r : *ran) {
-    if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("the tuner's measurement failed: ", r.status().message()));
+  req.say(absl::StrCat("tune: measuring the probe (backward alone, ready times, all-reduce sweep) and the experiment "
+                       "as given (", req.settings.repetitions, " run(s): the spread a gain is judged against)"));
+  // The probe once; the experiment as given as often as each candidate, so that a gain
+  // over it is judged against both spreads, never against one run.
+  const v1::Experiment& given = base;
+  for (const v1::Experiment* e : {&probe, &given}) {
+    absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> ran =
+        runner.Run({*e}, e == &probe ? 1 : req.settings.repetitions);
+    if (!ran.ok()) return ran.status();
+    if (ran->empty() || !ran->front().ok()) {
+      const absl::Status failed = ran->empty() ? absl::InternalError("nothing ran") : ran->front().status();
+      return absl::Status(failed.code(), absl::StrCat("the tuner's measurement failed: ", failed.message()));
+    }
+    (e == &probe ? m.probe : m.base) = *ran->front();
   }
-  m.probe = *(*ran)[0];
-  m.base = *(*ran)[1];
   if (!req.cache_path.empty()) {
     v1::TuneCache cache;
     *cache.mutable_machine() = req.machine;
@@ -404,6 +411,12 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
       !s.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("--tune chooses bucket_cap_mb, and ", req.base.name(),
                                                       " cannot take one: ", s.message()));
+  }
+  if (std::any_of(req.base.plugin().begin(), req.base.plugin().end(),
+                  [](const v1::Plugin& p) { return p.name() == kNoCommunication; })) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--tune chooses how gradients are grouped for their exchange, and ", req.base.name(),
+        " exchanges none (plugin no_communication, a diagnostic): tune the experiment without it"));
   }
   std::vector<std::string> left_out;
   const v1::Experiment probe = MakeProbe(req.base, runner, left_out);

@@ -10,7 +10,8 @@
 //        each gradient's ready time (RunResult.gradient_ready), and after its steps an
 //        all-reduce sweep over the same processes and transport
 //        (profiling.allreduce_sweep): the cost curve;
-//      - the experiment as given, once: the step with its collectives.
+//      - the experiment as given, `repetitions` times: the step with its collectives,
+//        and its spread, against which a candidate's gain is judged.
 //   2. model (tune/model/step_model.h, tune/model/partition.h): each cap's buckets as DDP and ddplab
 //      make them (a first bucket of at most 1 MiB), over the ready times, its collectives
 //      from the cost curve, with the wire's bytes per gradient byte the experiment as

@@ -53,6 +53,7 @@ TEST(Tuner, ChoosesTheFastestCapFromThePredictionAndVerifiesIt) {
     EXPECT_FALSE(c.missed());
   }
   EXPECT_EQ(verified, 2);
+  EXPECT_EQ(t->base_step_ms().count(), 3u);  // the experiment as given: a spread too, not one run
   // Probe and the experiment as given, 2 verified, then the 10 caps of the sweep.
   ASSERT_EQ(runner.names.size(), 14u);
   EXPECT_EQ(runner.names[0], "vit_probe");
@@ -267,6 +268,20 @@ TEST(Tuner, AnExperimentThatTakesNoBucketCapIsRefusedBeforeAnythingRuns) {
   absl::StatusOr<v1::Tuning> t = Tune(req, runner);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("--tune chooses bucket_cap_mb, and vit cannot take one: zero_copy makes no buckets"),
+            std::string::npos)
+      << t.status();
+  EXPECT_TRUE(runner.names.empty());
+}
+
+TEST(Tuner, AnExperimentThatExchangesNothingIsRefusedBeforeAnythingRuns) {
+  Machine m;
+  FakeRunner runner(m);
+  TuneRequest req = Request(Dir("no_communication"));
+  req.base.add_plugin()->set_name("no_communication");
+  absl::StatusOr<v1::Tuning> t = Tune(req, runner);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("vit exchanges none (plugin no_communication, a diagnostic): tune the "
+                                      "experiment without it"),
             std::string::npos)
       << t.status();
   EXPECT_TRUE(runner.names.empty());
