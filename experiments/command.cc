@@ -17,6 +17,7 @@
 #include "core/report/device_report.h"
 #include "core/launch/distributed.h"
 #include "core/config/experiment.h"
+#include "core/config/plugin_names.h"
 #include "core/plugin/plugin_host.h"
 #include "experiments/cli.h"
 #include "experiments/plan.h"
@@ -24,6 +25,7 @@
 #include "experiments/suite_runner.h"
 #include "experiments/worker.h"
 #include "torch/version.h"
+#include "tune/tuner.h"
 
 namespace ddplab {
 namespace {
@@ -114,10 +116,19 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   if (file.empty()) {
     if (std::string shipped = RunfilesPath(in.argv0, path); !shipped.empty()) path = shipped;
   }
-  // Each experiment's plugins are configured as the file is read, so that a value a
-  // plugin refuses is reported at its place in the file.
-  absl::StatusOr<v1::Suite> suite =
-      LoadExperimentFile(path, host.schema(), [&host](const v1::Experiment& e) { return host.Configure(e).status(); });
+  // Only the plugins the file names are loaded (Note [Only the plugins named]), and those
+  // the tuner sets. Each experiment's plugins are configured as the file is read, so that
+  // a value a plugin refuses is reported at its place in the file.
+  absl::StatusOr<std::string> text = ReadExperimentFile(path);
+  if (!text.ok()) {
+    std::cerr << "vit_ddp: " << Printable(text.status().message()) << "\n";
+    return 2;
+  }
+  std::set<std::string> named = PluginNamesIn(*text);
+  if (absl::GetFlag(FLAGS_tune)) named.merge(tune::TunerPlugins());
+  host.Want(named);
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(
+      *text, path, host.schema(), [&host](const v1::Experiment& e) { return host.Configure(e).status(); });
   if (!suite.ok()) {
     std::cerr << "vit_ddp: " << Printable(suite.status().message()) << "\n";
     return 2;

@@ -460,6 +460,8 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
   return t;
 }
 
+std::set<std::string> TunerPlugins() { return {kBucketSizing, kNoCommunication, kStepGraph}; }
+
 std::string CapRunName(const std::string& base, double cap, const std::string& infix) {
   return absl::StrCat(base, infix, "_", absl::StrReplaceAll(absl::StrCat(cap), {{".", "p"}}), "mb");
 }

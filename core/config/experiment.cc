@@ -154,7 +154,8 @@ absl::Status ParseError(absl::string_view text, const std::string& file, const F
     message = name == "path" ? absl::StrCat("plugin { path: ... } is gone: a plugin is found by its name in the "
                                             "plugin directories (--plugin_dir): plugin { <name> {} }")
                              : schema.Missing(name);
-    if (const std::string closest = Closest(name, schema.plugins()); !closest.empty() && name != "path") {
+    const std::string closest = Closest(name, schema.found());
+    if (!closest.empty() && closest != name && name != "path") {
       absl::StrAppend(&message, ". Did you mean \"", closest, "\"?");
     }
   }
@@ -206,6 +207,12 @@ absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::stri
 
 absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path, const ExperimentSchema& schema,
                                              const ConfigCheck& check) {
+  absl::StatusOr<std::string> text = ReadExperimentFile(path);
+  if (!text.ok()) return text.status();
+  return ParseExperimentText(*text, path, schema, check);
+}
+
+absl::StatusOr<std::string> ReadExperimentFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open experiment file: ",
@@ -229,7 +236,7 @@ absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path, const Expe
   if (text.find('\0') != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": holds NUL bytes: not an experiment file (text format)"));
   }
-  return ParseExperimentText(text, path, schema, check);
+  return text;
 }
 
 }  // namespace ddplab

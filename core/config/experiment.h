@@ -39,6 +39,10 @@ namespace ddplab {
 absl::StatusOr<v1::Suite> LoadExperimentFile(const std::string& path, const ExperimentSchema& schema,
                                              const ConfigCheck& check = {});
 
+// The text of the experiment file at `path`, as LoadExperimentFile reads it: refused
+// where it cannot be read, is over 16 MiB or holds NUL bytes.
+absl::StatusOr<std::string> ReadExperimentFile(const std::string& path);
+
 // As LoadExperimentFile, from text; `filename` is used in error messages.
 absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename,
                                               const ExperimentSchema& schema, const ConfigCheck& check = {});

@@ -74,9 +74,10 @@ bool IsPluginName(absl::string_view name) {
 
 absl::StatusOr<std::shared_ptr<const ExperimentSchema>> ExperimentSchema::Build(
     const std::vector<PluginSchemaEntry>& plugins, std::map<std::string, std::string> unavailable,
-    std::string searched) {
+    std::string searched, std::set<std::string> not_loaded) {
   std::shared_ptr<ExperimentSchema> schema(new ExperimentSchema());
   schema->unavailable_ = std::move(unavailable);
+  schema->not_loaded_ = std::move(not_loaded);
   schema->searched_ = std::move(searched);
   std::set<std::string> names;
   for (const PluginSchemaEntry& p : plugins) {
@@ -245,9 +246,19 @@ std::vector<std::string> ExperimentSchema::plugins() const {
   return names;
 }
 
+std::vector<std::string> ExperimentSchema::found() const {
+  std::set<std::string> names = not_loaded_;
+  for (const auto& [name, type] : configs_) names.insert(name);
+  for (const auto& [name, why] : unavailable_) names.insert(name);
+  return {names.begin(), names.end()};
+}
+
 std::string ExperimentSchema::Missing(absl::string_view name) const {
   if (auto it = unavailable_.find(std::string(name)); it != unavailable_.end()) return it->second;
-  std::vector<std::string> names = plugins();
+  if (not_loaded_.count(std::string(name)) > 0) {
+    return absl::StrCat("plugin \"", name, "\" was found but not loaded: only the plugins a file names are loaded");
+  }
+  std::vector<std::string> names = found();
   return absl::StrCat("unknown plugin \"", name, "\": no lib", name, ".so in ",
                       searched_.empty() ? "(no plugin directory)" : searched_, ". Available: ",
                       names.empty() ? "none" : absl::StrJoin(names, ", "));

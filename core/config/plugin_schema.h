@@ -28,6 +28,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,9 +54,11 @@ class ExperimentSchema {
   // `searched` says where plugins were looked for. Both only word the error for a file
   // that names a plugin the schema lacks. Refuses a name that is not a lower-case
   // identifier, is a field of ddplab.v1.Plugin already, or comes twice.
+  // `not_loaded` are plugins found but left unloaded (Note [Only the plugins named],
+  // plugin_names.h): named in errors and suggestions, not readable.
   static absl::StatusOr<std::shared_ptr<const ExperimentSchema>> Build(
       const std::vector<PluginSchemaEntry>& plugins, std::map<std::string, std::string> unavailable = {},
-      std::string searched = "");
+      std::string searched = "", std::set<std::string> not_loaded = {});
   // The schema with no plugins: a file's plugin entries are all unknown.
   static std::shared_ptr<const ExperimentSchema> WithoutPlugins();
 
@@ -85,6 +88,8 @@ class ExperimentSchema {
   const google::protobuf::DescriptorPool& pool() const { return pool_; }
   // The plugins' names, sorted.
   std::vector<std::string> plugins() const;
+  // Every plugin found, loaded or not (plugins(), and those unavailable or not loaded), sorted.
+  std::vector<std::string> found() const;
   // Why no plugin `name` is in the schema: "unknown plugin "x": ..." or its load error.
   std::string Missing(absl::string_view name) const;
 
@@ -101,6 +106,7 @@ class ExperimentSchema {
   mutable google::protobuf::DynamicMessageFactory factory_{&pool_};
   std::map<std::string, const google::protobuf::Descriptor*> configs_;  // by plugin name, in pool_
   std::map<std::string, std::string> unavailable_;
+  std::set<std::string> not_loaded_;
   std::string searched_;
 };
 

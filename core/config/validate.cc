@@ -52,7 +52,7 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at, const E
     const std::string here = absl::StrCat("plugin[", i, "]");
     const std::string& name = plugin.name();
     if (name.empty()) {
-      std::vector<std::string> names = schema.plugins();
+      std::vector<std::string> names = schema.found();
       return at.Error(here, absl::StrCat("names no plugin: write one of ",
                                          names.empty() ? "(none found)" : absl::StrJoin(names, ", "),
                                          ", e.g. plugin { ", names.empty() ? "name" : names[0], " {} }"));

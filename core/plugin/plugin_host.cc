@@ -329,11 +329,25 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
   return result;
 }
 
+void PluginHost::Want(const std::set<std::string>& names) {
+  std::set<std::string> wanted = wanted_.value_or(std::set<std::string>{});
+  wanted.insert(names.begin(), names.end());
+  const bool more = !wanted_ || wanted.size() > wanted_->size();
+  wanted_ = std::move(wanted);
+  if (schema_ == nullptr || !more) return;
+  earlier_schemas_.push_back(std::move(schema_));  // built again by the next schema()
+}
+
 const ExperimentSchema& PluginHost::schema() {
   if (schema_ != nullptr) return *schema_;
   std::vector<PluginSchemaEntry> found;
   std::map<std::string, std::string> unavailable;
+  std::set<std::string> not_loaded;
   for (const std::string& name : Available()) {
+    if (wanted_ && wanted_->count(name) == 0) {
+      not_loaded.insert(name);
+      continue;
+    }
     absl::StatusOr<const LoadedPlugin*> loaded = Load(name);
     if (loaded.ok()) {
       found.push_back({name, (*loaded)->config});
@@ -342,10 +356,11 @@ const ExperimentSchema& PluginHost::schema() {
     }
   }
   const std::string searched = search_dirs_.empty() ? "" : absl::StrJoin(search_dirs_, ", ");
-  absl::StatusOr<std::shared_ptr<const ExperimentSchema>> built = ExperimentSchema::Build(found, unavailable, searched);
+  absl::StatusOr<std::shared_ptr<const ExperimentSchema>> built =
+      ExperimentSchema::Build(found, unavailable, searched, not_loaded);
   if (!built.ok()) {
     for (const PluginSchemaEntry& p : found) unavailable[p.name] = std::string(built.status().message());
-    built = ExperimentSchema::Build({}, unavailable, searched);
+    built = ExperimentSchema::Build({}, unavailable, searched, not_loaded);
   }
   schema_ = *std::move(built);
   return *schema_;

@@ -19,6 +19,8 @@
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -112,9 +114,16 @@ class PluginHost {
   // given). Loading the same plugin twice returns the first load.
   absl::StatusOr<const LoadedPlugin*> Load(absl::string_view name, absl::string_view explicit_path = "");
 
-  // The experiment schema with every plugin found in the search directories: the first
-  // call loads them all (one that fails to load is left out, its error kept for a file
-  // that names it).
+  // Loads only these plugins for the schema (those found among them): the plugins an
+  // experiment file names (PluginNamesIn, Note [Only the plugins named]) and any a caller
+  // sets itself. Without it the schema loads every plugin found. Called after schema(),
+  // the names not loaded yet are loaded and the schema built again (the earlier one stays
+  // valid for whoever holds it).
+  void Want(const std::set<std::string>& names);
+
+  // The experiment schema with the plugins found in the search directories, all of them
+  // or those wanted (Want): the first call loads them (one that fails to load is left
+  // out, its error kept for a file that names it).
   const ExperimentSchema& schema();
 
   // Loads every plugin the experiment lists, hands each its configuration and collects
@@ -135,6 +144,8 @@ class PluginHost {
   std::vector<std::string> search_dirs_;
   std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // by path
   std::shared_ptr<const ExperimentSchema> schema_;
+  std::vector<std::shared_ptr<const ExperimentSchema>> earlier_schemas_;  // still held by callers
+  std::optional<std::set<std::string>> wanted_;  // none: every plugin found
 };
 
 }  // namespace ddplab

@@ -1,5 +1,6 @@
 #include "core/plugin/plugin_host.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/config/experiment.h"
+#include "core/config/plugin_names.h"
 #include "core/plugin/pytorch_form.h"
 #include "gtest/gtest.h"
 #include "tools/cpp/runfiles/runfiles.h"
@@ -239,6 +241,36 @@ TEST(PyTorchCodeTest, FollowsTheRunsProcessesNotTheExperimentsGpusPerNode) {
   EXPECT_EQ(PyTorchCode(e, /*processes=*/1, {"static_graph"}, forms, &ddplab_only), "");
   e.mutable_distributed()->set_force_engine(true);
   EXPECT_NE(PyTorchCode(e, /*processes=*/1, {"static_graph"}, forms, &ddplab_only), "");
+}
+
+// Note [Only the plugins named]: a library the host is not asked for is never loaded,
+// so its constructor never runs; asked for later, it is.
+TEST_F(PluginHostTest, LoadsOnlyThePluginsWanted) {
+  unsetenv("DDPLAB_TESTDATA_CONSTRUCTOR_RAN");
+  const std::string stray = runfiles_->Rlocation("ddplab/core/testdata/stray");
+  PluginHost host({dir_, stray});
+  host.Want(PluginNamesIn("name: \"x\" plugin { good { number: 7 } }"));
+  const ExperimentSchema& first = host.schema();
+  EXPECT_EQ(first.plugins(), std::vector<std::string>{"good"});
+  EXPECT_EQ(std::getenv("DDPLAB_TESTDATA_CONSTRUCTOR_RAN"), nullptr) << "a stray library was loaded";
+  // Found, not loaded: named in suggestions and errors all the same.
+  const std::vector<std::string> found = first.found();
+  EXPECT_NE(std::find(found.begin(), found.end(), "constructor"), found.end());
+  EXPECT_NE(first.Missing("nope").find("Available: bad_identity, constructor, data_entry, good"), std::string::npos)
+      << first.Missing("nope");
+  absl::StatusOr<v1::Suite> suite =
+      ParseExperimentText(ExperimentWith("plugin { good { number: 7 } }"), "x.textproto", host.schema());
+  EXPECT_TRUE(suite.ok()) << suite.status();
+
+  // Asked for later: loaded then (here it is no plugin, and says so), and the schema
+  // held before stays readable.
+  host.Want({"constructor"});
+  EXPECT_STREQ(std::getenv("DDPLAB_TESTDATA_CONSTRUCTOR_RAN"), nullptr);
+  const ExperimentSchema& second = host.schema();
+  EXPECT_STREQ(std::getenv("DDPLAB_TESTDATA_CONSTRUCTOR_RAN"), "1");
+  EXPECT_NE(second.Missing("constructor").find("not a ddplab plugin"), std::string::npos)
+      << second.Missing("constructor");
+  EXPECT_EQ(first.plugins(), std::vector<std::string>{"good"});
 }
 
 }  // namespace
