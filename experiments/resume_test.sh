@@ -4,7 +4,7 @@
 # the signal cuts short is not one of them), resumed, it runs
 # only the missing repetitions, and the report holds all six, the first three with the
 # dates they were measured at. (--all_repetitions: every run gets its three, close to the
-# others or not.)
+# others or not.) Then a result whose plugin changed since is run again.
 set -u
 source "$TEST_SRCDIR/ddplab/experiments/testing/python.sh"
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
@@ -63,4 +63,22 @@ rows = {r["experiment"]: r for r in json.load(open(sys.argv[1]))["rows"]}
 for name in ("naive_ddp", "small_buckets"):
     assert rows[name]["steps_per_s"]["count"] == 3, (name, rows[name]["steps_per_s"])
 PY
-echo "interrupted after $kept of 6 runs, resumed with $ran more; the report holds all 6; 1 passed"
+
+# A result made with another build of a plugin (its library's digest changed) is kept
+# neither by --only's report nor by --skip_completed (#64: results know their plugins).
+python3 - "$results/resume/naive_ddp.json" <<'PY' || fail "no plugin build recorded"
+import json, sys
+r = json.load(open(sys.argv[1]))
+builds = r.get("plugin_builds") or r["pluginBuilds"]
+assert builds[0]["name"] == "bucket_sizing" and builds[0]["digest"].startswith("fnv1a64:"), builds
+builds[0]["digest"] = "fnv1a64:0000000000000000"
+json.dump(r, open(sys.argv[1], "w"))
+PY
+"$bin" --experiment="$suite" --output_dir="$results" --only=small_buckets >"$out" 2>"$err" || fail "--only exited $?"
+grep -q "^not in the report, made with other plugins than now (run it again): naive_ddp: plugin bucket_sizing's library is another build now" "$out" ||
+  fail "--only kept a result made with another build of a plugin, or did not say so"
+"$bin" --experiment="$suite" --output_dir="$results" --skip_completed >"$out" 2>"$err" || fail "the second resume exited $?"
+grep -q "rerun: the result at .*naive_ddp.json was made with other plugins (plugin bucket_sizing's library" "$out" ||
+  fail "--skip_completed kept a result made with another build of a plugin"
+[ "$(grep -c "result: " "$out")" -eq 3 ] || fail "the second resume ran $(grep -c "result: " "$out") runs, not naive_ddp's 3"
+echo "interrupted after $kept of 6 runs, resumed with $ran more; the report holds all 6; a result of another plugin build is run again; 1 passed"

@@ -15,7 +15,7 @@
 namespace ddplab {
 
 // The rows of the report, and how many of them are earlier results --only left out.
-std::vector<v1::RunResult> SuiteRunner::ReportRows(int& earlier) const {
+std::vector<v1::RunResult> SuiteRunner::ReportRows(int& earlier, std::vector<std::string>& stale) const {
   std::vector<v1::RunResult> rows;
   for (const PlannedRun& p : plan_.runs) {
     if (plan_.tune) break;  // the tuner's report has its runs only
@@ -26,10 +26,14 @@ std::vector<v1::RunResult> SuiteRunner::ReportRows(int& earlier) const {
     if (p.selected) continue;
     const v1::Experiment& e = p.run.experiment;
     absl::StatusOr<v1::RunResult> done = ReadResult(e.output().directory(), plan_.suite, e.name());
-    if (done.ok() && ResultDiffers(*done, e).empty()) {
-      rows.push_back(*done);
-      ++earlier;
+    if (!done.ok() || !ResultDiffers(*done, e).empty()) continue;
+    // Made with another build of a plugin: not beside this invocation's rows.
+    if (std::string why = ChangedPluginBuild(*done, host_); !why.empty()) {
+      stale.push_back(absl::StrCat(e.name(), ": ", why));
+      continue;
     }
+    rows.push_back(*done);
+    ++earlier;
   }
   // --only leaves the convergence check out: its runs of before keep the verdicts. (A whole
   // suite's check, even one that trained nothing, stands for itself.)
@@ -61,7 +65,8 @@ void SuiteRunner::Report() {
     if (p.selected && report_dir.empty()) report_dir = p.run_dir;
   }
   int earlier = 0;
-  v1::SuiteReport report = MakeReport(ReportRows(earlier), ReportMachine(in_.device, plan_));
+  std::vector<std::string> stale;
+  v1::SuiteReport report = MakeReport(ReportRows(earlier, stale), ReportMachine(in_.device, plan_));
   if (report.suite().empty()) report.set_suite(plan_.tune ? plan_.tune_suite : plan_.suite);
   for (const auto& [name, why] : failures_) {
     v1::FailedRun* f = report.add_failed();
@@ -81,6 +86,9 @@ void SuiteRunner::Report() {
     std::cout << "report: " << report_dir << "/report.{md,json,csv,html}";
     if (earlier > 0) std::cout << " (with " << earlier << " earlier result(s) of runs --only left out)";
     std::cout << "\n";
+  }
+  for (const std::string& why : stale) {
+    std::cout << "not in the report, made with other plugins than now (run it again): " << why << "\n";
   }
 }
 

@@ -294,6 +294,10 @@ int SuiteRunner::SkipCompleted(const PlannedRun& p) {
     std::cout << "  rerun: the result at " << path << " is of another experiment (" << why << ")\n";
     return 0;
   }
+  if (std::string why = ChangedPluginBuild(*done, host_); !why.empty()) {
+    std::cout << "  rerun: the result at " << path << " was made with other plugins (" << why << ")\n";
+    return 0;
+  }
   // A worker's own result, not yet joined to the repetitions before it, is one.
   if (done->repetitions_size() == 0) *done->add_repetitions() = RepetitionOf(*done);
   const int kept = done->repetitions_size();

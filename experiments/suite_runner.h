@@ -106,7 +106,9 @@ class SuiteRunner {
   bool Speaks() const { return !in_.worker || in_.worker->rank == 0; }
   int Finish();
   void Report();  // suite_report.cc
-  std::vector<v1::RunResult> ReportRows(int& earlier) const;
+  // The report's rows; `earlier`: results of before that --only left out, kept; `stale`:
+  // those not kept, made with other plugins than now (ChangedPluginBuild), and why.
+  std::vector<v1::RunResult> ReportRows(int& earlier, std::vector<std::string>& stale) const;
   void Failed(const std::string& name, const std::string& why);
 
   const Invocation& in_;

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <utility>
@@ -15,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/config/experiment.h"
 #include "google/protobuf/descriptor.h"
@@ -74,6 +77,33 @@ absl::Status CheckIdentity(const std::string& path, const DdplabPluginInfo& info
   return absl::FailedPreconditionError(absl::StrCat(
       "plugin ", path, " was built against ", absl::StrJoin(diffs, ", "),
       "; this binary is ", Describe(host), ". Rebuild the plugin with this binary's build."));
+}
+
+const char* StatusName(PluginStatus status) {
+  switch (status) {
+    case PluginStatus::kStable:
+      return "stable";
+    case PluginStatus::kExperimental:
+      return "experimental";
+    default:
+      return "diagnostic";
+  }
+}
+
+// A digest of the library's bytes (64-bit FNV-1a): enough to tell one build from another,
+// which is all a result's record of it is for; it is no defence against a tampered file.
+absl::StatusOr<std::string> FileDigest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  char piece[1 << 16];
+  while (in.read(piece, sizeof(piece)) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+      hash = (hash ^ static_cast<unsigned char>(piece[i])) * 0x100000001b3ULL;
+    }
+  }
+  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
+  return absl::StrFormat("fnv1a64:%016x", hash);
 }
 
 }  // namespace
@@ -277,6 +307,8 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
   if (absl::Status whole = CheckElfWhole(path); !whole.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", whole.message()));
   }
+  absl::StatusOr<std::string> digest = FileDigest(path);
+  if (!digest.ok()) return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", digest.status().message()));
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
@@ -323,10 +355,39 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
         " returned an incomplete DdplabPluginInfo (null register_callbacks, config_descriptor or "
         "plugin_version)"));
   }
-  auto plugin = std::make_unique<LoadedPlugin>(LoadedPlugin{std::string(name), path, info, config});
+  auto plugin = std::make_unique<LoadedPlugin>(LoadedPlugin{std::string(name), path, info, config, *digest});
   const LoadedPlugin* result = plugin.get();
   loaded_.emplace(path, std::move(plugin));
   return result;
+}
+
+v1::PluginBuild BuildRecord(const LoadedPlugin& plugin) {
+  v1::PluginBuild b;
+  b.set_name(plugin.name);
+  b.set_version(plugin.info.plugin_version ? plugin.info.plugin_version : "");
+  b.set_status(StatusName(static_cast<PluginStatus>(plugin.info.status)));
+  b.set_path(plugin.path);
+  b.set_digest(plugin.digest);
+  return b;
+}
+
+std::string ChangedPluginBuild(const v1::RunResult& recorded, PluginHost& host) {
+  if (recorded.plugins_size() > 0 && recorded.plugin_builds_size() == 0) {
+    return "it records no plugin builds (an older ddplab wrote it)";
+  }
+  for (const v1::PluginBuild& was : recorded.plugin_builds()) {
+    absl::StatusOr<const LoadedPlugin*> now = host.Load(was.name());
+    if (!now.ok()) return absl::StrCat("plugin ", was.name(), " no longer loads: ", now.status().message());
+    const v1::PluginBuild is = BuildRecord(**now);
+    if (is.version() != was.version()) {
+      return absl::StrCat("plugin ", was.name(), " is version ", is.version(), " now, ", was.version(), " then");
+    }
+    if (is.digest() != was.digest()) {
+      return absl::StrCat("plugin ", was.name(), "'s library is another build now (", is.path(), ", ", is.digest(),
+                          "; then ", was.path(), ", ", was.digest(), ")");
+    }
+  }
+  return "";
 }
 
 void PluginHost::Want(const std::set<std::string>& names) {

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "core/engine/engine.h"
 #include "core/plugin/plugin_api.h"
+#include "ddplab/v1/result.pb.h"
 #include "core/config/plugin_schema.h"
 #include "ddplab/v1/experiment.pb.h"
 
@@ -42,7 +43,11 @@ struct LoadedPlugin {
   std::string path;
   DdplabPluginInfo info;
   const google::protobuf::Descriptor* config;  // its configuration message
+  std::string digest;                          // of its library's bytes (PluginBuild.digest)
 };
+
+// `plugin` as a result records it (RunResult.plugin_builds).
+v1::PluginBuild BuildRecord(const LoadedPlugin& plugin);
 
 // This binary's build identity, as a plugin must match it.
 struct BuildIdentity {
@@ -102,6 +107,13 @@ class PluginSet {
   std::vector<std::string> lossy_plugins_;  // in listing order
   int sample_error_every_ = 0;
 };
+
+class PluginHost;
+
+// Why a result's plugins are not the ones `host` loads now: a plugin of another version,
+// a library whose bytes changed, one that no longer loads, or a result that records no
+// builds although it used plugins (an older ddplab wrote it); "" where they are the same.
+std::string ChangedPluginBuild(const v1::RunResult& recorded, PluginHost& host);
 
 class PluginHost {
  public:

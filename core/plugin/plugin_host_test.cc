@@ -273,5 +273,40 @@ TEST_F(PluginHostTest, LoadsOnlyThePluginsWanted) {
   EXPECT_EQ(first.plugins(), std::vector<std::string>{"good"});
 }
 
+// A result records each plugin's build; another version, another library or a result
+// with no record is told apart from the plugins loaded now.
+TEST_F(PluginHostTest, AResultsPluginBuildsAreComparedWithTheLoadedOnes) {
+  PluginHost host({dir_});
+  absl::StatusOr<const LoadedPlugin*> good = host.Load("good");
+  ASSERT_TRUE(good.ok()) << good.status();
+  const v1::PluginBuild build = BuildRecord(**good);
+  EXPECT_EQ(build.name(), "good");
+  EXPECT_EQ(build.version(), "1.2.3");
+  EXPECT_EQ(build.path(), Lib("good"));
+  ASSERT_EQ(build.digest().size(), std::string("fnv1a64:").size() + 16) << build.digest();
+  EXPECT_TRUE(absl::StartsWith(build.digest(), "fnv1a64:")) << build.digest();
+  EXPECT_EQ(BuildRecord(**host.Load("good")).digest(), build.digest());  // the same bytes, the same digest
+
+  v1::RunResult same;
+  same.add_plugins("good");
+  *same.add_plugin_builds() = build;
+  EXPECT_EQ(ChangedPluginBuild(same, host), "");
+  v1::RunResult older = same;
+  older.mutable_plugin_builds(0)->set_version("1.2.2");
+  EXPECT_EQ(ChangedPluginBuild(older, host), "plugin good is version 1.2.3 now, 1.2.2 then");
+  v1::RunResult rebuilt = same;
+  rebuilt.mutable_plugin_builds(0)->set_digest("fnv1a64:0000000000000000");
+  EXPECT_TRUE(absl::StartsWith(ChangedPluginBuild(rebuilt, host), "plugin good's library is another build now"))
+      << ChangedPluginBuild(rebuilt, host);
+  v1::RunResult unrecorded;
+  unrecorded.add_plugins("good");
+  EXPECT_EQ(ChangedPluginBuild(unrecorded, host), "it records no plugin builds (an older ddplab wrote it)");
+  v1::RunResult gone = same;
+  gone.mutable_plugin_builds(0)->set_name("vanished");
+  EXPECT_TRUE(absl::StartsWith(ChangedPluginBuild(gone, host), "plugin vanished no longer loads: unknown plugin"))
+      << ChangedPluginBuild(gone, host);
+  EXPECT_EQ(ChangedPluginBuild(v1::RunResult(), host), "");  // no plugins, nothing to compare
+}
+
 }  // namespace
 }  // namespace ddplab

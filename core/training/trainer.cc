@@ -347,7 +347,10 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   }
   r.set_transport(v1::Distributed::Transport_Name(e_.distributed().transport()));
   if (options_.plugins) {
-    for (const LoadedPlugin* p : options_.plugins->plugins()) r.add_plugins(p->name);
+    for (const LoadedPlugin* p : options_.plugins->plugins()) {
+      r.add_plugins(p->name);
+      *r.add_plugin_builds() = BuildRecord(*p);
+    }
     r.set_diagnostic(options_.plugins->diagnostic());
     r.set_lossy(options_.plugins->lossy());
     std::vector<std::string> ddplab_only;
