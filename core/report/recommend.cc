@@ -20,9 +20,49 @@ std::string RateWithSpread(const v1::ReportRow& r) {
 }
 
 // Whether `a` (the faster by median) is ahead of `b` by more than their spread: a's
-// slowest repetition above b's fastest.
+// slowest repetition above b's fastest, each side of at least two (one run has no spread
+// to judge by).
 bool AheadBeyondNoise(const v1::ReportRow& a, const v1::ReportRow& b) {
-  return a.steps_per_s().min() > b.steps_per_s().max();
+  return a.steps_per_s().count() >= 2 && b.steps_per_s().count() >= 2 && a.steps_per_s().min() > b.steps_per_s().max();
+}
+
+// Whether `r` may be recommended: exact, or lossy and judged within by the convergence
+// check. Only such rows race for the recommendation (a faster one that may not is said
+// apart, TrustedOrFallback).
+bool MayRecommend(const v1::ReportRow& r) { return !r.lossy() || (r.has_convergence() && r.convergence().within()); }
+
+// The first row after `after` in `by_rate` that may be recommended, or none.
+const v1::ReportRow* RivalOf(const v1::ReportRow* after, const std::vector<const v1::ReportRow*>& by_rate) {
+  bool past = false;
+  for (const v1::ReportRow* r : by_rate) {
+    if (past && MayRecommend(*r)) return r;
+    past |= r == after;
+  }
+  return nullptr;
+}
+
+// `use` against its rival (the next row that may be recommended): sets runner_up and
+// within_noise, and says "neither wins" where their spreads overlap or either ran once.
+// False where `use` wins beyond the noise (or has no rival): then nothing is said here.
+bool SayNeitherWins(const v1::ReportRow& use, const v1::ReportRow* rival, v1::Recommendation& rec,
+                    std::string& out) {
+  if (rival == nullptr) return false;
+  rec.set_runner_up(rival->experiment());
+  rec.set_within_noise(!AheadBeyondNoise(use, *rival));
+  if (!rec.within_noise()) return false;
+  const int once = (use.steps_per_s().count() < 2) + (rival->steps_per_s().count() < 2);
+  if (once > 0) {
+    absl::StrAppend(&out, use.experiment(), " and ", rival->experiment(), ": ", RateWithSpread(use), " against ",
+                    RateWithSpread(*rival), " on ", use.gpus(), " processes, but ",
+                    once == 2 ? "each ran once" : absl::StrCat(use.steps_per_s().count() < 2 ? use.experiment()
+                                                                                             : rival->experiment(),
+                                                               " ran once"),
+                    ": with no spread to judge by, neither wins.");
+  } else {
+    absl::StrAppend(&out, use.experiment(), " and ", rival->experiment(), " are within noise: ", RateWithSpread(use),
+                    " and ", RateWithSpread(*rival), " on ", use.gpus(), " processes overlap; neither wins.");
+  }
+  return true;
 }
 
 void SayCommunication(const v1::ReportRow& r, const std::string& one, std::string& out) {
@@ -118,22 +158,17 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
     return a->steps_per_s().median() > b->steps_per_s().median();
   });
   const v1::ReportRow& best = *by_rate[0];
-  const v1::ReportRow* second = by_rate.size() > 1 ? by_rate[1] : nullptr;
   v1::Recommendation rec;
   rec.set_transport(transport);
   rec.set_fastest(best.experiment());
   std::string& out = *rec.mutable_text();
-  if (second != nullptr) {
-    rec.set_runner_up(second->experiment());
-    rec.set_within_noise(!AheadBeyondNoise(best, *second));
-  }
-  if (rec.within_noise()) {
-    out = absl::StrCat(best.experiment(), " and ", second->experiment(), " are within noise: ", RateWithSpread(best),
-                       " and ", RateWithSpread(*second), " on ", best.gpus(), " processes overlap; neither wins.");
-  } else {
-    out = absl::StrCat(best.experiment(), " is the fastest on this machine, ", RateWithSpread(best), " on ",
-                       best.gpus(), best.gpus() == 1 ? " process" : " processes");
-    if (second != nullptr && best.steps_per_s().count() <= 1) absl::StrAppend(&out, " (one repetition: noise unknown)");
+  // Only rows that may be recommended race (MayRecommend): the fastest is raced against
+  // the next such row where it may be recommended itself; otherwise the row recommended
+  // in its place is, after the fastest is said apart.
+  const bool best_may = MayRecommend(best);
+  if (!best_may || !SayNeitherWins(best, RivalOf(&best, by_rate), rec, out)) {
+    absl::StrAppend(&out, best.experiment(), " is the fastest on this machine, ", RateWithSpread(best), " on ",
+                    best.gpus(), best.gpus() == 1 ? " process" : " processes");
     if (best.has_vs_naive() && best.vs_naive() != 1) {
       absl::StrAppendFormat(&out, ", %.0f%% over naive_ddp (one bucket after backward)", 100 * (best.vs_naive() - 1));
     }
@@ -142,6 +177,10 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
   }
   SayCommunication(best, one, out);
   const v1::ReportRow* use = best.lossy() ? TrustedOrFallback(best, by_rate, one, rec) : &best;
+  if (use != nullptr && !best_may) {
+    absl::StrAppend(&out, " ");
+    if (!SayNeitherWins(*use, RivalOf(use, by_rate), rec, out)) out.pop_back();
+  }
   if (use != nullptr) {
     rec.set_recommended(use->experiment());
     // Note [A row's bound] (row_bound.h): near it, only fewer bytes do much better.

@@ -389,19 +389,32 @@ std::string FormatJson(const v1::SuiteReport& report) {
   return out;
 }
 
+namespace {
+
+// What a recommendation line opens with: the run recommended, where it is not the fastest
+// the text then speaks of first (so the line never opens by naming a run it rejects),
+// or that none is.
+std::string Heading(const v1::Recommendation& r) {
+  if (r.recommended().empty()) return "none of these runs. ";
+  if (r.recommended() == r.fastest()) return "";
+  return absl::StrCat(r.recommended(), ". ");
+}
+
+}  // namespace
+
 std::string FormatRecommendations(const v1::SuiteReport& report) {
   if (report.recommendations_size() == 0) {
     return "Recommendation: no run of several processes that communicates completed; nothing to compare.\n";
   }
   if (report.recommendations_size() == 1) {
     const v1::Recommendation& r = report.recommendations(0);
-    std::string out = absl::StrCat("Recommendation: ", r.text(), "\n");
+    std::string out = absl::StrCat("Recommendation: ", Heading(r), r.text(), "\n");
     if (!r.pytorch().empty()) absl::StrAppend(&out, "\nIn PyTorch:\n\n```python\n", r.pytorch(), "```\n");
     return out;
   }
   std::string out = "Recommendation, by transport:\n";
   for (const v1::Recommendation& r : report.recommendations()) {
-    absl::StrAppend(&out, "- over ", r.transport(), ": ", r.text(), "\n");
+    absl::StrAppend(&out, "- over ", r.transport(), ": ", Heading(r), r.text(), "\n");
     if (!r.pytorch().empty()) absl::StrAppend(&out, "\n```python\n", r.pytorch(), "```\n\n");
   }
   return out;

@@ -88,6 +88,9 @@ TEST(ConvergenceReportTest, FourPercentWorseFailsThoughTheSeedsSpreadIsWider) {
   EXPECT_EQ(report.recommendations(0).fastest(), "bf16");
   EXPECT_EQ(report.recommendations(0).recommended(), "naive_ddp");
   EXPECT_TRUE(absl::StrContains(report.recommendations(0).text(), "it is not the recommendation"));
+  // #64: the line opens with the run recommended, not the one it rejects.
+  EXPECT_TRUE(absl::StartsWith(FormatRecommendations(report), "Recommendation: naive_ddp. bf16 is the fastest"))
+      << FormatRecommendations(report);
 }
 
 TEST(ConvergenceReportTest, ASeedWhoseExactRunFailedIsLeftOutOfTheMean) {
@@ -117,6 +120,34 @@ TEST(ConvergenceReportTest, AReferenceOfOneProcessOrLossyItselfJudgesNothing) {
   report = MakeReport(runs);
   EXPECT_EQ(report.rows(2).convergence().text(), "not compared: the reference naive_ddp is lossy itself");
   EXPECT_EQ(report.recommendations(0).recommended(), "naive_ddp");
+}
+
+// #64: a lossy row the check judged worse is no rival: the exact row is recommended
+// without "neither wins", though their spreads overlap; and the other way round.
+TEST(ConvergenceReportTest, ARowThatFailedItsCheckIsNoRival) {
+  std::vector<v1::RunResult> runs = Suite({3.56, 3.56, 3.56});  // worse by 256%
+  const auto repeat = [](v1::RunResult& r, std::vector<double> rates) {
+    for (double rate : rates) r.add_repetitions()->set_steps_per_s(rate);
+  };
+  repeat(runs[1], {11.70, 11.75, 11.90});  // naive_ddp
+  repeat(runs[2], {11.72, 11.80, 11.85});  // bf16, faster by median, within noise
+  v1::SuiteReport report = MakeReport(runs);
+  EXPECT_EQ(report.recommendations(0).fastest(), "bf16");
+  EXPECT_EQ(report.recommendations(0).recommended(), "naive_ddp");
+  EXPECT_FALSE(absl::StrContains(report.recommendations(0).text(), "neither wins")) << report.recommendations(0).text();
+  EXPECT_TRUE(absl::StrContains(report.recommendations(0).text(), "trains worse than the exact reference: worse by "
+                                                                  "256.0%"))
+      << report.recommendations(0).text();
+  EXPECT_TRUE(report.recommendations(0).runner_up().empty());
+
+  // The exact row fastest, the worse lossy one next: no rival either.
+  runs[2].clear_repetitions();
+  repeat(runs[2], {11.60, 11.70, 11.80});
+  report = MakeReport(runs);
+  EXPECT_EQ(report.recommendations(0).recommended(), "naive_ddp");
+  EXPECT_FALSE(absl::StrContains(report.recommendations(0).text(), "neither wins")) << report.recommendations(0).text();
+  EXPECT_TRUE(absl::StrContains(report.recommendations(0).text(), "naive_ddp is the fastest"))
+      << report.recommendations(0).text();
 }
 
 TEST(ConvergenceReportTest, ALossyFastestWithoutTheCheckIsNotRecommended) {

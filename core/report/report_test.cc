@@ -59,6 +59,8 @@ TEST(ReportTest, RatiosAgainstTheSingleProcessRunAndNaive) {
 // slowest repetition beats the runner-up's fastest, and says "within noise" otherwise.
 TEST(ReportTest, RepetitionsGiveMedianAndSpreadAndNoWinnerWithinNoise) {
   std::vector<v1::RunResult> runs = Runs();
+  runs[2].clear_gradient_error_samples();  // exact here: a row that may be recommended races
+  runs[2].clear_gradient_error();
   const auto repeat = [](v1::RunResult& r, std::vector<double> rates) {
     for (double rate : rates) r.add_repetitions()->set_steps_per_s(rate);
   };
@@ -84,6 +86,26 @@ TEST(ReportTest, RepetitionsGiveMedianAndSpreadAndNoWinnerWithinNoise) {
   report = MakeReport(runs);
   EXPECT_FALSE(report.recommendations(0).within_noise());
   EXPECT_EQ(report.recommendations(0).fastest(), "bf16");
+}
+
+// #64: a row that ran once has no spread to judge by: neither it nor its rival wins.
+TEST(ReportTest, NoWinnerWithoutRepetitionsOnBothSides) {
+  std::vector<v1::RunResult> runs = Runs();
+  runs[2].clear_gradient_error_samples();
+  runs[2].clear_gradient_error();
+  v1::SuiteReport report = MakeReport(runs);  // one run each
+  EXPECT_TRUE(report.recommendations(0).within_noise());
+  EXPECT_EQ(report.recommendations(0).runner_up(), "naive_ddp");
+  EXPECT_NE(report.recommendations(0).text().find("bf16 and naive_ddp: 11.800 steps/s against 11.000 steps/s on 4 "
+                                                  "processes, but each ran once: with no spread to judge by, neither "
+                                                  "wins."),
+            std::string::npos)
+      << report.recommendations(0).text();
+  EXPECT_EQ(report.recommendations(0).text().find("is the fastest"), std::string::npos);
+  for (double rate : {11.7, 11.8, 11.9}) runs[2].add_repetitions()->set_steps_per_s(rate);
+  report = MakeReport(runs);
+  EXPECT_NE(report.recommendations(0).text().find("but naive_ddp ran once"), std::string::npos)
+      << report.recommendations(0).text();
 }
 
 // Where the step goes: the single-process run's forward and backward, the rest of this
