@@ -19,8 +19,9 @@ ABSL_FLAG(std::string, experiment, "",
           "Experiment or suite file (.textproto). Default: experiments/seed_study.textproto "
           "in a CUDA build, experiments/cpu_smoke.textproto in a CPU build.");
 ABSL_FLAG(std::vector<std::string>, plugin_dir, {},
-          "More directories to find plugins in (each holding <name>/lib<name>.so), searched "
-          "before the plugins built with this binary.");
+          "More directories to find plugins in (each holding lib<name>.so or <name>/lib<name>.so), "
+          "searched before the plugins built with this binary; only the plugins an experiment "
+          "file names are loaded.");
 ABSL_FLAG(std::string, output_dir, "", "Directory for results; overrides each experiment's output.directory.");
 ABSL_FLAG(bool, print_experiments, false,
           "Print each run as resolved (defaults applied, sweeps expanded) and exit: runs nothing, "

@@ -3,7 +3,7 @@
 A plugin named N lives in plugins/N/: its library libN.so (ddplab_plugin()), which
 carries its configuration message (plugins/N/N.proto), its README and its tests. This list
 only says which plugins are built beside vit_ddp; a plugin built elsewhere is found
-through --plugin_dir (examples/hello_plugin).
+through --plugin_dir (examples/fp16_plugin).
 """
 
 PLUGINS = [

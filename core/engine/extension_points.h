@@ -203,6 +203,19 @@ struct CommContext {
   ParameterStep step;
 };
 
+// Note [What a codec hands below]
+// A codec (ExtensionPoint::kCodec, as bf16) wraps whatever reduces the bucket. It may hand
+// the hook below a copy of its GradBucket with the same index, parameters, offsets and
+// sizes and with `buffer` replaced by any contiguous flat tensor of as many elements, in
+// any dtype the hook below reduces (core's all-reduce: any c10d reduces), e.g. the
+// gradients rounded to bfloat16 or scaled; `gradients` then views of that buffer, or left
+// as they were. The hook below completes its future with that buffer reduced, and the
+// codec completes its own with the bucket's result in the bucket's dtype (ReducedGradients
+// reads it). Or it asks for the bucket in its dtype (Format()), so that the layout rounds
+// each gradient in as it arrives and nothing is converted in Run (bf16, fp16 at scale 1).
+// A codec that only scales values still takes a flat buffer: a layout that keeps none
+// (zero_copy) refuses every codec.
+
 // Reduces a bucket across ranks (c10d's comm hook). The engine hands each bucket, as soon
 // as it is complete, to the outermost hook of a chain that ends in core's all-reduce
 // (AllreduceHook), and waits on the future before the optimizer step. A wrapper (a codec,

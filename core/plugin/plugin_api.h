@@ -1,8 +1,11 @@
 // The plugin API: what a ddplab plugin implements and what the host offers it.
 //
-// A plugin is a shared library in its own package under plugins/, built with
-// ddplab_plugin() (tools/build_defs/cc.bzl), that exports one symbol,
-// ddplabGetPluginInfo(), returning a DdplabPluginInfo. The host loads the library,
+// A plugin is a shared library, lib<name>.so, built with ddplab_plugin_library()
+// (sdk/plugin.bzl): ddplab's own in their packages under plugins/ (ddplab_plugin(),
+// tools/build_defs/cc.bzl), a user's in a workspace of its own (examples/fp16_plugin),
+// found through --plugin_dir as <dir>/lib<name>.so or <dir>/<name>/lib<name>.so. It
+// exports one symbol, ddplabGetPluginInfo(), returning a DdplabPluginInfo. The host loads
+// the library (only where an experiment names it),
 // checks the API version and the build identity (LibTorch version, C++ ABI, protobuf
 // version, CUDA or CPU build) against its own and refuses any mismatch, because plugin
 // and host share C++ types (torch::Tensor, the protobuf runtime). Then, once per
@@ -76,7 +79,12 @@ enum class ExtensionPoint {
   kMissingGradients,
   kGradientLayout,
   kCommHook,     // reduces the bucket itself (PowerSGD): at most one plugin
-  kCodec,        // changes what travels (bf16): wraps whatever reduces
+  // Changes what travels (bf16): wraps whatever reduces. What it may hand the hook below
+  // (Note [What a codec hands below], core/engine/extension_points.h): a GradBucket of the
+  // same index, parameters, offsets and sizes, its `buffer` any flat tensor of as many
+  // elements (another dtype, scaled values), which the hook below reduces and completes
+  // with; the codec then turns that result back into the bucket's own.
+  kCodec,
   kHookWrapper,  // acts around the reduction, the bucket as it is (optimizer overlap)
   kStepRunner,   // runs each training step (core/training/step_runner.h): at most one plugin
 };

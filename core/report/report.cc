@@ -275,6 +275,7 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Mach
     report.set_repetitions(std::max<uint32_t>(report.repetitions(), std::max(1, r.repetitions_size())));
   }
   for (const v1::RunResult& r : runs) *report.add_rows() = RowOf(r, single, NaiveFor(r, runs));
+  internal_report::AddPluginBuilds(runs, report);
   AddBounds(runs, single, report);
   internal_report::AddConvergenceVerdicts(checks, report);
   // Runs of several processes by transport, in the order they ran; not the diagnostic
@@ -321,6 +322,7 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
                         : absl::StrCat(" (runs measured from ", report.first_date(), ")"),
                     "\n");
   }
+  absl::StrAppend(&out, internal_report::FormatPlugins(report));
   absl::StrAppend(&out, "Repetitions: ",
                   report.repetitions() > 1
                       ? absl::StrCat("up to ", report.repetitions(),

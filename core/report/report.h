@@ -63,6 +63,10 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
                                   bool on_cpus = false);
 // Each lossy row's verdict from the convergence check's runs `checks` (report_convergence.cc).
 void AddConvergenceVerdicts(const std::vector<const v1::RunResult*>& checks, v1::SuiteReport& report);
+// The plugin builds `runs` used, once each (report_plugins.cc); and report.md's lines on
+// them: where each came from, its version and status.
+void AddPluginBuilds(const std::vector<v1::RunResult>& runs, v1::SuiteReport& report);
+std::string FormatPlugins(const v1::SuiteReport& report);
 }  // namespace internal_report
 
 }  // namespace ddplab

@@ -108,6 +108,30 @@ TEST(ReportTest, NoWinnerWithoutRepetitionsOnBothSides) {
       << report.recommendations(0).text();
 }
 
+// #64: the report says where each plugin came from, its version and status; two runs of
+// one build list it once.
+TEST(ReportTest, SaysWhereEachPluginCameFrom) {
+  std::vector<v1::RunResult> runs = Runs();
+  const auto build = [](const std::string& name, const std::string& path, const std::string& status) {
+    v1::PluginBuild b;
+    b.set_name(name);
+    b.set_version("1.0.0");
+    b.set_status(status);
+    b.set_path(path);
+    b.set_digest("fnv1a64:0123456789abcdef");
+    return b;
+  };
+  *runs[1].add_plugin_builds() = build("bucket_sizing", "/x/plugins/bucket_sizing/libbucket_sizing.so", "stable");
+  *runs[2].add_plugin_builds() = build("bucket_sizing", "/x/plugins/bucket_sizing/libbucket_sizing.so", "stable");
+  *runs[2].add_plugin_builds() = build("fp16", "/tmp/my_plugins/libfp16.so", "experimental");
+  const v1::SuiteReport report = MakeReport(runs);
+  EXPECT_EQ(report.plugins_size(), 2);
+  EXPECT_NE(FormatMarkdown(report).find("Plugins:\n- from /tmp/my_plugins: fp16 1.0.0 (experimental)\n- from "
+                                        "/x/plugins: bucket_sizing 1.0.0 (stable)\n"),
+            std::string::npos)
+      << FormatMarkdown(report);
+}
+
 // Where the step goes: the single-process run's forward and backward, the rest of this
 // run's compute as slowed by communication, the exposed wait.
 // A run's TFLOP/s beside its share of the GPU's peak for its precision, where known.

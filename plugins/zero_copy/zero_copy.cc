@@ -55,7 +55,9 @@ void Register(const ddplab::plugins::zero_copy::v1::Config&, ddplab::PluginRegis
     return std::make_unique<InPlaceLayout>(params);
   });
   registrar.Refuse(ddplab::ExtensionPoint::kCommHook, "a communication hook takes a flat bucket");
-  registrar.Refuse(ddplab::ExtensionPoint::kCodec, "a gradient in another dtype on the wire needs a flat bucket to cast into");
+  registrar.Refuse(ddplab::ExtensionPoint::kCodec,
+                   "a codec transforms a flat bucket (Note [What a codec hands below]), and zero_copy hands the "
+                   "all-reduce the gradients where autograd left them, with no flat bucket");
 }
 
 }  // namespace
