@@ -71,7 +71,8 @@ void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options,
       deadline = std::chrono::steady_clock::now() + options.grace;
     }
     int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
+    struct rusage usage {};
+    pid_t pid = launch_internal::WaitNoHang(-1, &status, &usage);
     if (pid < 0 && errno != EINTR) break;
     if (pid <= 0) {
       if (stopping && std::chrono::steady_clock::now() > deadline) {
@@ -86,7 +87,7 @@ void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options,
     const int rank = it->second;
     running.erase(it);
     if (launch_internal::ExitFailed(status) && !stopping) {
-      result = {launch_internal::ExitCodeOf(status), launch_internal::DescribeExit(rank, status), 0};
+      result = {launch_internal::ExitCodeOf(status), launch_internal::DescribeExit(rank, status, &usage), 0};
       stopping = true;
       for (const auto& [p, r] : running) {
         kill(p, SIGTERM);

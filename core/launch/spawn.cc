@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace ddplab::launch_internal {
 
@@ -84,13 +85,24 @@ absl::StatusOr<pid_t> SpawnWorker(const std::vector<std::string>& argv, const Wo
   return pid;
 }
 
-std::string DescribeExit(int rank, int wait_status) {
+std::string DescribeExit(int rank, int wait_status, const struct rusage* usage) {
   if (WIFSIGNALED(wait_status)) {
     const int sig = WTERMSIG(wait_status);
-    return absl::StrCat("rank ", rank, " was killed by signal ", sig, " (", strsignal(sig), ")");
+    std::string out = absl::StrCat("rank ", rank, " was killed by signal ", sig, " (", strsignal(sig), ")");
+    if (sig == SIGKILL) {
+      absl::StrAppend(&out, ": probably out of memory (the kernel's out-of-memory killer sends SIGKILL");
+      // ru_maxrss: kibibytes on Linux.
+      if (usage != nullptr && usage->ru_maxrss > 0) {
+        absl::StrAppendFormat(&out, "; it held up to %.1f GiB", static_cast<double>(usage->ru_maxrss) / (1 << 20));
+      }
+      absl::StrAppend(&out, "); see the kernel's log (dmesg), and the memory check's figures (--print_experiments)");
+    }
+    return out;
   }
   return absl::StrCat("rank ", rank, " exited with code ", WEXITSTATUS(wait_status));
 }
+
+pid_t WaitNoHang(pid_t pid, int* status, struct rusage* usage) { return wait4(pid, status, WNOHANG, usage); }
 
 bool ExitFailed(int wait_status) { return !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0; }
 

@@ -8,6 +8,7 @@
 #ifndef DDPLAB_CORE_LAUNCH_SPAWN_H_
 #define DDPLAB_CORE_LAUNCH_SPAWN_H_
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -56,8 +57,12 @@ absl::StatusOr<pid_t> SpawnWorker(const std::vector<std::string>& argv, const Wo
                                   const std::vector<int>& inherited);
 
 // How a worker ended, for a person: "rank 1 exited with code 3", "rank 0 was killed by
-// signal 9 (Killed)"; and whether that is a failure (a non-zero code or a signal).
-std::string DescribeExit(int rank, int wait_status);
+// signal 9 (Killed)"; and whether that is a failure (a non-zero code or a signal). Killed
+// by SIGKILL, with `usage` (wait4's) the most memory it held: the kernel's out-of-memory
+// killer ends a process so, and says so only in its own log.
+std::string DescribeExit(int rank, int wait_status, const struct rusage* usage = nullptr);
+// waitpid(pid, status, WNOHANG) that also keeps the child's resource usage (wait4).
+pid_t WaitNoHang(pid_t pid, int* status, struct rusage* usage);
 bool ExitFailed(int wait_status);
 // The exit code a launcher reports for a worker that ended so: its code, or 128 + signal.
 int ExitCodeOf(int wait_status);

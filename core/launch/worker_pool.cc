@@ -127,8 +127,10 @@ LaunchResult WorkerPool::Run(const std::string& task) {
     // A worker may end without its channel closing first (its children hold it open).
     for (Worker& w : workers_) {
       int status = 0;
-      if (waitpid(w.pid, &status, WNOHANG) == w.pid) {
-        LaunchResult failed{launch_internal::ExitCodeOf(status), launch_internal::DescribeExit(w.rank, status), 0};
+      struct rusage usage {};
+      if (launch_internal::WaitNoHang(w.pid, &status, &usage) == w.pid) {
+        LaunchResult failed{launch_internal::ExitCodeOf(status), launch_internal::DescribeExit(w.rank, status, &usage),
+                            0};
         if (failed.exit_code == 0) failed = {1, absl::StrCat("rank ", w.rank, " ended before its task did"), 0};
         w.pid = -1;  // reaped
         return Fail(failed);
@@ -149,10 +151,11 @@ LaunchResult WorkerPool::Fail(LaunchResult result, int culprit) {
     const Worker& w = workers_[culprit];
     for (int waited = 0; waited < 100; ++waited) {
       int status = 0;
-      if (waitpid(w.pid, &status, WNOHANG) == w.pid) {
+      struct rusage usage {};
+      if (launch_internal::WaitNoHang(w.pid, &status, &usage) == w.pid) {
         running.erase(w.pid);
         if (launch_internal::ExitFailed(status)) {
-          result = {launch_internal::ExitCodeOf(status), launch_internal::DescribeExit(w.rank, status), 0};
+          result = {launch_internal::ExitCodeOf(status), launch_internal::DescribeExit(w.rank, status, &usage), 0};
         }
         break;
       }
