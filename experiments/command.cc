@@ -18,6 +18,7 @@
 #include "core/launch/distributed.h"
 #include "core/config/experiment.h"
 #include "core/config/plugin_names.h"
+#include "core/config/validate.h"
 #include "core/plugin/plugin_host.h"
 #include "experiments/cli.h"
 #include "experiments/plan.h"
@@ -127,8 +128,15 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   std::set<std::string> named = PluginNamesIn(*text);
   if (absl::GetFlag(FLAGS_tune)) named.merge(tune::TunerPlugins());
   host.Want(named);
-  absl::StatusOr<v1::Suite> suite = ParseExperimentText(
-      *text, path, host.schema(), [&host](const v1::Experiment& e) { return host.Configure(e).status(); });
+  // Where distributed.device is left out it is this machine's: on CPUs, a setting only a
+  // GPU run uses is reported where the file has it (#64), not silently ignored.
+  const std::string why_cpu = !DDPLAB_CUDA_BUILD ? "a CPU build" : in.device.gpus.empty() ? "a machine without GPUs" : "";
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(*text, path, host.schema(), [&](const v1::Experiment& e) {
+    if (!why_cpu.empty()) {
+      if (absl::Status s = CheckLeftToCpus(e, why_cpu); !s.ok()) return s;
+    }
+    return host.Configure(e).status();
+  });
   if (!suite.ok()) {
     std::cerr << "vit_ddp: " << Printable(suite.status().message()) << "\n";
     return 2;

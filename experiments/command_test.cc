@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "experiments/run_paths.h"
+#include "core/build_flags.h"
 #include "gtest/gtest.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
@@ -222,6 +223,26 @@ TEST_F(CommandTest, ALargeModelOnCpusIsSaidToBeSlow) {
 }
 
 // Checks before anything runs: refused in one line, and no output directory made.
+// #64: where distributed.device is left out on a CPU build, a setting only GPUs use is
+// reported where the file has it, naming the others, before anything runs.
+TEST_F(CommandTest, GpuSettingsOfAnExperimentLeftToCpusAreReportedTogether) {
+  if (DDPLAB_CUDA_BUILD) GTEST_SKIP() << "a CUDA build: the device left out may be a GPU";
+  const Answer a = Vit({"--experiment=" + Write("gpu_only.textproto",
+                                                "name: \"gpu_only\"\n"
+                                                "model { preset: VIT_TINY_TEST }\n"
+                                                "data { batch_size: 4 image_size: 32 pin_memory: true }\n"
+                                                "steps { warmup: 1 measured: 1 }\n"
+                                                "optimizer { sgd { learning_rate: 0.01 } }\n"
+                                                "distributed { gpus_per_node: 2 high_priority_compute: true }\n"),
+                        "--output_dir=" + tmp_ + "/gpu_only"});
+  EXPECT_EQ(a.code, 2);
+  EXPECT_TRUE(absl::StrContains(a.err, "gpu_only.textproto:3:37: data.pin_memory: pins host memory for copies to a "
+                                       "GPU, but this experiment runs on CPUs (distributed.device is left out, and "
+                                       "this is a CPU build); so do distributed.high_priority_compute: remove them"))
+      << a.err;
+  EXPECT_FALSE(Exists("gpu_only"));
+}
+
 TEST_F(CommandTest, WhatCannotRunIsRefusedBeforeRunningInOneLine) {
   const Answer many = Vit({"--experiment=" + smoke_, "--nproc_per_node=1000", "--output_dir=" + tmp_ + "/many"});
   EXPECT_EQ(many.code, 2);

@@ -73,12 +73,16 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at, const E
     }
   }
   if (const ConfigCheck* check = at.check()) {
-    // "plugin[1].bucket_sizing.first_bucket_cap_mb: what": located like the rest.
+    // "plugin[1].bucket_sizing.first_bucket_cap_mb: what", or any field's path first
+    // ("data.pin_memory: what"): located like the rest.
     if (absl::Status s = (*check)(e); !s.ok()) {
       const std::string message(s.message());
       const size_t colon = message.find(": ");
-      if (colon == std::string::npos || !absl::StartsWith(message, "plugin[")) return at.Error("plugin", message);
-      return at.Error(message.substr(0, colon), message.substr(colon + 2));
+      const std::string path = colon == std::string::npos ? "" : message.substr(0, colon);
+      const bool is_path = !path.empty() && absl::ascii_islower(path[0]) &&
+                           path.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.[]") == std::string::npos;
+      if (!is_path) return at.Error("plugin", message);
+      return at.Error(path, message.substr(colon + 2));
     }
   }
   return absl::OkStatus();
@@ -387,6 +391,34 @@ std::string BadName(absl::string_view name) {
     }
   }
   return "";
+}
+
+absl::Status CheckLeftToCpus(const v1::Experiment& e, absl::string_view why_cpu) {
+  const v1::Distributed& dist = e.distributed();
+  if (dist.device() != v1::Distributed::DEVICE_UNSPECIFIED) return absl::OkStatus();
+  // data, precision, then distributed's.
+  std::vector<std::pair<std::string, std::string>> gpu_only;
+  if (e.data().pin_memory()) gpu_only.push_back({"data.pin_memory", "pins host memory for copies to a GPU"});
+  if (e.precision() == v1::TF32) gpu_only.push_back({"precision", "TF32 is a mode of GPUs' matrix units"});
+  if (dist.backend() == v1::Distributed::NCCL) gpu_only.push_back({"distributed.backend", "NCCL runs on GPUs only"});
+  if (dist.transport() != v1::Distributed::TRANSPORT_UNSPECIFIED) {
+    gpu_only.push_back({"distributed.transport", "selects NCCL's transport"});
+  }
+  if (dist.nccl_env_size() > 0) gpu_only.push_back({"distributed.nccl_env[0]", "sets NCCL's variables"});
+  if (dist.high_priority_compute()) gpu_only.push_back({"distributed.high_priority_compute", "chooses a CUDA stream"});
+  if (dist.sweep_transport_size() > 0) {
+    gpu_only.push_back({"distributed.sweep_transport[0]", "sweeps NCCL's transports"});
+  }
+  if (dist.nccl_channels() > 0) gpu_only.push_back({"distributed.nccl_channels", "sets NCCL's channels"});
+  if (gpu_only.empty()) return absl::OkStatus();
+  std::string others;
+  for (size_t i = 1; i < gpu_only.size(); ++i) {
+    absl::StrAppend(&others, i == 1 ? "; so do " : ", ", gpu_only[i].first.substr(0, gpu_only[i].first.find('[')));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      gpu_only[0].first, ": ", gpu_only[0].second, ", but this experiment runs on CPUs (distributed.device is left "
+      "out, and this is ", why_cpu, ")", others, ": remove them, or name distributed { device: CUDA } for a GPU "
+      "machine"));
 }
 
 }  // namespace ddplab

@@ -24,6 +24,12 @@ std::string BadName(absl::string_view name);
 // by the Locator's ConfigCheck if it has one.
 absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at, const ExperimentSchema& schema);
 
+// Where `e` leaves distributed.device out and will run on CPUs all the same (`why_cpu`:
+// "a CPU build", "no GPU on this machine"): its settings that only a GPU run uses, as a
+// ConfigCheck's error ("data.pin_memory: ...", so that it is reported at the first of
+// them, naming the others). OK where it sets none, or names its device.
+absl::Status CheckLeftToCpus(const v1::Experiment& e, absl::string_view why_cpu);
+
 }  // namespace ddplab
 
 #endif  // DDPLAB_CORE_CONFIG_VALIDATE_H_
