@@ -280,6 +280,7 @@ absl::StatusOr<std::map<int, v1::RunResult>> Verify(const TuneRequest& req, Runn
     v1::TuneCandidate* c = t.mutable_candidates(i);
     c->set_experiment(r.experiment());
     *c->mutable_measured_step_ms() = StepSpread(r);
+    c->set_measured_exposed_ms(r.exposed_comm_ms());
     c->set_error(c->measured_step_ms().median() / c->predicted_step_ms() - 1);
     c->set_missed(std::abs(c->error()) > kMissed);
   }
@@ -359,9 +360,11 @@ bool EveryCapMakesTheGivenBuckets(const TuneRequest& req, const ExperimentSchema
   return true;
 }
 
-// The verdict on the answer's buckets, whose predicted step is the table's.
+// The verdict on the answer's buckets, whose predicted step is the table's; disputed
+// where the answer's runs waited for communication far longer than the model's whole
+// communication cost (#64: a verdict against its own measurements).
 absl::Status JudgeAnswer(const TuneRequest& req, const ExperimentSchema& schema, const Model& model,
-                         v1::Tuning& t) {
+                         const Measurements& m, v1::Tuning& t) {
   const auto [cap, first] = CapsOf(req.base, schema);
   const double chosen = t.chosen_cap_mb();
   VerdictOptions options;
@@ -373,6 +376,17 @@ absl::Status JudgeAnswer(const TuneRequest& req, const ExperimentSchema& schema,
   t.set_bound(std::string(BoundednessName(verdict->bound)));
   t.set_compression_can_pay(verdict->compression_can_pay);
   t.set_verdict(verdict->sentence);
+  double exposed = m.base.exposed_comm_ms();  // the answer's own runs, where it has them
+  for (const v1::TuneCandidate& c : t.candidates()) {
+    if (c.bucket_cap_mb() == chosen && c.measured_step_ms().count() > 0) exposed = c.measured_exposed_ms();
+  }
+  if (exposed > 2 * verdict->overhead_ms + 1) {
+    t.set_verdict_disputed(true);
+    t.set_verdict(absl::StrFormat(
+        "%s The runs disagree: after backward they waited %.1f ms a step for communication (measured), where the "
+        "model puts the whole cost of communication at %.1f ms. Trust the measured steps over this verdict.",
+        verdict->sentence, exposed, verdict->overhead_ms));
+  }
   return absl::OkStatus();
 }
 
@@ -442,7 +456,7 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
     if (!verified.ok()) return verified.status();
     if (absl::Status s = Answer(req, runner.schema(), runner, *m, *model, *verified, t); !s.ok()) return s;
   }
-  if (absl::Status s = JudgeAnswer(req, runner.schema(), *model, t); !s.ok()) return s;
+  if (absl::Status s = JudgeAnswer(req, runner.schema(), *model, *m, t); !s.ok()) return s;
   if (req.settings.try_step_graph) {
     absl::StatusOr<std::optional<v1::Experiment>> graph = TryStepGraph(req, runner, t);
     if (!graph.ok()) return graph.status();

@@ -287,6 +287,26 @@ TEST(Tuner, AnExperimentThatExchangesNothingIsRefusedBeforeAnythingRuns) {
   EXPECT_TRUE(runner.names.empty());
 }
 
+// #64: the verdict is the model's; where the answer's runs waited far longer for
+// communication than the model's whole communication cost, it says so.
+TEST(Tuner, AVerdictAgainstItsOwnMeasurementsIsDisputed) {
+  Machine m;
+  FakeRunner runner(m);
+  absl::StatusOr<v1::Tuning> t = Tune(Request(Dir("agrees")), runner);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE(t->verdict_disputed()) << t->verdict();
+  m.exposed_ms = 300;  // what the model cannot see
+  FakeRunner disagreeing(m);
+  t = Tune(Request(Dir("disputed")), disagreeing);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->verdict_disputed());
+  EXPECT_NE(t->verdict().find("The runs disagree: after backward they waited 300.0 ms a step for communication "
+                              "(measured), where the model puts the whole cost of communication at "),
+            std::string::npos)
+      << t->verdict();
+  EXPECT_NE(t->text().find("Trust the measured steps over this verdict."), std::string::npos) << t->text();
+}
+
 TEST(Tuner, CapRunNamesAreNames) {
   EXPECT_EQ(CapRunName("vit", 25), "vit_25mb");
   EXPECT_EQ(CapRunName("vit", 2.5), "vit_2p5mb");

@@ -39,6 +39,7 @@ struct Machine {
   double per_bucket_ms = 0;  // unknown to the model
   bool bf16 = false;         // bfloat16 on the wire, whose all-reduces cost 3 times float32's
   double graph_saves_ms = 0; // what running the step as one CUDA graph saves per step
+  double exposed_ms = 0;     // the wait for communication after backward its runs report
   std::vector<Gradient> gradients;
 
   Machine() {
@@ -147,6 +148,7 @@ class FakeRunner : public Runner {
       r.set_wire_bytes(60 * 2 * kMiB);
     }
     r.set_pytorch(absl::StrCat("model = DDP(model, device_ids=[local_rank], bucket_cap_mb=", cap, ")"));
+    r.set_exposed_comm_ms(m_.exposed_ms);
     const double saved = HasGraph(e) ? m_.graph_saves_ms : 0;
     for (int k = 0; k < repetitions; ++k) r.add_repetitions()->set_steps_per_s(1e3 / (m_.StepMs(cap, first, k) - saved));
     r.set_steps_per_s(r.repetitions(0).steps_per_s());
