@@ -357,7 +357,9 @@ struct Segment {
 const Segment kSegments[] = {
     {"forward", "forward", "#7eaee0", &v1::StepParts::forward_ms},
     {"backward", "backward as on 1 GPU", "#8c6bc8", &v1::StepParts::backward_single_ms},
-    {"slowdown", "compute slowed by overlap", "#f0a94a", &v1::StepParts::compute_slowdown_ms},
+    // Forward and backward slower than on one GPU: beside overlapping collectives, or
+    // (one bucket after backward, which overlaps nothing) beside the other processes.
+    {"slowdown", "compute slower than on 1 GPU", "#f0a94a", &v1::StepParts::compute_slowdown_ms},
     {"exposed", "exposed comm", "#d62728", &v1::StepParts::exposed_comm_ms},
     {"optimizer", "optimizer", "#6f6f6f", &v1::StepParts::optimizer_ms},
     {"other", "other", "#c4c4c4", &v1::StepParts::other_ms},

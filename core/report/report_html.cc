@@ -305,6 +305,28 @@ std::string FailedRuns(const v1::SuiteReport& report) {
 
 bool OnCpus(const v1::Machine& m) { return m.device_count() == 0 && !m.cpu().empty(); }
 
+namespace {
+
+// The charts in the words of the machine's processes: on CPUs, a process is what a GPU
+// is elsewhere (#64: no GPU words on a CPU page).
+std::string Charts(const v1::SuiteReport& report) {
+  std::string charts = absl::StrCat(report_html::LeversChart(report), report_html::StepChart(report),
+                                    report_html::ScalingChart(report));
+  if (!OnCpus(report.machine())) return charts;
+  return absl::StrReplaceAll(charts, {{"Per-GPU step rate as a fraction of one GPU alone",
+                                       "Per-process step rate as a fraction of one process alone"},
+                                      {"steps/s per GPU", "steps/s per process"},
+                                      {"backward as on 1 GPU", "backward as in 1 process"},
+                                      {"compute slower than on 1 GPU", "compute slower than in 1 process"},
+                                      {">1 GPU<", ">1 process<"},
+                                      {">1 GPU: ", ">1 process: "},
+                                      {" GPUs<", " processes<"},
+                                      {" GPUs,", " processes,"},
+                                      {"one GPU", "one process"}});
+}
+
+}  // namespace
+
 std::string FormatHtml(const v1::SuiteReport& report) {
   const std::string title = report.suite().empty() ? "Suite report" : report.suite();
   return absl::StrCat(
@@ -314,8 +336,7 @@ std::string FormatHtml(const v1::SuiteReport& report) {
       "style-src 'unsafe-inline'; img-src data:\">\n"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
       Escape(title), " · ddplab report</title>\n<style>", kStyle,
-      "</style>\n</head>\n<body>\n<main>\n", Header(report), report_html::LeversChart(report),
-      report_html::StepChart(report), report_html::ScalingChart(report), Table(report), FailedRuns(report),
+      "</style>\n</head>\n<body>\n<main>\n", Header(report), Charts(report), Table(report), FailedRuns(report),
       Convergence(report), Recommendations(report), Tuning(report),
       "<footer>Drawn by ddplab from the suite's "
       "report.json.</footer>\n</main>\n</body>\n</html>\n");

@@ -165,6 +165,22 @@ TEST(ReportHtmlTest, LeversAxisFollowsTheDataAndMarksOneGpu) {
   EXPECT_GE(Count(levers, "class=\"grid\""), 4);
 }
 
+// #64: on CPUs the charts speak of processes, not GPUs.
+TEST(ReportHtmlTest, ACpuReportsChartsNameProcessesNotGpus) {
+  SuiteReport report = Sample();
+  report.mutable_machine()->clear_device();
+  report.mutable_machine()->set_device_count(0);
+  report.mutable_machine()->set_cpu("Some CPU");
+  const std::string html = FormatHtml(report);
+  for (const char* kind : {"levers", "step"}) {
+    const std::string chart = Chart(html, kind);
+    ASSERT_FALSE(chart.empty()) << kind;
+    EXPECT_EQ(chart.find("GPU"), std::string::npos) << kind << ": " << chart;
+  }
+  EXPECT_NE(Chart(html, "levers").find(">1 process<"), std::string::npos);
+  EXPECT_NE(html.find("Per-process step rate as a fraction of one process alone"), std::string::npos);
+}
+
 // The error over the longest window beside one step's, the cosine as the cell's title.
 TEST(ReportHtmlTest, TheGradientErrorCellShowsTheWindowedError) {
   SuiteReport report = Sample();
