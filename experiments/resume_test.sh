@@ -81,4 +81,16 @@ grep -q "^not in the report, made with other plugins than now (run it again): na
 grep -q "rerun: the result at .*naive_ddp.json was made with other plugins (plugin bucket_sizing's library" "$out" ||
   fail "--skip_completed kept a result made with another build of a plugin"
 [ "$(grep -c "result: " "$out")" -eq 3 ] || fail "the second resume ran $(grep -c "result: " "$out") runs, not naive_ddp's 3"
+
+# Kept repetitions where further ones go only where they decide: "up to" so many run, not
+# a promise (#64).
+python3 - "$results/resume/small_buckets.json" <<'PY' || fail "cannot keep one repetition"
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["repetitions"] = r["repetitions"][:1]
+json.dump(r, open(sys.argv[1], "w"))
+PY
+"$bin" --experiment="$suite" --output_dir="$results" --skip_completed >"$out" 2>"$err" || fail "the third resume exited $?"
+grep -q "^  kept: 1 of 3 repetitions from .*small_buckets.json; up to 2 more run where they can change the recommendation (--all_repetitions: all)" "$out" ||
+  fail "the third resume promised repetitions that may not run"
 echo "interrupted after $kept of 6 runs, resumed with $ran more; the report holds all 6; a result of another plugin build is run again; 1 passed"

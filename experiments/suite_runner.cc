@@ -302,8 +302,12 @@ int SuiteRunner::SkipCompleted(const PlannedRun& p) {
   if (done->repetitions_size() == 0) *done->add_repetitions() = RepetitionOf(*done);
   const int kept = done->repetitions_size();
   if (kept < Repetitions(p)) {
-    std::cout << "  kept: " << kept << " of " << Repetitions(p) << " repetitions from " << path
-              << "; the other " << Repetitions(p) - kept << " run\n";
+    // Where repetitions go only where they decide, the others may not run (#64).
+    std::cout << "  kept: " << kept << " of " << Repetitions(p) << " repetitions from " << path << "; "
+              << (SparesRepetitions() ? "up to " : "the other ") << Repetitions(p) - kept
+              << (SparesRepetitions() ? " more run where they can change the recommendation (--all_repetitions: all)"
+                                      : " run")
+              << "\n";
   } else {
     std::cout << "  skipped: completed before (" << path << ")\n";
   }

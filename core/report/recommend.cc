@@ -115,8 +115,9 @@ const v1::ReportRow* TrustedOrFallback(const v1::ReportRow& best, const std::vec
     absl::StrAppend(&out, " In the convergence check it trains worse than the exact reference: ",
                     best.convergence().text(), "; it is not the recommendation.");
   } else {
-    absl::StrAppend(&out, " The convergence check did not train it (the suite has no convergence field, or it "
-                    "is not faster than the fastest exact one beyond the noise): it is not the recommendation.");
+    absl::StrAppend(&out, " The convergence check did not train it (the suite has no convergence field, --only "
+                    "left the check out, or it is not faster than the fastest exact one beyond the noise): it is not "
+                    "the recommendation.");
   }
   const v1::ReportRow* exact = nullptr;
   for (const v1::ReportRow* r : by_rate) {
