@@ -50,6 +50,7 @@
 #include "core/engine/extension_points.h"
 #include "core/training/step_runner.h"
 #include "core/torch_compat.h"
+#include "sdk/sdk_digest.h"  // DDPLAB_SDK_DIGEST
 #include "google/protobuf/stubs/common.h"
 
 // Plugins are compiled with hidden visibility; the host's types they use must stay
@@ -66,8 +67,11 @@
 // communication hook and parameter updates; Lossy replaces SampleGradientError. 9: the
 // plugin carries its configuration's schema (config_descriptor) and receives it typed.
 // 10: the trainer's step runner (SetStepRunner, core/training/step_runner.h);
-// PyTorchForm::only_on_gpus.
-#define DDPLAB_PLUGIN_API_VERSION 10
+// PyTorchForm::only_on_gpus. 11: DdplabPluginInfo::sdk_digest. From 11 on, whether a
+// plugin fits the host is its SDK digest's question (Note [The SDK's digest],
+// sdk/BUILD.bazel): this number changes only with DdplabPluginInfo's own layout, read
+// before the digest is.
+#define DDPLAB_PLUGIN_API_VERSION 11
 
 namespace ddplab {
 
@@ -192,6 +196,8 @@ struct DdplabPluginInfo {
   int32_t status;
   // Parses the configuration and registers the plugin's behaviour; may Reject() it.
   void (*register_callbacks)(ddplab::PluginRegistrar& registrar);
+  // DDPLAB_SDK_DIGEST: the SDK the plugin was built against (Note [The SDK's digest]).
+  const char* sdk_digest;
 };
 
 // The one symbol a plugin exports.
@@ -229,7 +235,8 @@ void RegisterTyped(PluginRegistrar& registrar) {
                             DDPLAB_CUDA_BUILD,                                                   \
                             &CONFIG::descriptor,                                                 \
                             static_cast<int32_t>(STATUS),                                        \
-                            &::ddplab::internal_plugin_api::RegisterTyped<CONFIG, REGISTER>};    \
+                            &::ddplab::internal_plugin_api::RegisterTyped<CONFIG, REGISTER>,     \
+                            DDPLAB_SDK_DIGEST};                                                  \
   }
 
 #endif  // DDPLAB_CORE_PLUGIN_PLUGIN_API_H_

@@ -337,6 +337,13 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
         ", this binary uses version ", DDPLAB_PLUGIN_API_VERSION,
         ". Rebuild the plugin against this binary's core/plugin/plugin_api.h."));
   }
+  // Note [The SDK's digest] (sdk/BUILD.bazel): the same API number, another SDK.
+  if (info.sdk_digest == nullptr || std::string(info.sdk_digest) != DDPLAB_SDK_DIGEST) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path, " was built against plugin SDK ",
+        info.sdk_digest ? info.sdk_digest : "(none)", ", and this binary's SDK is ", DDPLAB_SDK_DIGEST,
+        " (a digest of sdk/'s headers): rebuild the plugin against this binary's checkout"));
+  }
   if (absl::Status s = CheckIdentity(path, info); !s.ok()) return s;
   if (info.name == nullptr || name != info.name) {
     return absl::FailedPreconditionError(absl::StrCat(

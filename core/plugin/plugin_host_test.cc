@@ -136,7 +136,7 @@ TEST_F(PluginHostTest, RefusesAnUnknownNameAndListsTheAvailablePlugins) {
   EXPECT_EQ(plugin.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(plugin.status().message(),
             absl::StrCat("unknown plugin \"nope\": no libnope.so in ", dir_,
-                         ". Available: bad_identity, data_entry, good, no_entry, wrong_api"));
+                         ". Available: bad_identity, data_entry, good, no_entry, other_sdk, wrong_api"));
 }
 
 TEST_F(PluginHostTest, RefusesALibraryNamedOtherThanItsPlugin) {
@@ -306,6 +306,22 @@ TEST_F(PluginHostTest, AResultsPluginBuildsAreComparedWithTheLoadedOnes) {
   EXPECT_TRUE(absl::StartsWith(ChangedPluginBuild(gone, host), "plugin vanished no longer loads: unknown plugin"))
       << ChangedPluginBuild(gone, host);
   EXPECT_EQ(ChangedPluginBuild(v1::RunResult(), host), "");  // no plugins, nothing to compare
+}
+
+// Note [The SDK's digest]: a plugin of this API version built against another SDK is
+// refused at load, naming both digests.
+TEST_F(PluginHostTest, RefusesAPluginBuiltAgainstAnotherSdk) {
+  PluginHost host({dir_});
+  absl::StatusOr<const LoadedPlugin*> plugin = host.Load("other_sdk");
+  ASSERT_FALSE(plugin.ok());
+  EXPECT_EQ(plugin.status().message(),
+            absl::StrCat("plugin \"other_sdk\": ", Lib("other_sdk"), " was built against plugin SDK 0123456789abcdef, "
+                         "and this binary's SDK is ", DDPLAB_SDK_DIGEST,
+                         " (a digest of sdk/'s headers): rebuild the plugin against this binary's checkout"));
+  EXPECT_EQ(std::string(DDPLAB_SDK_DIGEST).size(), 16u);
+  absl::StatusOr<const LoadedPlugin*> good = host.Load("good");
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_STREQ((*good)->info.sdk_digest, DDPLAB_SDK_DIGEST);
 }
 
 }  // namespace

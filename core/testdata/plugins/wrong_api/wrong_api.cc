@@ -9,5 +9,5 @@ void Register(ddplab::PluginRegistrar&) {}
 extern "C" __attribute__((visibility("default"))) DdplabPluginInfo ddplabGetPluginInfo() {
   return DdplabPluginInfo{DDPLAB_PLUGIN_API_VERSION + 1, "wrong_api", "1.0.0", TORCH_VERSION,
                           _GLIBCXX_USE_CXX11_ABI, GOOGLE_PROTOBUF_VERSION, DDPLAB_CUDA_BUILD,
-                          &ddplab::testdata::wrong_api::v1::Config::descriptor, 0, Register};
+                          &ddplab::testdata::wrong_api::v1::Config::descriptor, 0, Register, DDPLAB_SDK_DIGEST};
 }
