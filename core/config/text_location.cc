@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -166,5 +168,25 @@ void KeepWrittenFields(const google::protobuf::Message& own, google::protobuf::M
   }
 }
 
+
+absl::Status FieldError(absl::StatusCode code, absl::string_view path, absl::string_view what) {
+  absl::Status s(code, absl::StrCat(path, ": ", what));
+  s.SetPayload(kFieldPayload, absl::Cord(path));
+  return s;
+}
+
+std::string FieldOf(const absl::Status& status) {
+  const auto field = status.GetPayload(kFieldPayload);  // absl::optional<absl::Cord>
+  return field ? std::string(*field) : "";
+}
+
+std::string WhatOf(const absl::Status& status) {
+  const std::string field = FieldOf(status);
+  const absl::string_view message = status.message();
+  if (!field.empty() && absl::StartsWith(message, absl::StrCat(field, ": "))) {
+    return std::string(message.substr(field.size() + 2));
+  }
+  return std::string(message);
+}
 
 }  // namespace ddplab

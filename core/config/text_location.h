@@ -28,6 +28,21 @@ namespace ddplab {
 // that field's file:line:column.
 using ConfigCheck = std::function<absl::Status(const v1::Experiment&)>;
 
+// Note [Errors that name a field]
+// A check of an experiment outside the loader (a ConfigCheck: the plugin host, the
+// device's own checks) names the field at fault so that the loader reports it at its
+// file:line:column. The field travels as the status's payload (kFieldPayload), not as a
+// prefix to split off the message; the message still reads "path: what" for whoever
+// prints it unlocated.
+inline constexpr char kFieldPayload[] = "type.googleapis.com/ddplab.v1.Field";
+// An error about the field at `path` of the experiment ("plugin[1].bucket_sizing.
+// first_bucket_cap_mb", "data.pin_memory"): message "path: what", the path as payload.
+absl::Status FieldError(absl::StatusCode code, absl::string_view path, absl::string_view what);
+// The field a status names (FieldError), or "" where it names none.
+std::string FieldOf(const absl::Status& status);
+// The message of a FieldError without its "path: " prefix; the whole message otherwise.
+std::string WhatOf(const absl::Status& status);
+
 // Keeps the first error the text-format parser reports.
 class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
  public:

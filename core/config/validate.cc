@@ -73,16 +73,10 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at, const E
     }
   }
   if (const ConfigCheck* check = at.check()) {
-    // "plugin[1].bucket_sizing.first_bucket_cap_mb: what", or any field's path first
-    // ("data.pin_memory: what"): located like the rest.
+    // Note [Errors that name a field]: located like the rest.
     if (absl::Status s = (*check)(e); !s.ok()) {
-      const std::string message(s.message());
-      const size_t colon = message.find(": ");
-      const std::string path = colon == std::string::npos ? "" : message.substr(0, colon);
-      const bool is_path = !path.empty() && absl::ascii_islower(path[0]) &&
-                           path.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.[]") == std::string::npos;
-      if (!is_path) return at.Error("plugin", message);
-      return at.Error(path, message.substr(colon + 2));
+      const std::string field = FieldOf(s);
+      return at.Error(field.empty() ? "plugin" : field, WhatOf(s));
     }
   }
   return absl::OkStatus();
@@ -415,10 +409,10 @@ absl::Status CheckLeftToCpus(const v1::Experiment& e, absl::string_view why_cpu)
   for (size_t i = 1; i < gpu_only.size(); ++i) {
     absl::StrAppend(&others, i == 1 ? "; so do " : ", ", gpu_only[i].first.substr(0, gpu_only[i].first.find('[')));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      gpu_only[0].first, ": ", gpu_only[0].second, ", but this experiment runs on CPUs (distributed.device is left "
-      "out, and this is ", why_cpu, ")", others, ": remove them, or name distributed { device: CUDA } for a GPU "
-      "machine"));
+  return FieldError(absl::StatusCode::kInvalidArgument, gpu_only[0].first,
+                    absl::StrCat(gpu_only[0].second, ", but this experiment runs on CPUs (distributed.device is left "
+                                 "out, and this is ", why_cpu, ")", others,
+                                 ": remove them, or name distributed { device: CUDA } for a GPU machine"));
 }
 
 }  // namespace ddplab

@@ -440,22 +440,22 @@ absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment
     const v1::Plugin& entry = experiment.plugin(i);
     const std::string& name = entry.name();
     const std::string where = absl::StrCat("plugin[", i, "]");
-    if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": names no plugin"));
+    if (name.empty()) return FieldError(absl::StatusCode::kInvalidArgument, where, "names no plugin");
     absl::StatusOr<const LoadedPlugin*> loaded = Load(name);
     if (!loaded.ok()) {
-      return absl::Status(loaded.status().code(), absl::StrCat(where, ": ", loaded.status().message()));
+      return FieldError(loaded.status().code(), where, loaded.status().message());
     }
     const LoadedPlugin& plugin = **loaded;
     internal_plugin_host::Registrar registrar(entry.config(), name, set);
     plugin.info.register_callbacks(registrar);
     if (!registrar.error().empty()) {
       const std::string at = registrar.field().empty() ? where : absl::StrCat(where, ".", name, ".", registrar.field());
-      return absl::InvalidArgumentError(
-          absl::StrCat(at, ": plugin \"", name, "\" rejected its configuration: ", registrar.error()));
+      return FieldError(absl::StatusCode::kInvalidArgument, at,
+                        absl::StrCat("plugin \"", name, "\" rejected its configuration: ", registrar.error()));
     }
     set.plugins_.push_back(&plugin);
     if (absl::Status s = set.CheckComposition(); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+      return FieldError(s.code(), where, s.message());
     }
   }
   const auto index_of = [&experiment](const std::string& plugin) {
@@ -465,18 +465,18 @@ absl::StatusOr<PluginSet> PluginHost::Configure(const v1::Experiment& experiment
   };
   if (const std::string why = set.StepRunnerRefusal(experiment); !why.empty()) {
     const std::string& runner = set.takers_[ExtensionPoint::kStepRunner].front();
-    return absl::InvalidArgumentError(
-        absl::StrCat("plugin[", index_of(runner), "]: plugin \"", runner, "\" refuses this experiment: ", why));
+    return FieldError(absl::StatusCode::kInvalidArgument, absl::StrCat("plugin[", index_of(runner), "]"),
+                      absl::StrCat("plugin \"", runner, "\" refuses this experiment: ", why));
   }
   // Every point but the step runner is the engine's.
   const v1::Distributed& dist = experiment.distributed();
   if (dist.gpus_per_node() == 1 && dist.nodes() == 1 && !dist.force_engine()) {
     for (const auto& [point, takers] : set.takers_) {
       if (point == ExtensionPoint::kStepRunner || takers.empty()) continue;
-      return absl::InvalidArgumentError(
-          absl::StrCat("plugin[", index_of(takers.front()), "]: plugin \"", takers.front(),
-                       "\" configures the data-parallel engine, which a run of one process skips: set "
-                       "distributed.force_engine: true or run more processes"));
+      return FieldError(absl::StatusCode::kInvalidArgument, absl::StrCat("plugin[", index_of(takers.front()), "]"),
+                        absl::StrCat("plugin \"", takers.front(),
+                                     "\" configures the data-parallel engine, which a run of one process skips: "
+                                     "set distributed.force_engine: true or run more processes"));
     }
   }
   for (ExtensionPoint role : {ExtensionPoint::kCommHook, ExtensionPoint::kCodec, ExtensionPoint::kHookWrapper}) {
