@@ -79,6 +79,37 @@ absl::Status CheckIdentity(const std::string& path, const DdplabPluginInfo& info
       "; this binary is ", Describe(host), ". Rebuild the plugin with this binary's build."));
 }
 
+// What a plugin says of itself against this host: the plugin API's layout, the SDK it was
+// built against, the build identity, its name and its status; each refusal names the
+// difference.
+absl::Status CheckInfo(absl::string_view name, const std::string& path, const DdplabPluginInfo& info) {
+  if (info.api_version != DDPLAB_PLUGIN_API_VERSION) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path, " uses plugin API version ", info.api_version,
+        ", this binary uses version ", DDPLAB_PLUGIN_API_VERSION,
+        ". Rebuild the plugin against this binary's core/plugin/plugin_api.h."));
+  }
+  // Note [The SDK's digest] (sdk/BUILD.bazel): the same API number, another SDK.
+  if (info.sdk_digest == nullptr || std::string(info.sdk_digest) != DDPLAB_SDK_DIGEST) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path, " was built against plugin SDK ",
+        info.sdk_digest ? info.sdk_digest : "(none)", ", and this binary's SDK is ", DDPLAB_SDK_DIGEST,
+        " (a digest of sdk/'s headers): rebuild the plugin against this binary's checkout"));
+  }
+  if (absl::Status s = CheckIdentity(path, info); !s.ok()) return s;
+  if (info.name == nullptr || name != info.name) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin \"", name, "\": ", path, " calls itself \"", info.name ? info.name : "(null)",
+        "\"; a plugin's library must be named after it"));
+  }
+  if (info.status < static_cast<int32_t>(PluginStatus::kStable) ||
+      info.status > static_cast<int32_t>(PluginStatus::kDiagnostic)) {
+    return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", path, " has status ", info.status,
+                                                      "; expected stable (0), experimental (1) or diagnostic (2)"));
+  }
+  return absl::OkStatus();
+}
+
 const char* StatusName(PluginStatus status) {
   switch (status) {
     case PluginStatus::kStable:
@@ -331,30 +362,7 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
   }
   auto get_info = reinterpret_cast<DdplabGetPluginInfoFn>(symbol);
   DdplabPluginInfo info = get_info();
-  if (info.api_version != DDPLAB_PLUGIN_API_VERSION) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "plugin \"", name, "\": ", path, " uses plugin API version ", info.api_version,
-        ", this binary uses version ", DDPLAB_PLUGIN_API_VERSION,
-        ". Rebuild the plugin against this binary's core/plugin/plugin_api.h."));
-  }
-  // Note [The SDK's digest] (sdk/BUILD.bazel): the same API number, another SDK.
-  if (info.sdk_digest == nullptr || std::string(info.sdk_digest) != DDPLAB_SDK_DIGEST) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "plugin \"", name, "\": ", path, " was built against plugin SDK ",
-        info.sdk_digest ? info.sdk_digest : "(none)", ", and this binary's SDK is ", DDPLAB_SDK_DIGEST,
-        " (a digest of sdk/'s headers): rebuild the plugin against this binary's checkout"));
-  }
-  if (absl::Status s = CheckIdentity(path, info); !s.ok()) return s;
-  if (info.name == nullptr || name != info.name) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "plugin \"", name, "\": ", path, " calls itself \"", info.name ? info.name : "(null)",
-        "\"; a plugin's library must be named after it"));
-  }
-  if (info.status < static_cast<int32_t>(PluginStatus::kStable) ||
-      info.status > static_cast<int32_t>(PluginStatus::kDiagnostic)) {
-    return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", path, " has status ", info.status,
-                                                      "; expected stable (0), experimental (1) or diagnostic (2)"));
-  }
+  if (absl::Status s = CheckInfo(name, path, info); !s.ok()) return s;
   const google::protobuf::Descriptor* config = info.config_descriptor ? info.config_descriptor() : nullptr;
   if (info.register_callbacks == nullptr || config == nullptr || info.plugin_version == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
