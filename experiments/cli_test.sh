@@ -52,6 +52,14 @@ sed -e 's/gpus_per_node: 2 device: CPU timeout_seconds: 5/gpus_per_node: 1 devic
 one=$!
 for _ in $(seq 1 300); do grep -q "step [0-9]" "$err" && break; sleep 0.1; done
 kill -INT $one
+# A run that does not stop within a minute is a failure that says where its threads wait,
+# not a test that hangs until its timeout.
+for _ in $(seq 1 600); do kill -0 $one 2>/dev/null || break; sleep 0.1; done
+if kill -0 $one 2>/dev/null; then
+  for task in /proc/$one/task/*; do echo "thread $(basename "$task"): $(cat "$task/comm" 2>/dev/null) waits in $(cat "$task/wchan" 2>/dev/null)"; done
+  kill -KILL $one
+  fail "Ctrl-C in a one-process run: still running a minute after SIGINT"
+fi
 wait $one
 code=$?
 [ "$code" -eq 130 ] || fail "Ctrl-C in a one-process run exited $code, not 130"
