@@ -20,6 +20,10 @@ double Field(const google::protobuf::Message& config, const char* name) {
 
 }  // namespace
 
+bool HasPlugin(const v1::Experiment& e, absl::string_view name) {
+  return std::any_of(e.plugin().begin(), e.plugin().end(), [name](const v1::Plugin& p) { return p.name() == name; });
+}
+
 Caps CapsOf(const v1::Experiment& e, const ExperimentSchema& schema) {
   for (const v1::Plugin& entry : e.plugin()) {
     if (entry.name() != kBucketSizing) continue;

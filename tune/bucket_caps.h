@@ -9,6 +9,7 @@
 #define DDPLAB_TUNE_BUCKET_CAPS_H_
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "core/config/plugin_schema.h"
 #include "core/engine/ddp_buckets.h"
 #include "ddplab/v1/experiment.pb.h"
@@ -17,6 +18,9 @@ namespace ddplab::tune {
 
 inline constexpr char kBucketSizing[] = "bucket_sizing";
 inline constexpr char kNoCommunication[] = "no_communication";
+
+// Whether `e` lists plugin `name`.
+bool HasPlugin(const v1::Experiment& e, absl::string_view name);
 
 // MiB, as PyTorch's bucket_cap_mb: the engine's defaults where no plugin sets them.
 struct Caps {

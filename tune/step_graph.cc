@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tune/bucket_caps.h"
 #include "tune/predict.h"
 #include "tune/spread.h"
 
@@ -18,10 +19,6 @@ v1::Spread AnswerSpread(const v1::Tuning& t) {
     if (c.bucket_cap_mb() == t.chosen_cap_mb() && c.measured_step_ms().count() > 0) return c.measured_step_ms();
   }
   return t.base_step_ms();
-}
-
-bool HasPlugin(const v1::Experiment& e, const std::string& name) {
-  return std::any_of(e.plugin().begin(), e.plugin().end(), [&name](const v1::Plugin& p) { return p.name() == name; });
 }
 
 }  // namespace

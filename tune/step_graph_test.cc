@@ -26,13 +26,6 @@ using tuner_testing::Machine;
 using tuner_testing::Request;
 using tuner_testing::TrueBest;
 
-bool NamesGraph(const v1::Experiment& e) {
-  for (const v1::Plugin& p : e.plugin()) {
-    if (p.name() == kStepGraph) return true;
-  }
-  return false;
-}
-
 TEST(StepGraph, TheAnswerTakesTheGraphWhereItPaysBeyondTheNoise) {
   Machine m;
   m.graph_saves_ms = 40;  // the host's launches, a third of the step
@@ -53,7 +46,7 @@ TEST(StepGraph, TheAnswerTakesTheGraphWhereItPaysBeyondTheNoise) {
   // The file runs the graph with the chosen cap; the text says why.
   absl::StatusOr<v1::Suite> file = ParseExperimentText(t->textproto(), req.answer_path, testing::ShippedSchema());
   ASSERT_TRUE(file.ok()) << file.status() << "\n" << t->textproto();
-  EXPECT_TRUE(NamesGraph(file->experiment(0))) << t->textproto();
+  EXPECT_TRUE(HasPlugin(file->experiment(0), kStepGraph)) << t->textproto();
   EXPECT_NE(t->textproto().find("its step as one CUDA graph"), std::string::npos) << t->textproto();
   EXPECT_NE(t->text().find("With its step as one CUDA graph (plugin { cuda_graph {} }): "), std::string::npos)
       << t->text();
@@ -76,7 +69,7 @@ TEST(StepGraph, AGraphNoFasterBeyondTheNoiseIsNotTaken) {
   EXPECT_LE(t->graph_gain(), t->graph_gain_noise());
   absl::StatusOr<v1::Suite> file = ParseExperimentText(t->textproto(), req.answer_path, testing::ShippedSchema());
   ASSERT_TRUE(file.ok()) << file.status();
-  EXPECT_FALSE(NamesGraph(file->experiment(0))) << t->textproto();
+  EXPECT_FALSE(HasPlugin(file->experiment(0), kStepGraph)) << t->textproto();
   EXPECT_NE(t->text().find("no faster beyond the noise: the answer runs eagerly."), std::string::npos) << t->text();
   ExpectOneAnswer(*t, req);
 }

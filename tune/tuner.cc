@@ -172,17 +172,19 @@ absl::StatusOr<Measurements> Measure(const TuneRequest& req, Runner& runner, con
                        "as given (", req.settings.repetitions, " run(s): the spread a gain is judged against)"));
   // The probe once; the experiment as given as often as each candidate, so that a gain
   // over it is judged against both spreads, never against one run.
-  const v1::Experiment& given = base;
-  for (const v1::Experiment* e : {&probe, &given}) {
-    absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> ran =
-        runner.Run({*e}, e == &probe ? 1 : req.settings.repetitions);
+  const auto measure = [&runner](const v1::Experiment& e, int repetitions) -> absl::StatusOr<v1::RunResult> {
+    absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> ran = runner.Run({e}, repetitions);
     if (!ran.ok()) return ran.status();
-    if (ran->empty() || !ran->front().ok()) {
-      const absl::Status failed = ran->empty() ? absl::InternalError("nothing ran") : ran->front().status();
-      return absl::Status(failed.code(), absl::StrCat("the tuner's measurement failed: ", failed.message()));
-    }
-    (e == &probe ? m.probe : m.base) = *ran->front();
-  }
+    const absl::Status failed = ran->empty() ? absl::InternalError("nothing ran") : ran->front().status();
+    if (!failed.ok()) return absl::Status(failed.code(), absl::StrCat("the tuner's measurement failed: ", failed.message()));
+    return *ran->front();
+  };
+  absl::StatusOr<v1::RunResult> measured = measure(probe, 1);
+  if (!measured.ok()) return measured.status();
+  m.probe = *std::move(measured);
+  measured = measure(base, req.settings.repetitions);
+  if (!measured.ok()) return measured.status();
+  m.base = *std::move(measured);
   if (!req.cache_path.empty()) {
     v1::TuneCache cache;
     *cache.mutable_machine() = req.machine;
@@ -426,8 +428,7 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
     return absl::FailedPreconditionError(absl::StrCat("--tune chooses bucket_cap_mb, and ", req.base.name(),
                                                       " cannot take one: ", s.message()));
   }
-  if (std::any_of(req.base.plugin().begin(), req.base.plugin().end(),
-                  [](const v1::Plugin& p) { return p.name() == kNoCommunication; })) {
+  if (HasPlugin(req.base, kNoCommunication)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--tune chooses how gradients are grouped for their exchange, and ", req.base.name(),
         " exchanges none (plugin no_communication, a diagnostic): tune the experiment without it"));

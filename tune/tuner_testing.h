@@ -77,7 +77,7 @@ class FakeRunner : public Runner {
       zero_copy |= p.name() == "zero_copy";
     }
     if (buckets && zero_copy) return absl::InvalidArgumentError("zero_copy makes no buckets");
-    if (HasGraph(e) && !refuse_graph.empty()) return absl::InvalidArgumentError(refuse_graph);
+    if (HasPlugin(e, "cuda_graph") && !refuse_graph.empty()) return absl::InvalidArgumentError(refuse_graph);
     return probe && hook ? absl::InvalidArgumentError("one communication hook only") : absl::OkStatus();
   }
 
@@ -108,12 +108,6 @@ class FakeRunner : public Runner {
   std::string refuse_graph;        // Check's refusal of cuda_graph, where set
 
  private:
-  static bool HasGraph(const v1::Experiment& e) {
-    for (const v1::Plugin& p : e.plugin()) {
-      if (p.name() == "cuda_graph") return true;
-    }
-    return false;
-  }
   v1::RunResult Probe(const v1::Experiment& e) const {
     v1::RunResult r;
     r.set_experiment(e.name());
@@ -149,7 +143,7 @@ class FakeRunner : public Runner {
     }
     r.set_pytorch(absl::StrCat("model = DDP(model, device_ids=[local_rank], bucket_cap_mb=", cap, ")"));
     r.set_exposed_comm_ms(m_.exposed_ms);
-    const double saved = HasGraph(e) ? m_.graph_saves_ms : 0;
+    const double saved = HasPlugin(e, "cuda_graph") ? m_.graph_saves_ms : 0;
     for (int k = 0; k < repetitions; ++k) r.add_repetitions()->set_steps_per_s(1e3 / (m_.StepMs(cap, first, k) - saved));
     r.set_steps_per_s(r.repetitions(0).steps_per_s());
     return r;

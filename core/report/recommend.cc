@@ -42,14 +42,16 @@ const v1::ReportRow* RivalOf(const v1::ReportRow* after, const std::vector<const
 }
 
 // `use` against its rival (the next row that may be recommended): sets runner_up and
-// within_noise, and says "neither wins" where their spreads overlap or either ran once.
-// False where `use` wins beyond the noise (or has no rival): then nothing is said here.
-bool SayNeitherWins(const v1::ReportRow& use, const v1::ReportRow* rival, v1::Recommendation& rec,
+// within_noise, and says "neither wins" (after `lead`) where their spreads overlap or
+// either ran once. False where `use` wins beyond the noise (or has no rival): then
+// nothing is said here.
+bool SayNeitherWins(const v1::ReportRow& use, const v1::ReportRow* rival, const char* lead, v1::Recommendation& rec,
                     std::string& out) {
   if (rival == nullptr) return false;
   rec.set_runner_up(rival->experiment());
   rec.set_within_noise(!AheadBeyondNoise(use, *rival));
   if (!rec.within_noise()) return false;
+  absl::StrAppend(&out, lead);
   const int once = (use.steps_per_s().count() < 2) + (rival->steps_per_s().count() < 2);
   if (once > 0) {
     absl::StrAppend(&out, use.experiment(), " and ", rival->experiment(), ": ", RateWithSpread(use), " against ",
@@ -167,7 +169,7 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
   // the next such row where it may be recommended itself; otherwise the row recommended
   // in its place is, after the fastest is said apart.
   const bool best_may = MayRecommend(best);
-  if (!best_may || !SayNeitherWins(best, RivalOf(&best, by_rate), rec, out)) {
+  if (!best_may || !SayNeitherWins(best, RivalOf(&best, by_rate), "", rec, out)) {
     absl::StrAppend(&out, best.experiment(), " is the fastest on this machine, ", RateWithSpread(best), " on ",
                     best.gpus(), best.gpus() == 1 ? " process" : " processes");
     if (best.has_vs_naive() && best.vs_naive() != 1) {
@@ -178,10 +180,7 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
   }
   SayCommunication(best, one, out);
   const v1::ReportRow* use = best.lossy() ? TrustedOrFallback(best, by_rate, one, rec) : &best;
-  if (use != nullptr && !best_may) {
-    absl::StrAppend(&out, " ");
-    if (!SayNeitherWins(*use, RivalOf(use, by_rate), rec, out)) out.pop_back();
-  }
+  if (use != nullptr && !best_may) SayNeitherWins(*use, RivalOf(use, by_rate), " ", rec, out);
   if (use != nullptr) {
     rec.set_recommended(use->experiment());
     // Note [A row's bound] (row_bound.h): near it, only fewer bytes do much better.
