@@ -10,7 +10,9 @@
 #
 # TRANSPORTS: nvlink,host,sockets by default; CONFIGS: naive, 25 MB buckets alone, the best
 # lossless, the best bf16, PowerSGD rank 1 and 4 (as tuned before); DEADLINE=S starts no
-# run after S seconds of the matrix.
+# run after S seconds of the matrix. BEFORE_CONFIGS=a,b runs the build before on those
+# configurations only (the ones the change touches); BASELINES (single_gpu) and GPUS (2)
+# pass through.
 set -uo pipefail
 DIR=${1:?usage: before_after.sh DIR BEFORE_SRC [TRANSPORTS] [CONFIGS] [REPS]}
 BEFORE_SRC=${2:?usage: before_after.sh DIR BEFORE_SRC [TRANSPORTS] [CONFIGS] [REPS]}
@@ -31,8 +33,9 @@ bazel build //experiments:vit_ddp >"$DIR/build.log" 2>&1 || { status=1; tail -30
   { status=1; tail -30 "$DIR/build_before.log"; }
 echo "builds: $(($(date +%s) - start)) s, exit $status"
 [ "$status" -eq 0 ] || exit 1
-args=(--out "$DIR/matrix" --gpus 2 --transports "$TRANSPORTS" --configs "$CONFIGS" --baselines single_gpu
-      --reps "$REPS" --before "$(cd "$BEFORE_SRC" && pwd)/bazel-bin/experiments/vit_ddp")
+args=(--out "$DIR/matrix" --gpus "${GPUS:-2}" --transports "$TRANSPORTS" --configs "$CONFIGS"
+      --baselines "${BASELINES-single_gpu}" --reps "$REPS"
+      --before "$(cd "$BEFORE_SRC" && pwd)/bazel-bin/experiments/vit_ddp" --before_configs "${BEFORE_CONFIGS:-}")
 [ -n "${DEADLINE:-}" ] && args+=(--deadline "$DEADLINE")
 python3 bench/ddp_matrix.py "${args[@]}" >"$DIR/matrix.log" 2>&1 || status=1
 echo "total: $(($(date +%s) - start)) s"

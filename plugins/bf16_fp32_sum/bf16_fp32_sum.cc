@@ -14,7 +14,16 @@
 // The bytes of an all-reduce in bfloat16 (a reduce-scatter and an all-gather). bfloat16
 // travels as its bytes: Gloo in LibTorch 1.x has no bfloat16, and nothing is reduced on
 // the wire. One process rounds its gradients once, as plugins/bf16 does, and issues no
-// collective.
+// collective. Two ranks on NCCL take one all-reduce in bfloat16 instead (Note [Two ranks
+// round once]).
+//
+// Note [Two ranks round once]
+// Over two ranks every element of the mean is one addition, a/2 + b/2 (NCCL's average
+// scales each input by 1/2, exact in bfloat16 above its smallest normal numbers), rounded
+// once to bfloat16, whatever algorithm NCCL picks: the result of steps 2 to 4 bit for
+// bit, in one collective. Over host memory on 2 H200 the all-to-all and all-gather made
+// the step 0.916 of plugins/bf16's (bench/NOTES.md). From three ranks on, an all-reduce in
+// bfloat16 rounds each hop, so the all-to-all stays there.
 //
 // Gradients are read where autograd left them (GradBucket::gradients) and cast straight
 // into the bfloat16 chunks: the float32 bucket is only written, with the mean.
@@ -54,6 +63,11 @@ void Reduce(const CommContext& context, GradBucket& bucket) {
   ddplab::CopyBucketInto(bucket, wire);  // cast to bfloat16, zeros after
   if (world == 1) {
     bucket.buffer.copy_(wire);
+    return;
+  }
+  if (world == 2 && context.nccl) {  // Note [Two ranks round once]
+    ddplab::StartMean(*context.process_group, wire, /*nccl=*/true).wait();
+    bucket.buffer.copy_(wire.narrow(0, 0, numel));
     return;
   }
   at::Tensor received = at::empty_like(wire);
