@@ -28,8 +28,8 @@
 // Gradients are read where autograd left them (GradBucket::gradients) and cast straight
 // into the bfloat16 chunks: the float32 bucket is only written, with the mean.
 //
-// On GPUs (NCCL) Run queues everything on the current stream and NCCL's, and returns:
-// c10d's wait() on an NCCL collective only orders the current stream after it. On CPUs
+// On GPUs (NCCL) Run queues everything on a stream of the hook's own and NCCL's, and
+// returns (Note [A hook's own stream], core/engine/hook_stream.h). On CPUs
 // (Gloo) wait() blocks the host, so the buckets are reduced on a thread of the hook's
 // own, one after another in the order the engine hands them over (the same on every
 // rank, so the collectives match), while backward goes on.
@@ -44,6 +44,7 @@
 
 #include "core/engine/collectives.h"
 #include "core/engine/flat_bucket.h"
+#include "core/engine/hook_stream.h"
 #include "core/engine/hook_worker.h"
 #include "core/plugin/plugin_api.h"
 #include "plugins/bf16_fp32_sum/bf16_fp32_sum.pb.h"
@@ -95,7 +96,7 @@ class Bf16Fp32SumHook : public ddplab::CommHook {
     Task task{bucket, ddplab::MakeBucketFuture(bucket.buffer)};  // the engine's bucket is gone when Run returns
     c10::intrusive_ptr<c10::ivalue::Future> future = task.future;
     if (!worker_) {
-      Finish(task);
+      stream_.Run(task.bucket, [&] { Finish(task); });  // Note [A hook's own stream]
       return future;
     }
     worker_->Push(std::move(task));
@@ -148,6 +149,7 @@ class Bf16Fp32SumHook : public ddplab::CommHook {
   const CommContext context_;
   mutable std::mutex stats_mu_;  // the counters below: Run writes, Stats reads
   int64_t gradient_bytes_ = 0, wire_bytes_ = 0;
+  ddplab::HookStream stream_;  // Run's (autograd's thread) alone
   std::optional<ddplab::HookWorker<Task>> worker_;  // last: started once everything it uses exists
 };
 

@@ -31,14 +31,9 @@
 #include <utility>
 #include <vector>
 
-#if defined(DDPLAB_CUDA)
-#include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 #include "core/engine/collectives.h"
 #include "core/engine/flat_bucket.h"
+#include "core/engine/hook_stream.h"
 #include "core/engine/hook_worker.h"
 #include "core/plugin/plugin_api.h"
 #include "plugins/fp8/fp8.pb.h"
@@ -106,13 +101,7 @@ class Fp8Hook : public ddplab::CommHook {
       worker_->Push(std::move(task));
       return future;
     }
-#if defined(DDPLAB_CUDA)
-    if (bucket.buffer.is_cuda()) {
-      FinishOnOurStream(task);
-      return future;
-    }
-#endif
-    Finish(task);
+    stream_.Run(task.bucket, [&] { Finish(task); });  // Note [A hook's own stream]
     return future;
   }
 
@@ -177,28 +166,7 @@ class Fp8Hook : public ddplab::CommHook {
     }
   }
 
-#if defined(DDPLAB_CUDA)
-  // On a GPU the bucket is reduced on a stream of the hook's own, ordered after the
-  // gradients: each collective's wait() orders the current stream after NCCL's, and on
-  // the compute stream that would hold backward's next kernels until the bucket's
-  // exchange is over. The future's event is on our stream; the engine's wait for it
-  // orders the compute stream after the whole reduction, at the end of backward.
-  void FinishOnOurStream(Task& task) {
-    const c10::DeviceIndex device = task.bucket.buffer.device().index();
-    if (!stream_) stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
-    at::cuda::CUDAEvent ready;
-    ready.record(c10::cuda::getCurrentCUDAStream(device));
-    ready.block(*stream_);
-    // Autograd's gradients are read on our stream and dropped once the reads are queued:
-    // their memory must not be handed out again before our stream is past them.
-    for (const at::Tensor& gradient : task.bucket.gradients) {
-      if (!gradient.is_alias_of(task.bucket.buffer)) gradient.record_stream(*stream_);
-    }
-    c10::cuda::CUDAStreamGuard guard(*stream_);
-    Finish(task);
-  }
-  std::optional<c10::cuda::CUDAStream> stream_;  // Run's (autograd's thread) alone
-#endif
+  ddplab::HookStream stream_;  // Run's (autograd's thread) alone
 
   const Settings settings_;
   const CommContext context_;
