@@ -380,3 +380,23 @@ TEST(ExperimentTextTest, WrittenFieldsWinOverDefaultsEvenWhenFalseOrZero) {
 
 }  // namespace
 }  // namespace ddplab
+
+namespace ddplab {
+namespace {
+
+// #64, point 16: a plugin whose configuration message is one of ddplab's own (or uses
+// them) is refused by name; the schema builder once recursed until the stack overflowed.
+TEST(ExperimentSchemaTest, APluginWithDdplabsOwnMessageIsRefused) {
+  for (const google::protobuf::Descriptor* own : {v1::Experiment::descriptor(), v1::Plugin::descriptor(),
+                                                  v1::Suite::descriptor()}) {
+    absl::StatusOr<std::shared_ptr<const ExperimentSchema>> schema = ExperimentSchema::Build({{"evil", own}});
+    ASSERT_FALSE(schema.ok()) << own->full_name();
+    EXPECT_TRUE(absl::StrContains(schema.status().message(),
+                                  absl::StrCat("plugin \"evil\": its configuration message ", own->full_name())))
+        << schema.status();
+    EXPECT_TRUE(absl::StrContains(schema.status().message(), "a plugin brings a message of its own"));
+  }
+}
+
+}  // namespace
+}  // namespace ddplab

@@ -70,6 +70,16 @@ bool IsPluginName(absl::string_view name) {
   return true;
 }
 
+// Whether `file` is `schema`, or imports it (directly or through other files).
+bool Uses(const FileDescriptor* file, const FileDescriptor* schema, std::set<const FileDescriptor*>& seen) {
+  if (file == schema) return true;
+  if (!seen.insert(file).second) return false;
+  for (int i = 0; i < file->dependency_count(); ++i) {
+    if (Uses(file->dependency(i), schema, seen)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const ExperimentSchema>> ExperimentSchema::Build(
@@ -87,6 +97,15 @@ absl::StatusOr<std::shared_ptr<const ExperimentSchema>> ExperimentSchema::Build(
           "and not name, config or path"));
     }
     if (p.config == nullptr) return absl::InvalidArgumentError(absl::StrCat("plugin \"", p.name, "\" has no configuration message"));
+    // The schema adds each plugin's message to ddplab.v1.Plugin's file: a message in that
+    // file, or in one that imports it, would have to exist before itself.
+    std::set<const FileDescriptor*> seen;
+    if (Uses(p.config->file(), v1::Plugin::descriptor()->file(), seen)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plugin \"", p.name, "\": its configuration message ", p.config->full_name(), " (", p.config->file()->name(),
+          ") is, or uses, ddplab's own experiment schema (", v1::Plugin::descriptor()->file()->name(),
+          "); a plugin brings a message of its own"));
+    }
     if (!names.insert(p.name).second) return absl::InvalidArgumentError(absl::StrCat("plugin \"", p.name, "\" is there twice"));
   }
   for (const FileDescriptor* file : {v1::Plugin::descriptor()->file(), v1::RunResult::descriptor()->file()}) {
