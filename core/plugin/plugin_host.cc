@@ -2,6 +2,7 @@
 #include "core/plugin/pytorch_form.h"
 
 #include "core/plugin/elf_check.h"
+#include "core/plugin/private_copy.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -9,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <utility>
@@ -17,8 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "core/config/experiment.h"
 #include "google/protobuf/descriptor.h"
 
@@ -119,22 +119,6 @@ const char* StatusName(PluginStatus status) {
     default:
       return "diagnostic";
   }
-}
-
-// A digest of the library's bytes (64-bit FNV-1a): enough to tell one build from another,
-// which is all a result's record of it is for; it is no defence against a tampered file.
-absl::StatusOr<std::string> FileDigest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  char piece[1 << 16];
-  while (in.read(piece, sizeof(piece)) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) {
-      hash = (hash ^ static_cast<unsigned char>(piece[i])) * 0x100000001b3ULL;
-    }
-  }
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  return absl::StrFormat("fnv1a64:%016x", hash);
 }
 
 }  // namespace
@@ -335,17 +319,22 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
   // Loading registers the library's .proto files with protobuf, which ends the process
   // (it cannot be caught through dlopen) on a file it has already: hence one library per
   // plugin name above, and each plugin's .proto under a path of its own (sdk/plugin.bzl).
-  if (absl::Status whole = CheckElfWhole(path); !whole.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", whole.message()));
+  // Note [A private copy] (private_copy.h): the bytes are read once, checked and loaded
+  // from memory of our own, so that a rewrite of the file cannot fault the process.
+  absl::StatusOr<PrivateCopy> copy = CopyForLoading(path);
+  if (!copy.ok()) return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", copy.status().message()));
+  if (absl::Status whole = CheckElfWhole(copy->path); !whole.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("plugin \"", name, "\": ", absl::StrReplaceAll(whole.message(), {{copy->path, path}})));
   }
-  absl::StatusOr<std::string> digest = FileDigest(path);
-  if (!digest.ok()) return absl::FailedPreconditionError(absl::StrCat("plugin \"", name, "\": ", digest.status().message()));
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(copy->path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
     return absl::FailedPreconditionError(
-        absl::StrCat("plugin \"", name, "\": cannot load ", path, ": ", err ? err : "unknown error"));
+        absl::StrCat("plugin \"", name, "\": cannot load ", path, ": ",
+                     err ? absl::StrReplaceAll(err, {{copy->path, path}}) : "unknown error"));
   }
+  KeepLoaded(path, *copy);
   dlerror();
   void* symbol = dlsym(handle, DDPLAB_PLUGIN_ENTRY_SYMBOL);
   if (symbol == nullptr) {
@@ -370,7 +359,7 @@ absl::StatusOr<const LoadedPlugin*> PluginHost::Load(absl::string_view name,
         " returned an incomplete DdplabPluginInfo (null register_callbacks, config_descriptor or "
         "plugin_version)"));
   }
-  auto plugin = std::make_unique<LoadedPlugin>(LoadedPlugin{std::string(name), path, info, config, *digest});
+  auto plugin = std::make_unique<LoadedPlugin>(LoadedPlugin{std::string(name), path, info, config, copy->digest});
   const LoadedPlugin* result = plugin.get();
   loaded_.emplace(path, std::move(plugin));
   return result;

@@ -107,6 +107,41 @@ TEST_F(PluginHostTest, RefusesATruncatedLibraryBeforeMappingIt) {
   EXPECT_TRUE(absl::StrContains(PluginHost({dir}).Load("good").status().message(), "shorter than an ELF header"));
 }
 
+// #64, point 16: a library rewritten or truncated on disk while loaded (a new build
+// copied over it mid-suite) once killed the process with SIGBUS at its next call into the
+// plugin. It runs from a private copy now, and records the digest of what it loaded.
+TEST_F(PluginHostTest, ALoadedPluginSurvivesItsFileBeingRewritten) {
+  const std::string dir = ::testing::TempDir() + "/rewritten";
+  const std::string lib = dir + "/good/libgood.so";
+  ASSERT_EQ(std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "/good' && cp '", Lib("good"), "' '",
+                                     lib, "'")
+                            .c_str()),
+            0);
+  // In a process of its own: this one has libgood.so loaded from elsewhere, and a second
+  // library with the same .proto would end it.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        PluginHost host({dir});
+        absl::StatusOr<const LoadedPlugin*> plugin = host.Load("good");
+        if (!plugin.ok() || (*plugin)->path != lib || !absl::StartsWith((*plugin)->digest, "fnv1a64:")) std::exit(3);
+        const std::string digest = (*plugin)->digest;
+        // Truncated in place, then rewritten with other bytes: the pages a mapping of the
+        // file had are gone.
+        if (std::system(absl::StrCat(": > '", lib, "' && head -c 100000 /dev/zero > '", lib, "'").c_str()) != 0) {
+          std::exit(4);
+        }
+        const bool same = (*plugin)->info.config_descriptor()->full_name() == "ddplab.testdata.good.v1.Config" &&
+                          std::string((*plugin)->info.plugin_version) == "1.2.3" && (*plugin)->digest == digest;
+        // Loading it again in this process gets the build it has.
+        if (!same) std::exit(5);
+        PluginHost second({dir});
+        absl::StatusOr<const LoadedPlugin*> again = second.Load("good");
+        std::exit(again.ok() && (*again)->digest == digest ? 0 : 6);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(PluginHostTest, RefusesAnEntrySymbolThatIsData) {
   PluginHost host({dir_});
   absl::StatusOr<const LoadedPlugin*> plugin = host.Load("data_entry");
