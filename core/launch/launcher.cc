@@ -49,9 +49,11 @@ namespace {
 
 // Waits for every worker in `running` (pid -> global rank); on the first failure, stops
 // the rest (SIGTERM, then SIGKILL after options.grace). `result` holds a failure to
-// start them, if any, and receives the first worker's failure.
+// start them, if any, and receives the first worker's failure; a worker killed by
+// another signal while they stop is added to its message.
 void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options, LaunchResult& result) {
   bool stopping = result.exit_code != 0;
+  bool escalated = false;  // SIGKILL sent to the workers left
   auto deadline = std::chrono::steady_clock::time_point::max();
   if (stopping) {
     for (const auto& [pid, rank] : running) {
@@ -77,6 +79,7 @@ void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options,
     if (pid <= 0) {
       if (stopping && std::chrono::steady_clock::now() > deadline) {
         for (const auto& [p, rank] : running) kill(p, SIGKILL);
+        escalated = true;
         deadline = std::chrono::steady_clock::time_point::max();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -86,6 +89,11 @@ void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options,
     if (it == running.end()) continue;
     const int rank = it->second;
     running.erase(it);
+    if (stopping && !escalated && WIFSIGNALED(status) && WTERMSIG(status) != SIGTERM) {
+      // Killed by a signal the launcher did not send (yet): said beside the stop.
+      absl::StrAppend(&result.message, "; meanwhile ", launch_internal::DescribeExit(rank, status, &usage));
+      continue;
+    }
     if (launch_internal::ExitFailed(status) && !stopping) {
       result = {launch_internal::ExitCodeOf(status), launch_internal::DescribeExit(rank, status, &usage), 0};
       stopping = true;
@@ -95,6 +103,11 @@ void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options,
       }
       deadline = std::chrono::steady_clock::now() + options.grace;
     }
+  }
+  // A stop asked for after a worker's failure: the caller stops as well.
+  if (const int sig = g_stop_signal; sig != 0 && result.signal == 0) {
+    result.signal = sig;
+    absl::StrAppend(&result.message, "; then stopped by signal ", sig, " (", strsignal(sig), ")");
   }
 }
 

@@ -104,6 +104,24 @@ TEST_F(LauncherTest, ASignalStopsTheJobAndLeavesNothing) {
   }
 }
 
+// #64, point 17: a rank killed while the launcher is being stopped is named beside the
+// stop (it once went unsaid: the stop came first, and every exit after it was taken for
+// the stop's own).
+TEST_F(LauncherTest, ARankKilledWhileStoppingIsNamed) {
+  setenv("FAIL_RANK", "1", 1);
+  setenv("FAIL_CODE", "-9", 1);
+  setenv("HANG", "1", 1);
+  LaunchOptions options;
+  options.nproc_per_node = 3;
+  LaunchResult r = Launch({Worker()}, options);
+  // Both come from one moment; whichever the launcher sees first leads, and both are said.
+  EXPECT_EQ(r.signal, SIGINT);
+  EXPECT_NE(r.message.find("stopped by signal 2 (Interrupt)"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("rank 1 was killed by signal 9 (Killed): probably out of memory"), std::string::npos)
+      << r.message;
+  EXPECT_TRUE(Entries(tmpdir_).empty()) << "left in $TMPDIR: " << Entries(tmpdir_).front();
+}
+
 TEST_F(LauncherTest, AMissingProgramFails) {
   LaunchOptions options;
   options.nproc_per_node = 2;

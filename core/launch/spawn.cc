@@ -110,13 +110,17 @@ int ExitCodeOf(int wait_status) {
   return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
 }
 
-void ReapWithin(std::map<pid_t, int>& running, std::chrono::milliseconds wait) {
+void ReapWithin(std::map<pid_t, int>& running, std::chrono::milliseconds wait, std::vector<std::string>* killed) {
   const bool forever = wait == std::chrono::milliseconds::max();  // now() + max overflows
   const auto deadline = std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : wait);
   while (true) {
     for (auto it = running.begin(); it != running.end();) {
       int status = 0;
-      const pid_t done = waitpid(it->first, &status, WNOHANG);
+      struct rusage usage {};
+      const pid_t done = WaitNoHang(it->first, &status, &usage);
+      if (done == it->first && killed != nullptr && WIFSIGNALED(status) && WTERMSIG(status) != SIGTERM) {
+        killed->push_back(DescribeExit(it->second, status, &usage));
+      }
       it = done == it->first || (done < 0 && errno == ECHILD) ? running.erase(it) : std::next(it);
     }
     if (running.empty() || (!forever && std::chrono::steady_clock::now() >= deadline)) return;
@@ -124,14 +128,16 @@ void ReapWithin(std::map<pid_t, int>& running, std::chrono::milliseconds wait) {
   }
 }
 
-void StopWorkers(std::map<pid_t, int>& running, std::chrono::milliseconds grace) {
+std::vector<std::string> StopWorkers(std::map<pid_t, int>& running, std::chrono::milliseconds grace) {
+  std::vector<std::string> killed;
   for (const auto& [pid, rank] : running) {
     kill(pid, SIGTERM);
     kill(pid, SIGCONT);
   }
-  ReapWithin(running, grace);
+  ReapWithin(running, grace, &killed);
   for (const auto& [pid, rank] : running) kill(pid, SIGKILL);
   ReapWithin(running, std::chrono::milliseconds::max());
+  return killed;
 }
 
 }  // namespace ddplab::launch_internal

@@ -68,13 +68,16 @@ bool ExitFailed(int wait_status);
 int ExitCodeOf(int wait_status);
 
 // Reaps the workers of `running` (pid -> rank) that end within `wait` (max: until all
-// have), removing them.
-void ReapWithin(std::map<pid_t, int>& running, std::chrono::milliseconds wait);
+// have), removing them. Where `killed` is given, each reaped worker that a signal other
+// than SIGTERM ended is described there (DescribeExit).
+void ReapWithin(std::map<pid_t, int>& running, std::chrono::milliseconds wait,
+                std::vector<std::string>* killed = nullptr);
 
 // Asks every worker of `running` (pid -> rank) to stop (SIGTERM, and SIGCONT so that a
 // stopped one acts on it), waits up to `grace` for them, kills those left (SIGKILL) and
-// reaps them all; `running` is empty after.
-void StopWorkers(std::map<pid_t, int>& running, std::chrono::milliseconds grace);
+// reaps them all; `running` is empty after. Returns how the workers ended that another
+// signal had ended first (a rank killed as the stop began): for the caller to name.
+std::vector<std::string> StopWorkers(std::map<pid_t, int>& running, std::chrono::milliseconds grace);
 
 }  // namespace ddplab::launch_internal
 

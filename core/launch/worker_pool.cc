@@ -162,7 +162,14 @@ LaunchResult WorkerPool::Fail(LaunchResult result, int culprit) {
       usleep(5000);
     }
   }
-  launch_internal::StopWorkers(running, options_.grace);
+  for (const std::string& killed : launch_internal::StopWorkers(running, options_.grace)) {
+    absl::StrAppend(&result.message, "; meanwhile ", killed);
+  }
+  // A stop asked for as a worker failed: the caller stops as well.
+  if (const int sig = g_pool_stop_signal; sig != 0 && result.signal == 0) {
+    result.signal = sig;
+    absl::StrAppend(&result.message, "; then stopped by signal ", sig, " (", strsignal(sig), ")");
+  }
   workers_.clear();
   rendezvous_.reset();
   return result;

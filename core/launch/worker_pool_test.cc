@@ -104,6 +104,18 @@ TEST(WorkerPoolTest, AWorkerThatExitsSaysItsCode) {
 }
 
 // Closing the pool ends its idle workers at once, and running ones after the grace.
+// #64, point 17: a rank killed as the launcher is stopped (Ctrl-C) is named beside the
+// stop; it once went unsaid, reaped among the workers being stopped.
+TEST(WorkerPoolTest, ARankKilledWhileStoppingIsNamed) {
+  std::unique_ptr<WorkerPool> pool = StartPool(3);
+  ASSERT_NE(pool, nullptr);
+  const LaunchResult r = pool->Run("interrupt_and_die 1");
+  EXPECT_EQ(r.signal, SIGINT) << r.message;
+  EXPECT_NE(r.message.find("stopped by signal 2 (Interrupt)"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("rank 1 was killed by signal 9 (Killed): probably out of memory"), std::string::npos)
+      << r.message;
+}
+
 TEST(WorkerPoolTest, EndsItsWorkersWhenClosed) {
   std::unique_ptr<WorkerPool> pool = StartPool(2);
   ASSERT_NE(pool, nullptr);

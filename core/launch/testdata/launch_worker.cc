@@ -1,7 +1,9 @@
 // A worker for //core:launcher_test. Checks the environment the launcher gives it (exit
 // 4: ranks and rendezvous address; 5: the rendezvous file); the rank named by $FAIL_RANK
 // exits with $FAIL_CODE after a moment, the others exit 0 at once, or, with $HANG=1,
-// wait to be stopped.
+// wait to be stopped. With $FAIL_CODE=-9 the failing rank asks the launcher to stop
+// (SIGINT, as Ctrl-C) and is killed (SIGKILL) in the same moment.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,6 +43,14 @@ int main() {
   if (!RendezvousFileIsPrivate(world == local_world)) return 5;
   if (rank == Env("FAIL_RANK")) {
     usleep(200 * 1000);
+    if (Env("FAIL_CODE") == -9) {
+      sigset_t term;  // the launcher's SIGTERM must not come first
+      sigemptyset(&term);
+      sigaddset(&term, SIGTERM);
+      sigprocmask(SIG_BLOCK, &term, nullptr);
+      kill(getppid(), SIGINT);
+      raise(SIGKILL);
+    }
     return Env("FAIL_CODE");
   }
   if (Env("HANG") == 1) {

@@ -1,7 +1,10 @@
 // A worker for //core/launch:worker_pool_test: takes tasks from its pool's channel and
 // says done after each. A task is "<file>" (writes "<rank> <pid> <RANK> <WORLD_SIZE>
-// <DDPLAB_RENDEZVOUS_FILE set>" to <file>.<rank>), "sleep <ms>", or "exit <rank> <code>"
-// (that rank exits with the code instead of running it). Exit 4: no channel.
+// <DDPLAB_RENDEZVOUS_FILE set>" to <file>.<rank>), "sleep <ms>", "exit <rank> <code>"
+// (that rank exits with the code instead of running it), or "interrupt_and_die <rank>"
+// (that rank sends the launcher SIGINT, as Ctrl-C, and is killed by SIGKILL in the same
+// moment; the others sleep). Exit 4: no channel.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -32,6 +35,18 @@ int main() {
       int who = -1, code = 0;
       words >> who >> code;
       if (who == rank) return code;
+    } else if (first == "interrupt_and_die") {
+      int who = -1;
+      words >> who;
+      if (who == rank) {
+        sigset_t term;  // the launcher's SIGTERM must not come first
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        sigprocmask(SIG_BLOCK, &term, nullptr);
+        kill(getppid(), SIGINT);
+        raise(SIGKILL);
+      }
+      sleep(60);
     } else {
       std::ofstream(first + "." + std::to_string(rank))
           << rank << " " << getpid() << " " << std::getenv("RANK") << " " << std::getenv("WORLD_SIZE") << " "
