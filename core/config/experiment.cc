@@ -104,6 +104,7 @@ absl::Status ResolveSuite(v1::Suite& suite, const TextPositions& positions, cons
     return suite_at.Error("experiment", "is required: a suite runs at least one");
   }
   std::map<std::string, int> names;
+  std::vector<absl::Status> found;
   for (int i = 0; i < suite.experiment_size(); ++i) {
     v1::Experiment resolved = suite.defaults();
     const v1::Experiment& own = suite.experiment(i);
@@ -121,18 +122,22 @@ absl::Status ResolveSuite(v1::Suite& suite, const TextPositions& positions, cons
     KeepWrittenFields(own, resolved, positions, own_path);
     ApplyDefaults(resolved);
     Locator at(file, &positions, {own_path, "defaults"}, positions.Find(own_path), resolved.name(), &check);
-    if (absl::Status s = ValidateExperiment(resolved, at, schema); !s.ok()) return s;
+    // Note [A file's errors together]: every experiment is checked.
+    found.push_back(ValidateExperiment(resolved, at, schema));
     if (suite.has_convergence() && absl::StrContains(resolved.name(), "-convergence-")) {
-      return at.Error("name", absl::StrCat("\"", resolved.name(), "\": names with -convergence- are the convergence "
-                                           "check's runs (<experiment>-convergence-<seed>): name it otherwise"));
+      found.push_back(at.Error("name", absl::StrCat("\"", resolved.name(), "\": names with -convergence- are the "
+                                                    "convergence check's runs (<experiment>-convergence-<seed>): name "
+                                                    "it otherwise")));
     }
     auto [first, inserted] = names.emplace(resolved.name(), i);
     if (!inserted) {
-      return at.Error("name", absl::StrCat("\"", resolved.name(), "\" is used twice (first by experiment[",
-                                           first->second, "])"));
+      found.push_back(at.Error("name", absl::StrCat("\"", resolved.name(), "\" is used twice (first by experiment[",
+                                                    first->second, "])")));
     }
     *suite.mutable_experiment(i) = std::move(resolved);
   }
+  // The suite's own checks read its experiments: only once they hold.
+  if (absl::Status s = Together(std::move(found)); !s.ok()) return s;
   if (absl::Status s = ValidateConvergence(suite, suite_at); !s.ok()) return s;
   return ValidateTune(suite, suite_at);
 }

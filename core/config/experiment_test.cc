@@ -9,6 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/config/validate.h"
 #include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 #include "plugins/testing/shipped_schema.h"
@@ -239,6 +241,47 @@ TEST(ParseExperimentTextTest, AnUnknownNameSuggestsTheOneMeant) {
                                 "Accepted: "))
       << transport.status();
   EXPECT_TRUE(absl::StrContains(transport.status().message(), "HOST_MEMORY, NETWORK.")) << transport.status();
+}
+
+// #64, point 9: a file's errors come together, one a line in file order (Note [A file's
+// errors together]): the first of each part of every experiment, an error of the
+// defaults once, and the device's own check of each experiment beside the rest.
+TEST(ParseExperimentTextTest, AFilesErrorsAreReportedTogether) {
+  const std::string text = R"pb(# proto-message: ddplab.v1.Suite
+name: "s"
+defaults {
+  model { preset: VIT_TINY_TEST } data { batch_size: 2 num_workers: 1000 } steps { measured: 1 }
+  optimizer { sgd { learning_rate: 0.1 } } distributed { gpus_per_node: 2 }
+}
+experiment { name: "a" steps { repetitions: 50 } }
+experiment { name: "b" optimizer { sgd { learning_rate: -1 } } distributed { nodes: 70000 } }
+experiment { name: "a" }
+)pb";
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(text, "x.textproto", testing::ShippedSchema());
+  ASSERT_FALSE(suite.ok());
+  EXPECT_EQ(std::string(suite.status().message()),
+            "x.textproto:4:56: data.num_workers: must be at most 256, got 1000\n"
+            "x.textproto:7:32: steps.repetitions: must be at most 20, got 50\n"
+            "x.textproto:8:42: optimizer.sgd.learning_rate: must be > 0, got -1\n"
+            "x.textproto:8:78: distributed.nodes: must be at most 65536, got 70000\n"
+            "x.textproto:9:14: name: \"a\" is used twice (first by experiment[0])");
+
+  // The device's check (here: on CPUs, settings only GPUs use) for every experiment at once.
+  const std::string gpu_only = R"pb(# proto-message: ddplab.v1.Suite
+name: "s"
+defaults { model { preset: VIT_TINY_TEST } data { batch_size: 2 } steps { measured: 1 } optimizer { sgd { learning_rate: 0.1 } } }
+experiment { name: "a" data { pin_memory: true } }
+experiment { name: "b" distributed { high_priority_compute: true } }
+)pb";
+  absl::StatusOr<v1::Suite> cpu = ParseExperimentText(
+      gpu_only, "x.textproto", testing::ShippedSchema(),
+      [](const v1::Experiment& e) { return CheckLeftToCpus(e, "a CPU build"); });
+  ASSERT_FALSE(cpu.ok());
+  const std::vector<std::string> lines = absl::StrSplit(cpu.status().message(), '\n');
+  ASSERT_EQ(lines.size(), 2u) << cpu.status();
+  EXPECT_TRUE(absl::StartsWith(lines[0], "x.textproto:4:31: data.pin_memory: pins host memory")) << lines[0];
+  EXPECT_TRUE(absl::StartsWith(lines[1], "x.textproto:5:38: distributed.high_priority_compute: chooses a CUDA stream"))
+      << lines[1];
 }
 
 // Settings that were accepted and then ignored, or that ran with nonsense figures, are

@@ -1,10 +1,14 @@
 #include "core/config/text_location.h"
 
 #include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace ddplab {
@@ -187,6 +191,31 @@ std::string WhatOf(const absl::Status& status) {
     return std::string(message.substr(field.size() + 2));
   }
   return std::string(message);
+}
+
+absl::Status Together(std::vector<absl::Status> found) {
+  std::vector<std::string> lines;
+  std::set<std::string> said;
+  const absl::Status* first = nullptr;
+  int more = 0;
+  for (const absl::Status& s : found) {
+    if (s.ok()) continue;
+    if (first == nullptr) first = &s;
+    // A message of several lines (errors already together) counts line by line.
+    for (absl::string_view line : absl::StrSplit(s.message(), '\n')) {
+      if (!said.insert(std::string(line)).second) continue;
+      if (static_cast<int>(lines.size()) < kMostErrors) {
+        lines.push_back(std::string(line));
+      } else {
+        ++more;
+      }
+    }
+  }
+  if (first == nullptr) return absl::OkStatus();
+  if (more > 0) lines.push_back(absl::StrCat("... and ", more, " more"));
+  absl::Status together(first->code(), absl::StrJoin(lines, "\n"));
+  first->ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { together.SetPayload(url, payload); });
+  return together;
 }
 
 }  // namespace ddplab

@@ -43,6 +43,24 @@ std::string FieldOf(const absl::Status& status);
 // The message of a FieldError without its "path: " prefix; the whole message otherwise.
 std::string WhatOf(const absl::Status& status);
 
+// Note [A file's errors together]
+// A file with several mistakes hears of all of them in one run, not one per edit: the
+// loader checks every experiment, and each part of an experiment (its name, model, data,
+// steps, optimizer, precision, distributed settings, plugins, output), and reports the
+// first error of each, in file order, one per line. A part whose check needs the others
+// right (the plugin host's composition) runs only where they are. An error that the
+// suite's defaults cause is said once, not once per experiment.
+//
+//   std::vector<absl::Status> found;
+//   found.push_back(CheckModel(e));  // OK statuses are left out
+//   return Together(std::move(found));
+//
+// Together returns OK where every status is; else an error whose message is the distinct
+// messages, one a line (at most kMostErrors, then how many more), with the first error's
+// code and payload.
+inline constexpr int kMostErrors = 20;
+absl::Status Together(std::vector<absl::Status> found);
+
 // Keeps the first error the text-format parser reports.
 class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
  public:

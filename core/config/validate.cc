@@ -1,6 +1,7 @@
 #include "core/config/validate.h"
 
 #include <cmath>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -45,7 +46,9 @@ constexpr uint32_t kMaxNcclChannels = 64;
 
 absl::Status ValidateEnums(const google::protobuf::Message& m, const std::string& path, const Locator& at);
 
-absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at, const ExperimentSchema& schema) {
+// Each plugin entry against its schema; then, `with_check`, the Locator's ConfigCheck.
+absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at, const ExperimentSchema& schema,
+                             bool with_check) {
   std::map<std::string, int> seen;
   for (int i = 0; i < e.plugin_size(); ++i) {
     const v1::Plugin& plugin = e.plugin(i);
@@ -72,7 +75,7 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at, const E
       if (!where.empty()) return at.Error(where, what);
     }
   }
-  if (const ConfigCheck* check = at.check()) {
+  if (const ConfigCheck* check = at.check(); check != nullptr && with_check) {
     // Note [Errors that name a field]: located like the rest.
     if (absl::Status s = (*check)(e); !s.ok()) {
       const std::string field = FieldOf(s);
@@ -353,23 +356,29 @@ absl::Status ValidateDistributed(const v1::Experiment& e, const Locator& at) {
 }  // namespace
 
 absl::Status ValidateExperiment(const v1::Experiment& e, const Locator& at, const ExperimentSchema& schema) {
-  if (e.name().empty()) return at.Error("name", "is required");
-  if (std::string bad = BadName(e.name()); !bad.empty()) return at.Error("name", bad);
-  if (absl::Status s = ValidateEnums(e, "", at); !s.ok()) return s;
+  // Note [A file's errors together]: the first error of each part.
+  std::vector<absl::Status> found;
+  if (e.name().empty()) {
+    found.push_back(at.Error("name", "is required"));
+  } else if (std::string bad = BadName(e.name()); !bad.empty()) {
+    found.push_back(at.Error("name", bad));
+  }
+  found.push_back(ValidateEnums(e, "", at));
   if (e.profiling().profiler() == v1::Profiling::NSYS) {
-    return at.Error("profiling.profiler", "NSYS is asked for on the command line, not in a file: --profile=nsys");
+    found.push_back(at.Error("profiling.profiler", "NSYS is asked for on the command line, not in a file: --profile=nsys"));
   }
   for (auto check : {ValidateModel, ValidateData, ValidateSteps, ValidateOptimizer, ValidatePrecision,
                      ValidateDistributed}) {
-    if (absl::Status s = check(e, at); !s.ok()) return s;
+    found.push_back(check(e, at));
   }
-  if (absl::Status s = ValidatePlugins(e, at, schema); !s.ok()) return s;
-
-  // Output.
   if (e.output().directory().find('\0') != std::string::npos) {
-    return at.Error("output.directory", "must not contain NUL");
+    found.push_back(at.Error("output.directory", "must not contain NUL"));
   }
-  return absl::OkStatus();
+  // The plugin host's own check (at.check()) configures the plugins for this experiment:
+  // only once the rest of it holds.
+  const bool rest_holds = std::all_of(found.begin(), found.end(), [](const absl::Status& s) { return s.ok(); });
+  found.push_back(ValidatePlugins(e, at, schema, /*with_check=*/rest_holds));
+  return Together(std::move(found));
 }
 
 // What is wrong with a suite's or an experiment's name, "" if nothing: it names files
