@@ -53,9 +53,12 @@ assert len(report["rows"]) == 5 and report["repetitions"] == 2, report.get("repe
 rows = list(csv.DictReader(open(sys.argv[1] + "/report.csv")))
 assert len(rows) == 5
 for row in rows:
+    # On CPUs its words are processes' (#64): no gpus, vs_single_gpu or tflops_per_gpu.
+    assert not any("gpu" in column for column in row), list(row)
     for column in ("steps_per_s", "steps_per_s_min", "steps_per_s_max", "exposed_comm_ms", "peak_memory_gib",
-                   "tflops_per_gpu", "vs_single_gpu", "vs_naive", "busbw_gbps", "gradient_error"):
+                   "tflops_per_process", "vs_single_process", "vs_naive", "busbw_gbps", "gradient_error"):
         if row[column] != "":
+            assert column != "peak_memory_gib" or float(row[column]) > 0, row
             float(row[column])
     # Every run once; a second only where it could change which is fastest.
     assert int(row["repetitions"]) in (1, 2), row["repetitions"]

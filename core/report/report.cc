@@ -361,10 +361,14 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
 }
 
 std::string FormatCsv(const v1::SuiteReport& report) {
-  std::string out =
-      "experiment,configuration,gpus,transport,nccl_transport,steps_per_s,steps_per_s_min,steps_per_s_max,"
-      "repetitions,vs_single_gpu,vs_naive,exposed_comm_ms,compute_slowdown_ms,busbw_gbps,peak_memory_gib,"
-      "gradient_error,tflops_per_gpu,diagnostic,precision,peak_fraction\n";
+  // On CPUs the columns speak of processes, and no memory is measured (an empty cell).
+  const bool cpus = OnCpus(report.machine());
+  const std::string unit = cpus ? "process" : "gpu";
+  std::string out = absl::StrCat(
+      "experiment,configuration,", cpus ? "processes" : "gpus",
+      ",transport,nccl_transport,steps_per_s,steps_per_s_min,steps_per_s_max,repetitions,vs_single_", unit,
+      ",vs_naive,exposed_comm_ms,compute_slowdown_ms,busbw_gbps,peak_memory_gib,gradient_error,tflops_per_", unit,
+      ",diagnostic,precision,peak_fraction\n");
   for (const v1::ReportRow& r : report.rows()) {
     const auto opt = [](bool has, double v) { return has ? std::optional<double>(v) : std::nullopt; };
     const std::vector<std::string> cells = {
@@ -373,7 +377,8 @@ std::string FormatCsv(const v1::SuiteReport& report) {
         CsvNumber(r.steps_per_s().max()), absl::StrCat(r.steps_per_s().count()),
         CsvNumber(opt(r.has_vs_single(), r.vs_single().median())), CsvNumber(opt(r.has_vs_naive(), r.vs_naive())),
         CsvNumber(r.exposed_comm_ms()), CsvNumber(r.parts().compute_slowdown_ms()),
-        CsvNumber(opt(r.has_busbw_gbps(), r.busbw_gbps())), CsvNumber(r.peak_memory_gib()),
+        CsvNumber(opt(r.has_busbw_gbps(), r.busbw_gbps())),
+        CsvNumber(opt(!cpus || r.peak_memory_gib() > 0, r.peak_memory_gib())),
         CsvNumber(opt(r.has_gradient_error(), r.gradient_error())), CsvNumber(r.tflops_per_gpu()),
         r.diagnostic() ? "1" : "0", CsvText(r.precision()),
         CsvNumber(opt(r.has_peak_fraction(), r.peak_fraction()))};

@@ -266,6 +266,28 @@ TEST(ReportTest, CsvHoldsNumbersAndEmptyCells) {
   EXPECT_EQ(single[column("busbw_gbps")], "");
 }
 
+// #64, point 10: on CPUs report.csv's columns speak of processes, and the memory no CPU
+// run measures is an empty cell, not 0.
+TEST(ReportTest, CsvOnCpusSpeaksOfProcesses) {
+  v1::Machine cpu;
+  cpu.set_device("cpu");
+  cpu.set_cpu("2 cores");
+  std::vector<v1::RunResult> runs = Runs();
+  for (v1::RunResult& r : runs) r.set_peak_memory_gib(0);
+  std::vector<std::string> csv = absl::StrSplit(FormatCsv(MakeReport(runs, cpu)), '\n', absl::SkipEmpty());
+  ASSERT_GE(csv.size(), 2u);
+  EXPECT_EQ(csv[0],
+            "experiment,configuration,processes,transport,nccl_transport,steps_per_s,steps_per_s_min,"
+            "steps_per_s_max,repetitions,vs_single_process,vs_naive,exposed_comm_ms,compute_slowdown_ms,busbw_gbps,"
+            "peak_memory_gib,gradient_error,tflops_per_process,diagnostic,precision,peak_fraction");
+  std::vector<std::string> header = absl::StrSplit(csv[0], ',');
+  std::vector<std::string> row = absl::StrSplit(csv[1], ',');
+  const size_t memory = std::find(header.begin(), header.end(), "peak_memory_gib") - header.begin();
+  EXPECT_EQ(row.at(memory), "");
+  // On GPUs, as before.
+  EXPECT_TRUE(absl::StartsWith(FormatCsv(MakeReport(Runs())), "experiment,configuration,gpus,"));
+}
+
 TEST(NcclTransportTest, ReadsTheChannelLines) {
   EXPECT_EQ(NcclTransportFromLog("host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
                                  "host:1:2 [0] NCCL INFO Connected all rings\n"),
