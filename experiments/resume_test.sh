@@ -77,7 +77,7 @@ PY
 "$bin" --experiment="$suite" --output_dir="$results" --only=small_buckets >"$out" 2>"$err" || fail "--only exited $?"
 grep -q "^not in the report, made with other plugins than now (run it again): naive_ddp: plugin bucket_sizing's library is another build now" "$out" ||
   fail "--only kept a result made with another build of a plugin, or did not say so"
-"$bin" --experiment="$suite" --output_dir="$results" --skip_completed >"$out" 2>"$err" || fail "the second resume exited $?"
+"$bin" --experiment="$suite" --output_dir="$results" --skip_completed --all_repetitions >"$out" 2>"$err" || fail "the second resume exited $?"
 grep -q "rerun: the result at .*naive_ddp.json was made with other plugins (plugin bucket_sizing's library" "$out" ||
   fail "--skip_completed kept a result made with another build of a plugin"
 [ "$(grep -c "result: " "$out")" -eq 3 ] || fail "the second resume ran $(grep -c "result: " "$out") runs, not naive_ddp's 3"
