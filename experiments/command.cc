@@ -19,6 +19,7 @@
 #include "core/config/experiment.h"
 #include "core/config/plugin_names.h"
 #include "core/config/validate.h"
+#include "core/model/torchscript/scripted_model.h"
 #include "core/plugin/plugin_host.h"
 #include "experiments/cli.h"
 #include "experiments/plan.h"
@@ -30,6 +31,20 @@
 
 namespace ddplab {
 namespace {
+
+// A TorchScript model (#65) is loaded and checked where the file names it: its file, the
+// arguments of forward, a first batch and the memory its parameters need, against the GPU's
+// where it runs on GPUs, else the host's.
+absl::Status CheckScriptedModel(const v1::Experiment& e, const std::string& file, const DeviceReport& device) {
+  if (!e.model().has_torchscript()) return absl::OkStatus();
+  const size_t slash = file.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : file.substr(0, slash);
+  const bool gpus = e.distributed().device() == v1::Distributed::CUDA ||
+                    (e.distributed().device() == v1::Distributed::DEVICE_UNSPECIFIED && !device.gpus.empty());
+  const int64_t memory = gpus && !device.gpus.empty() ? device.gpus.front().memory_bytes
+                                                      : static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  return ScriptedModel::Load(e.model().torchscript(), dir, at::kCPU, memory).status();
+}
 
 // The seed study on GPUs; on a machine (or build) without them, its CPU miniature.
 std::string DefaultExperiment(const DeviceReport& device) {
@@ -135,6 +150,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
     if (!why_cpu.empty()) {
       if (absl::Status s = CheckLeftToCpus(e, why_cpu); !s.ok()) return s;
     }
+    if (absl::Status s = CheckScriptedModel(e, path, in.device); !s.ok()) return s;
     return host.Configure(e).status();
   });
   if (!suite.ok()) {

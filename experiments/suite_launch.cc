@@ -105,6 +105,12 @@ bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
     if (w.options.node_rank == 0) Failed(e.name(), std::string(r.status().message()));
     return true;
   }
+  // Each worker reads its plugins' files anew: a rebuild during the suite is refused here,
+  // not mixed into its rows.
+  if (std::string other = RanAnotherBuild(*r, host_); !other.empty()) {
+    Failed(e.name(), other);
+    return true;
+  }
   ++ran_;
   if (std::string used = NcclTransport(p.run_dir, nccl_log_prefix); !used.empty()) r->set_nccl_transport(used);
   Keep(p, *r, /*fresh=*/true);

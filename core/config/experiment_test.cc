@@ -75,7 +75,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"missing_batch_size",
                 ": data.batch_size: is required: samples per GPU per step, > 0"},
         BadCase{"zero_measured_steps", ":6:3: steps.measured: is required: steps to time, > 0"},
-        BadCase{"missing_model", ": model: is required: set model.preset or model.vit"},
+        BadCase{"missing_model", ": model: is required: set model.preset, model.vit or model.torchscript"},
         BadCase{"bad_name",
                 ":1:1: name: must be letters, digits, '_' and '-', got \"my experiment\""},
         BadCase{"nccl_on_cpu",

@@ -85,12 +85,52 @@ absl::Status ValidatePlugins(const v1::Experiment& e, const Locator& at, const E
   return absl::OkStatus();
 }
 
-// model: a preset, or sizes that fit together.
+// model.torchscript: what the file declares, before the module is loaded (the device's
+// check loads it: core/model/torchscript).
+absl::Status ValidateScriptedModel(const v1::ScriptedModel& m, const Locator& at) {
+  if (m.file().empty()) return at.Error("model.torchscript.file", "is required: the module's file (its .save())");
+  if (m.input_size() == 0) {
+    return at.Error("model.torchscript.input", "is required: one per argument of forward, e.g. input { shape: [3, 224, 224] }");
+  }
+  const auto check = [&](const v1::TensorSpec& t, const std::string& path) -> absl::Status {
+    for (int d = 0; d < t.shape_size(); ++d) {
+      if (t.shape(d) == 0) return at.Error(absl::StrCat(path, ".shape"), absl::StrCat("[", d, "] must be > 0"));
+    }
+    if (t.dtype() == v1::TensorSpec::INT64 && t.high() == 0) {
+      return at.Error(absl::StrCat(path, ".high"), "is required for INT64: values are drawn in [0, high)");
+    }
+    if (t.dtype() != v1::TensorSpec::INT64 && t.high() != 0) {
+      return at.Error(absl::StrCat(path, ".high"), "is for INT64 values; float values are drawn from a normal");
+    }
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < m.input_size(); ++i) {
+    if (absl::Status s = check(m.input(i), absl::StrCat("model.torchscript.input[", i, "]")); !s.ok()) return s;
+  }
+  if (m.has_regression()) {
+    if (m.regression().dtype() == v1::TensorSpec::INT64) {
+      return at.Error("model.torchscript.regression.dtype", "a regression's target is FLOAT32");
+    }
+    if (absl::Status s = check(m.regression(), "model.torchscript.regression"); !s.ok()) return s;
+    if (m.loss() == v1::ScriptedModel::CROSS_ENTROPY) {
+      return at.Error("model.torchscript.loss", "CROSS_ENTROPY takes class indices: set classes, not regression");
+    }
+  } else if (m.classes() == 0) {
+    return at.Error("model.torchscript", "needs a target: classes: N (class indices), or regression { shape: [...] }");
+  } else if (m.loss() == v1::ScriptedModel::MEAN_SQUARED_ERROR) {
+    return at.Error("model.torchscript.loss", "MEAN_SQUARED_ERROR takes a float target: set regression, not classes");
+  }
+  return absl::OkStatus();
+}
+
+// model: a preset, sizes that fit together, or a TorchScript module's declaration.
 absl::Status ValidateModel(const v1::Experiment& e, const Locator& at) {
   const v1::Model& model = e.model();
   switch (model.architecture_case()) {
+    case v1::Model::kTorchscript:
+      return ValidateScriptedModel(model.torchscript(), at);
     case v1::Model::ARCHITECTURE_NOT_SET:
-      return at.Error("model", "is required: set model.preset or model.vit");
+      return at.Error("model", "is required: set model.preset, model.vit or model.torchscript");
     case v1::Model::kPreset:
       if (model.preset() == v1::Model::PRESET_UNSPECIFIED) {
         return at.Error("model.preset", "must name a preset, e.g. VIT_L_32");

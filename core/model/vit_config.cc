@@ -8,6 +8,11 @@ namespace ddplab {
 absl::StatusOr<VitConfig> VitConfigForModel(const v1::Model& model, int64_t image_size) {
   VitConfig c;
   c.image_size = image_size;
+  if (model.has_torchscript()) {
+    return absl::UnimplementedError(
+        "model.torchscript: this build loads and checks a TorchScript module (its file, forward's arguments, a first "
+        "batch, the memory its parameters need) but does not train one yet: use model.preset or model.vit");
+  }
   if (model.has_vit()) {
     const v1::VitSizes& v = model.vit();
     c.patch_size = v.patch_size();

@@ -394,6 +394,17 @@ std::string ChangedPluginBuild(const v1::RunResult& recorded, PluginHost& host) 
   return "";
 }
 
+std::string RanAnotherBuild(const v1::RunResult& run, PluginHost& host) {
+  for (const v1::PluginBuild& ran : run.plugin_builds()) {
+    absl::StatusOr<const LoadedPlugin*> loaded = host.Load(ran.name());
+    if (!loaded.ok() || (*loaded)->digest == ran.digest()) continue;
+    return absl::StrCat("plugin ", ran.name(), ": its workers ran ", ran.path(), " as ", ran.digest(),
+                        ", but the suite loaded ", (*loaded)->digest,
+                        " at its start: the library changed while the suite ran; run it again once it is built");
+  }
+  return "";
+}
+
 void PluginHost::Want(const std::set<std::string>& names) {
   std::set<std::string> wanted = wanted_.value_or(std::set<std::string>{});
   wanted.insert(names.begin(), names.end());

@@ -115,6 +115,12 @@ class PluginHost;
 // builds although it used plugins (an older ddplab wrote it); "" where they are the same.
 std::string ChangedPluginBuild(const v1::RunResult& recorded, PluginHost& host);
 
+// Where a run's workers loaded another build of a plugin than `host` did (a library
+// rewritten while a suite ran: the launcher keeps the bytes it read, Note [A private
+// copy], and each worker reads the file anew), what differs, naming the plugin, both
+// digests and what to do; "" where every build is the host's.
+std::string RanAnotherBuild(const v1::RunResult& run, PluginHost& host);
+
 class PluginHost {
  public:
   // `search_dirs` are tried in order for plugins found by name.

@@ -142,6 +142,22 @@ TEST_F(PluginHostTest, ALoadedPluginSurvivesItsFileBeingRewritten) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// #64, point 16: a run whose workers loaded another build of a plugin than the suite's
+// launcher (the file rewritten mid-suite) is told apart by the digests.
+TEST_F(PluginHostTest, ARunOfAnotherBuildThanTheSuitesIsNamed) {
+  PluginHost host({dir_});
+  absl::StatusOr<const LoadedPlugin*> good = host.Load("good");
+  ASSERT_TRUE(good.ok()) << good.status();
+  v1::RunResult run;
+  *run.add_plugin_builds() = BuildRecord(**good);
+  EXPECT_EQ(RanAnotherBuild(run, host), "");
+  run.mutable_plugin_builds(0)->set_digest("fnv1a64:0000000000000001");
+  EXPECT_EQ(RanAnotherBuild(run, host),
+            absl::StrCat("plugin good: its workers ran ", Lib("good"), " as fnv1a64:0000000000000001, but the suite "
+                         "loaded ", (*good)->digest, " at its start: the library changed while the suite ran; run it "
+                         "again once it is built"));
+}
+
 TEST_F(PluginHostTest, RefusesAnEntrySymbolThatIsData) {
   PluginHost host({dir_});
   absl::StatusOr<const LoadedPlugin*> plugin = host.Load("data_entry");
