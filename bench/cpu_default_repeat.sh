@@ -23,6 +23,6 @@ for i in $(seq 1 "$N"); do
     { echo "run $i: exit $?"; status=1; }
   echo "run $i: $(($(date +%s) - start)) s"
 done
-python3 "$(dirname "$0")/cpu_snippets.py" "$DIR" "$N" | tee "$DIR/summary.txt"
+"$(dirname "$0")/../tools/python/python3.sh" "$(dirname "$0")/cpu_snippets.py" "$DIR" "$N" | tee "$DIR/summary.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 exit "$status"
