@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/jit/serialization/import.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -110,14 +111,14 @@ absl::StatusOr<ScriptedModel> ScriptedModel::Load(const v1::ScriptedModel& spec,
   if (!std::ifstream(path, std::ios::binary)) {
     return Refuse(kFile, absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
   }
-  torch::jit::Module module;
+  auto module = std::make_shared<torch::jit::Module>();
   try {
-    module = torch::jit::load(path, device);
+    *module = torch::jit::load(path, device);
   } catch (const std::exception& e) {
     return Refuse(kFile, absl::StrCat(path, " is not a TorchScript module (a file written by torch.jit.script(model)"
                                             ".save(...) or torch.jit.trace(...).save(...)): ", FirstLine(e.what())));
   }
-  if (absl::Status s = CheckArguments(module, spec); !s.ok()) return s;
+  if (absl::Status s = CheckArguments(*module, spec); !s.ok()) return s;
   ScriptedModel model(std::move(module), spec, path, device);
   if (model.parameters().empty()) return Refuse(kFile, absl::StrCat(path, ": the module has no trainable parameters"));
   // Weights, their gradients and the buckets' copy at the least, before any activation.
@@ -133,7 +134,7 @@ absl::StatusOr<ScriptedModel> ScriptedModel::Load(const v1::ScriptedModel& spec,
   const ScriptedBatch batch = model.MakeBatch(kProbe, generator);
   at::Tensor out;
   try {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     out = model.Forward(batch);
   } catch (const std::exception& e) {
     std::vector<std::string> shapes;
@@ -147,7 +148,7 @@ absl::StatusOr<ScriptedModel> ScriptedModel::Load(const v1::ScriptedModel& spec,
 
 std::vector<at::Tensor> ScriptedModel::parameters() const {
   std::vector<at::Tensor> out;
-  for (const at::Tensor& p : module_.parameters(/*recurse=*/true)) {
+  for (const at::Tensor& p : module_->parameters(/*recurse=*/true)) {
     if (p.requires_grad()) out.push_back(p);
   }
   return out;
@@ -155,7 +156,7 @@ std::vector<at::Tensor> ScriptedModel::parameters() const {
 
 std::vector<std::pair<std::string, at::Tensor>> ScriptedModel::named_parameters() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
+  for (const auto& p : module_->named_parameters(/*recurse=*/true)) {
     if (p.value.requires_grad()) out.emplace_back(p.name, p.value);
   }
   return out;
@@ -189,12 +190,14 @@ ScriptedBatch ScriptedModel::MakeBatch(int64_t n, at::Generator& generator) cons
 at::Tensor ScriptedModel::Forward(const ScriptedBatch& batch) {
   std::vector<c10::IValue> args(batch.inputs.begin(), batch.inputs.end());
   if (LossOf(spec_) == v1::ScriptedModel::MODULE_RETURNS_LOSS) args.emplace_back(batch.target);
-  const c10::IValue out = module_.forward(args);
+  const c10::IValue out = module_->forward(args);
   if (!out.isTensor()) {
     throw std::runtime_error(absl::StrCat("forward returned a ", out.tagKind(), ", not a Tensor"));
   }
   return out.toTensor();
 }
+
+void ScriptedModel::Train(bool on) { module_->train(on); }
 
 at::Tensor ScriptedModel::Loss(const ScriptedBatch& batch) {
   const at::Tensor out = Forward(batch);

@@ -14,15 +14,19 @@
 #define DDPLAB_CORE_MODEL_TORCHSCRIPT_SCRIPTED_MODEL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <torch/script.h>
 
 #include "absl/status/statusor.h"
 #include "ddplab/v1/experiment.pb.h"
+
+namespace torch::jit {
+struct Module;  // torch/csrc/jit/api/module.h, which only scripted_model.cc compiles
+}  // namespace torch::jit
 
 namespace ddplab {
 
@@ -51,15 +55,15 @@ class ScriptedModel {
   ScriptedBatch MakeBatch(int64_t n, at::Generator& generator) const;
   // forward and the declared loss (a scalar).
   at::Tensor Loss(const ScriptedBatch& batch);
-  void Train(bool on) { module_.train(on); }
+  void Train(bool on);
 
  private:
-  ScriptedModel(torch::jit::Module module, v1::ScriptedModel spec, std::string path, at::Device device)
+  ScriptedModel(std::shared_ptr<torch::jit::Module> module, v1::ScriptedModel spec, std::string path, at::Device device)
       : module_(std::move(module)), spec_(std::move(spec)), path_(std::move(path)), device_(device) {}
 
   at::Tensor Forward(const ScriptedBatch& batch);
 
-  torch::jit::Module module_;
+  std::shared_ptr<torch::jit::Module> module_;
   v1::ScriptedModel spec_;
   std::string path_;
   at::Device device_;

@@ -45,7 +45,7 @@ void ExpectTrains(ScriptedModel& model) {
     at::Tensor loss = model.Loss(batch);
     ASSERT_EQ(loss.dim(), 0);
     loss.backward();
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     for (at::Tensor& p : model.parameters()) p.sub_(p.grad(), 0.05);
     (step == 0 ? first : last) = loss.item<double>();
   }
