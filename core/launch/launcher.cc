@@ -105,10 +105,7 @@ void WaitForWorkers(std::map<pid_t, int>& running, const LaunchOptions& options,
     }
   }
   // A stop asked for after a worker's failure: the caller stops as well.
-  if (const int sig = g_stop_signal; sig != 0 && result.signal == 0) {
-    result.signal = sig;
-    absl::StrAppend(&result.message, "; then stopped by signal ", sig, " (", strsignal(sig), ")");
-  }
+  launch_internal::NoteLateStop(g_stop_signal, result.signal, result.message);
 }
 
 }  // namespace

@@ -140,4 +140,10 @@ std::vector<std::string> StopWorkers(std::map<pid_t, int>& running, std::chrono:
   return killed;
 }
 
+void NoteLateStop(int sig, int& signal, std::string& message) {
+  if (sig == 0 || signal != 0) return;
+  signal = sig;
+  absl::StrAppend(&message, "; then stopped by signal ", sig, " (", strsignal(sig), ")");
+}
+
 }  // namespace ddplab::launch_internal

@@ -79,6 +79,10 @@ void ReapWithin(std::map<pid_t, int>& running, std::chrono::milliseconds wait,
 // signal had ended first (a rank killed as the stop began): for the caller to name.
 std::vector<std::string> StopWorkers(std::map<pid_t, int>& running, std::chrono::milliseconds grace);
 
+// A stop signal `sig` (0: none) that came after a worker's failure: where `signal` is still
+// 0, it becomes `sig` (so that the caller stops as well) and `message` says so.
+void NoteLateStop(int sig, int& signal, std::string& message);
+
 }  // namespace ddplab::launch_internal
 
 #endif  // DDPLAB_CORE_LAUNCH_SPAWN_H_

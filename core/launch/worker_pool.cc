@@ -166,10 +166,7 @@ LaunchResult WorkerPool::Fail(LaunchResult result, int culprit) {
     absl::StrAppend(&result.message, "; meanwhile ", killed);
   }
   // A stop asked for as a worker failed: the caller stops as well.
-  if (const int sig = g_pool_stop_signal; sig != 0 && result.signal == 0) {
-    result.signal = sig;
-    absl::StrAppend(&result.message, "; then stopped by signal ", sig, " (", strsignal(sig), ")");
-  }
+  launch_internal::NoteLateStop(g_pool_stop_signal, result.signal, result.message);
   workers_.clear();
   rendezvous_.reset();
   return result;
