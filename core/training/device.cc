@@ -1,9 +1,6 @@
 #include "core/training/device.h"
 
-#include <ATen/Parallel.h>
 #include <torch/cuda.h>
-
-#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "core/build_flags.h"
@@ -41,16 +38,6 @@ absl::StatusOr<at::Device> ChooseDevice(const v1::Experiment& e, int local_rank)
                                                       local_rank, " but this machine has ", count));
   }
   return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
-}
-
-void UseHostThreadsFor(const at::Device& device) {
-  if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
-  // What the process started with, taken before the first GPU run changes it: a worker
-  // that serves runs one after another (core/launch/worker_pool.h) gives a CPU run after
-  // a GPU run its threads back.
-  static const int started_with = at::get_num_threads();
-  const int want = device.is_cuda() ? 1 : started_with;
-  if (at::get_num_threads() != want) at::set_num_threads(want);
 }
 
 void ReleaseCachedMemory() {

@@ -422,7 +422,6 @@ void Training::FillEngine(v1::RunResult& r) {
 absl::StatusOr<v1::RunResult> TrainOrThrow(const v1::Experiment& e, const TrainOptions& options) {
   absl::StatusOr<at::Device> device = ChooseDevice(e, options.worker ? options.worker->local_rank : 0);
   if (!device.ok()) return device.status();
-  UseHostThreadsFor(*device);  // Note [A GPU worker's host threads]
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();

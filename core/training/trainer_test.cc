@@ -15,7 +15,6 @@
 #include "absl/strings/match.h"
 #include "core/config/experiment.h"
 #include "core/testing/gloo.h"
-#include "core/training/device.h"
 #include "core/training/sgd.h"
 #include "core/model/vit.h"
 #include "core/model/vit_config.h"
@@ -229,23 +228,6 @@ void CompareWithTorch(double lr, double momentum, double weight_decay) {
       EXPECT_TRUE(at::allclose(ours[i], theirs[i], 1e-6, 1e-6)) << "step " << step << " param " << i;
     }
   }
-}
-
-// Note [A GPU worker's host threads]: a GPU run keeps one intra-op thread, a CPU run after
-// it gets the process's threads back, and OMP_NUM_THREADS is left to the user.
-TEST(HostThreadsTest, AGpuRunKeepsOneAndACpuRunGetsThemBack) {
-  unsetenv("OMP_NUM_THREADS");
-  at::set_num_threads(2);
-  UseHostThreadsFor(at::Device(at::kCPU));
-  EXPECT_EQ(at::get_num_threads(), 2);
-  UseHostThreadsFor(at::Device(at::kCUDA, 0));
-  EXPECT_EQ(at::get_num_threads(), 1);
-  UseHostThreadsFor(at::Device(at::kCPU));
-  EXPECT_EQ(at::get_num_threads(), 2);
-  setenv("OMP_NUM_THREADS", "2", 1);
-  UseHostThreadsFor(at::Device(at::kCUDA, 0));
-  EXPECT_EQ(at::get_num_threads(), 2);
-  unsetenv("OMP_NUM_THREADS");
 }
 
 TEST(SgdTest, PlainMatchesTorchOptim) { CompareWithTorch(0.1, 0, 0); }
