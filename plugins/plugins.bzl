@@ -23,3 +23,8 @@ PLUGINS = [
 def plugin_libraries():
     """Labels of every plugin's shared library."""
     return ["//plugins/{0}:lib{0}.so".format(p) for p in PLUGINS]
+
+def plugin_digests():
+    """Labels of the digest each plugin's build writes beside its library (Note [A
+    plugin's recorded digest], core/plugin/library_digest.h)."""
+    return ["//plugins/{0}:lib{0}.so.digest".format(p) for p in PLUGINS]

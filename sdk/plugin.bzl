@@ -54,3 +54,17 @@ def ddplab_plugin_library(name, srcs, deps = [], copts = [], config_copts = [], 
         deps = [Label("//sdk:plugin_sdk"), ":" + name + "_config"] + deps,
         **kwargs
     )
+
+    # lib<name>.so.digest: what the host checks the library's bytes against before it
+    # loads them (Note [A plugin's recorded digest], core/plugin/library_digest.h). Copy
+    # it along with the library; a library without it loads unchecked.
+    digest_tool = Label("//core/plugin:plugin_digest")
+    native.genrule(
+        name = "lib" + name + "_digest",
+        srcs = [":lib" + name + ".so"],
+        outs = ["lib" + name + ".so.digest"],
+        tools = [digest_tool],
+        cmd = "$(location {}) $< > $@".format(digest_tool),
+        testonly = kwargs.get("testonly", False),
+        visibility = kwargs.get("visibility"),
+    )

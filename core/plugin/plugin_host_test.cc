@@ -142,6 +142,36 @@ TEST_F(PluginHostTest, ALoadedPluginSurvivesItsFileBeingRewritten) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// #64, point 16: a library with bytes appended, or with its version string edited in
+// place, once loaded and ran; the digest its build wrote beside it refuses both now
+// (Note [A plugin's recorded digest]), before anything is mapped.
+TEST_F(PluginHostTest, RefusesBytesThatAreNotThoseItsBuildRecorded) {
+  const std::string dir = ::testing::TempDir() + "/tampered";
+  const std::string lib = dir + "/good/libgood.so";
+  const auto copy_both = [&] {
+    return std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "/good' && cp '", Lib("good"), "' '",
+                                     Lib("good"), ".digest' '", dir, "/good/'")
+                           .c_str());
+  };
+  ASSERT_EQ(copy_both(), 0);
+  ASSERT_EQ(std::system(absl::StrCat("printf 'garbage' >> '", lib, "'").c_str()), 0);
+  absl::StatusOr<const LoadedPlugin*> appended = PluginHost({dir}).Load("good");
+  ASSERT_FALSE(appended.ok());
+  EXPECT_TRUE(absl::StrContains(appended.status().message(),
+                                absl::StrCat("plugin \"good\": ", lib, ": its bytes are not the build's: they digest to "
+                                             "fnv1a64:")))
+      << appended.status();
+  EXPECT_TRUE(absl::StrContains(appended.status().message(), absl::StrCat("in ", lib, ".digest"))) << appended.status();
+  // The version string "1.2.3" edited in place to "9.2.3": same length, still whole ELF.
+  ASSERT_EQ(copy_both(), 0);
+  ASSERT_EQ(std::system(absl::StrCat("sed -i 's/1\\.2\\.3/9.2.3/' '", lib, "' && grep -q '9\\.2\\.3' '", lib, "'")
+                            .c_str()),
+            0);
+  absl::StatusOr<const LoadedPlugin*> edited = PluginHost({dir}).Load("good");
+  ASSERT_FALSE(edited.ok());
+  EXPECT_TRUE(absl::StrContains(edited.status().message(), "its bytes are not the build's")) << edited.status();
+}
+
 // #64, point 16: a run whose workers loaded another build of a plugin than the suite's
 // launcher (the file rewritten mid-suite) is told apart by the digests.
 TEST_F(PluginHostTest, ARunOfAnotherBuildThanTheSuitesIsNamed) {

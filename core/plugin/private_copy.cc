@@ -17,18 +17,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "core/plugin/library_digest.h"
 
 namespace ddplab {
 namespace {
-
-// A digest of the library's bytes (64-bit FNV-1a): enough to tell one build from another,
-// which is all a result's record of it is for; it is no defence against a tampered file.
-std::string Digest(const std::string& bytes) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char c : bytes) hash = (hash ^ c) * 0x100000001b3ULL;
-  return absl::StrFormat("fnv1a64:%016x", hash);
-}
 
 // Writes all of `bytes` to `fd`; false on an error.
 bool WriteAll(int fd, const std::string& bytes) {
@@ -83,6 +75,22 @@ void KeepLoaded(const std::string& path, const PrivateCopy& copy) {
 
 namespace {
 
+// Note [A plugin's recorded digest] (library_digest.h): bytes that are not those the
+// build recorded beside the library are refused; no record, no check.
+absl::Status CheckRecordedDigest(const std::string& path, const std::string& digest) {
+  const std::string record_path = RecordedDigestPath(path);
+  std::ifstream record(record_path);
+  if (!record) return absl::OkStatus();
+  std::string recorded;
+  record >> recorded;
+  if (recorded == digest) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      path, ": its bytes are not the build's: they digest to ", digest, ", and its build recorded ",
+      recorded.empty() ? "nothing readable" : recorded, " in ", record_path,
+      ". The file changed after it was built (bytes appended or edited, a copy cut short, or another "
+      "build copied over one of the two files): build it again"));
+}
+
 absl::StatusOr<PrivateCopy> Copy(const std::string& path) {
   struct stat st {};
   const bool known = stat(path.c_str(), &st) == 0;
@@ -90,7 +98,9 @@ absl::StatusOr<PrivateCopy> Copy(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  PrivateCopy copy{path, Digest(bytes), -1, known ? static_cast<uint64_t>(st.st_dev) : 0,
+  const std::string digest = LibraryDigest(bytes);
+  if (absl::Status s = CheckRecordedDigest(path, digest); !s.ok()) return s;
+  PrivateCopy copy{path, digest, -1, known ? static_cast<uint64_t>(st.st_dev) : 0,
                    known ? static_cast<uint64_t>(st.st_ino) : 0};
   const std::string base = path.substr(path.find_last_of('/') + 1);
   const int fd = memfd_create(base.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);

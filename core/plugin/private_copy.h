@@ -34,7 +34,9 @@ struct PrivateCopy {
   uint64_t file_device = 0, file_inode = 0;
 };
 
-// Reads `path` whole (an error names it when it cannot) and returns its private copy; the
+// Reads `path` whole (an error names it when it cannot), checks it against the digest its
+// build wrote beside it where there is one (Note [A plugin's recorded digest],
+// library_digest.h), and returns its private copy; the
 // same copy for a path, or a file, this process copied before (as dlopen returns the
 // library it has for a path or a file it loaded) once KeepLoaded was told so.
 absl::StatusOr<PrivateCopy> CopyForLoading(const std::string& path);

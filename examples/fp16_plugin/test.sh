@@ -17,9 +17,9 @@ bazel build //experiments:vit_ddp
 vit_ddp="$root/bazel-bin/experiments/vit_ddp"
 before=$(sha256sum "$vit_ddp" | cut -d' ' -f1)
 
-(cd "$here" && bazel build //:libfp16.so)
+(cd "$here" && bazel build //:libfp16.so //:libfp16.so.digest)
 plugins=$(mktemp -d)
-cp "$here/bazel-bin/libfp16.so" "$plugins/"
+cp "$here/bazel-bin/libfp16.so" "$here/bazel-bin/libfp16.so.digest" "$plugins/"
 
 out=$(mktemp -d)
 "$vit_ddp" --plugin_dir="$plugins" --experiment="$here/fp16_suite.textproto" --output_dir="$out" \

@@ -1,0 +1,33 @@
+// The digest that names a plugin library's build: what each result records of the
+// library it ran (PluginBuild.digest) and what the build writes beside the library
+// (Note [A plugin's recorded digest]).
+//
+//   std::string d = ddplab::LibraryDigest(bytes);  // "fnv1a64:0123456789abcdef"
+//
+// Note [A plugin's recorded digest]
+// sdk/plugin.bzl writes lib<name>.so.digest beside each plugin library it builds: the
+// digest of the library's bytes, made by plugin_digest (this package). The host reads a
+// library once (Note [A private copy], private_copy.h) and, where that file stands beside
+// it, refuses bytes that are not the ones the build recorded: a library with bytes
+// appended, a version string edited in place, a copy cut short or mixed from two builds.
+// A library with no such file (one built by hand, or copied without it) loads unchecked,
+// as before, and its digest is still recorded in each result. The digest tells builds
+// apart; it is no defence against someone who rewrites both files.
+#ifndef DDPLAB_CORE_PLUGIN_LIBRARY_DIGEST_H_
+#define DDPLAB_CORE_PLUGIN_LIBRARY_DIGEST_H_
+
+#include <string>
+#include <string_view>
+
+namespace ddplab {
+
+// "fnv1a64:<16 hex digits>": 64-bit FNV-1a of `bytes`.
+std::string LibraryDigest(std::string_view bytes);
+
+// The file the build writes beside the library at `library_path` (Note [A plugin's
+// recorded digest]).
+inline std::string RecordedDigestPath(const std::string& library_path) { return library_path + ".digest"; }
+
+}  // namespace ddplab
+
+#endif  // DDPLAB_CORE_PLUGIN_LIBRARY_DIGEST_H_
