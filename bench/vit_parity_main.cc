@@ -20,7 +20,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
-#include "core/training/sgd.h"
+#include "core/optim/sgd.h"
 #include "core/model/vit.h"
 
 ABSL_FLAG(std::string, dir, "", "Directory written by bench/vit_parity.py.");

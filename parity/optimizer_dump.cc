@@ -1,4 +1,4 @@
-// For optimizer_parity_test.py: ddplab's optimizer (core/training/optimizer.h), AdamW or
+// For optimizer_parity_test.py: ddplab's optimizer (core/optim/optimizer.h), AdamW or
 // SGD, on gradients drawn from a seed, as the test draws them for torch.optim. Writes every
 // parameter after the last step, float32 in order, to --out. --in_parts steps the
 // parameters in two parts each step (as the engine's optimizer overlap does, bucket by
@@ -16,8 +16,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "core/training/adamw.h"
-#include "core/training/sgd.h"
+#include "core/optim/adamw.h"
+#include "core/optim/sgd.h"
 
 ABSL_FLAG(std::string, out, "", "where to write the parameters");
 ABSL_FLAG(std::string, optimizer, "adamw", "adamw or sgd");

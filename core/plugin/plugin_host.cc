@@ -248,7 +248,7 @@ std::string PluginSet::StepRunnerRefusal(const v1::Experiment& e) const {
   run.cuda = e.distributed().device() != v1::Distributed::CPU;
   run.warmup_steps = static_cast<int>(e.steps().warmup());
   run.accumulation = static_cast<int>(std::max<uint32_t>(e.steps().accumulation(), 1));
-  // As core/training/optimizer.h decides: AdamW's foreach form computes its bias
+  // As core/optim/optimizer.h decides: AdamW's foreach form computes its bias
   // corrections on the host.
   run.optimizer_capturable = !e.optimizer().has_adamw() || UsesFusedOptimizer(e);
   run.sampling_plugins = sampling_plugins_;

@@ -19,7 +19,7 @@
 namespace ddplab {
 
 // Whether a run of `e` steps with LibTorch's fused optimizer kernels, as
-// core/training/optimizer.h decides: this LibTorch has them, the run is on a GPU, and the
+// core/optim/optimizer.h decides: this LibTorch has them, the run is on a GPU, and the
 // experiment does not ask for foreach kernels (torch.optim's fused=True).
 bool UsesFusedOptimizer(const v1::Experiment& e);
 

@@ -51,9 +51,9 @@
 #include "core/launch/distributed.h"
 #include "core/launch/worker_pool.h"
 #include "core/testing/worker_flags.h"
-#include "core/training/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "core/training/precision.h"
-#include "core/training/synthetic_data.h"
+#include "core/data/synthetic_data.h"
 #include "core/model/vit.h"
 
 ABSL_FLAG(bool, unused_parameter, false,

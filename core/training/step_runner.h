@@ -85,7 +85,7 @@ struct RunFacts {
   int warmup_steps = 0;
   int accumulation = 1;  // micro-batches per step
   // The optimizer reads nothing from the host that changes from step to step
-  // (Optimizer::capturable, core/training/optimizer.h).
+  // (Optimizer::capturable, core/optim/optimizer.h).
   bool optimizer_capturable = true;
   // Lossy plugins whose error is sampled on some steps (PluginRegistrar::Lossy).
   std::vector<std::string> sampling_plugins;

@@ -20,10 +20,10 @@
 #include "absl/status/status.h"
 #include "core/engine/engine.h"
 #include "core/model/vit.h"
-#include "core/training/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "core/training/step_runner.h"
 #include "core/training/step_timer.h"
-#include "core/training/synthetic_data.h"
+#include "core/data/synthetic_data.h"
 #include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab {

@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "core/config/experiment.h"
 #include "core/testing/gloo.h"
-#include "core/training/sgd.h"
+#include "core/optim/sgd.h"
 #include "core/model/vit.h"
 #include "core/model/vit_config.h"
 #include "google/protobuf/struct.pb.h"

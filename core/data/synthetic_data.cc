@@ -1,4 +1,4 @@
-#include "core/training/synthetic_data.h"
+#include "core/data/synthetic_data.h"
 
 #include <chrono>
 #include <stdexcept>

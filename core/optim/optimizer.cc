@@ -1,10 +1,10 @@
-#include "core/training/optimizer.h"
+#include "core/optim/optimizer.h"
 
 #include <c10/core/GradMode.h>
 
 #include "core/torch_compat.h"
-#include "core/training/adamw.h"
-#include "core/training/sgd.h"
+#include "core/optim/adamw.h"
+#include "core/optim/sgd.h"
 
 namespace ddplab {
 

@@ -5,14 +5,14 @@
 //
 //   ddplab::Sgd sgd(model->parameters(), /*learning_rate=*/0.1, /*momentum=*/0.9);
 //   sgd.Step();   // optimizer.h: the interface
-#ifndef DDPLAB_CORE_TRAINING_SGD_H_
-#define DDPLAB_CORE_TRAINING_SGD_H_
+#ifndef DDPLAB_CORE_OPTIM_SGD_H_
+#define DDPLAB_CORE_OPTIM_SGD_H_
 
 #include <vector>
 
 #include <ATen/ATen.h>
 
-#include "core/training/optimizer.h"
+#include "core/optim/optimizer.h"
 
 namespace ddplab {
 
@@ -38,4 +38,4 @@ class Sgd : public Optimizer {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_TRAINING_SGD_H_
+#endif  // DDPLAB_CORE_OPTIM_SGD_H_

@@ -1,4 +1,4 @@
-#include "core/training/adamw.h"
+#include "core/optim/adamw.h"
 
 #include <cmath>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "core/training/sgd.h"
+#include "core/optim/sgd.h"
 
 #include <utility>
 

@@ -12,8 +12,8 @@
 //     ...
 //   }
 
-#ifndef DDPLAB_CORE_TRAINING_SYNTHETIC_DATA_H_
-#define DDPLAB_CORE_TRAINING_SYNTHETIC_DATA_H_
+#ifndef DDPLAB_CORE_DATA_SYNTHETIC_DATA_H_
+#define DDPLAB_CORE_DATA_SYNTHETIC_DATA_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -98,4 +98,4 @@ class SyntheticData {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_TRAINING_SYNTHETIC_DATA_H_
+#endif  // DDPLAB_CORE_DATA_SYNTHETIC_DATA_H_

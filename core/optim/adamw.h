@@ -11,15 +11,15 @@
 //   m = beta1 m + (1 - beta1) g          (LibTorch 2's lerp; 1.13's mul and add)
 //   v = beta2 v + (1 - beta2) g g
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-#ifndef DDPLAB_CORE_TRAINING_ADAMW_H_
-#define DDPLAB_CORE_TRAINING_ADAMW_H_
+#ifndef DDPLAB_CORE_OPTIM_ADAMW_H_
+#define DDPLAB_CORE_OPTIM_ADAMW_H_
 
 #include <cstdint>
 #include <vector>
 
 #include <ATen/ATen.h>
 
-#include "core/training/optimizer.h"
+#include "core/optim/optimizer.h"
 
 namespace ddplab {
 
@@ -57,4 +57,4 @@ class AdamW : public Optimizer {
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_TRAINING_ADAMW_H_
+#endif  // DDPLAB_CORE_OPTIM_ADAMW_H_

@@ -9,8 +9,8 @@
 //   loss.backward();
 //   optimizer->Step();
 //   optimizer->ZeroGrad();
-#ifndef DDPLAB_CORE_TRAINING_OPTIMIZER_H_
-#define DDPLAB_CORE_TRAINING_OPTIMIZER_H_
+#ifndef DDPLAB_CORE_OPTIM_OPTIMIZER_H_
+#define DDPLAB_CORE_OPTIM_OPTIMIZER_H_
 
 #include <memory>
 #include <vector>
@@ -63,4 +63,4 @@ std::unique_ptr<Optimizer> MakeOptimizer(const v1::Optimizer& o, std::vector<at:
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_TRAINING_OPTIMIZER_H_
+#endif  // DDPLAB_CORE_OPTIM_OPTIMIZER_H_
