@@ -4,7 +4,7 @@
 # rows and ratios within their spread). Builds this tree, runs `vit_ddp` (the seed study)
 # into DIR/results, and prints the wall time, how many runs each row got, and each row's
 # steps/s and ratio to one GPU beside EARLIER's (a report.json), flagged where they part
-# by more than both spreads and 2% (the suite's drift, experiments/repetitions.h).
+# by more than both spreads and 2% (the suite's drift, studies/repetitions/repetitions.h).
 #
 #   bench/default_command.sh DIR [EARLIER_REPORT_JSON]
 #

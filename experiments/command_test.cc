@@ -66,7 +66,7 @@ class CommandTest : public ::testing::Test {
     std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
     ASSERT_NE(runfiles, nullptr) << error;
     smoke_ = runfiles->Rlocation("ddplab/experiments/cpu_smoke.textproto");
-    tune_ = runfiles->Rlocation("ddplab/experiments/testdata/tune_suite.textproto");
+    tune_ = runfiles->Rlocation("ddplab/experiments/e2e/testdata/tune_suite.textproto");
     unknown_plugin_ = runfiles->Rlocation("ddplab/core/testdata/bad/unknown_plugin.textproto");
     tmp_ = std::getenv("TEST_TMPDIR");
   }

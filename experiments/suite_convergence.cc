@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "core/config/convergence.h"
 #include "core/report/report.h"
-#include "experiments/repetitions.h"
+#include "studies/repetitions/repetitions.h"
 #include "experiments/suite_runner.h"
 
 namespace ddplab {

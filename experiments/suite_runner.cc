@@ -20,7 +20,7 @@
 #include "core/training/trainer.h"
 #include "experiments/cli.h"  // Printable
 #include "experiments/run_paths.h"
-#include "experiments/repetitions.h"
+#include "studies/repetitions/repetitions.h"
 #include "experiments/suite_progress.h"
 #include "experiments/worker.h"
 #include "google/protobuf/text_format.h"

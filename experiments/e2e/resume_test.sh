@@ -6,9 +6,9 @@
 # dates they were measured at. (--all_repetitions: every run gets its three, close to the
 # others or not.) Then a result whose plugin changed since is run again.
 set -u
-source "$TEST_SRCDIR/ddplab/experiments/testing/python.sh"
+source "$TEST_SRCDIR/ddplab/experiments/e2e/testing/python.sh"
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
-suite="$TEST_SRCDIR/ddplab/experiments/testdata/resume_suite.textproto"
+suite="$TEST_SRCDIR/ddplab/experiments/e2e/testdata/resume_suite.textproto"
 results="$TEST_TMPDIR/results"
 out="$TEST_TMPDIR/out.txt"
 err="$TEST_TMPDIR/err.txt"

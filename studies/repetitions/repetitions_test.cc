@@ -1,4 +1,4 @@
-#include "experiments/repetitions.h"
+#include "studies/repetitions/repetitions.h"
 
 #include <map>
 #include <string>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vit_ddp runs the CPU suite end to end: its runs, results, report and traces.
 set -u
-source "$TEST_SRCDIR/ddplab/experiments/testing/python.sh"
+source "$TEST_SRCDIR/ddplab/experiments/e2e/testing/python.sh"
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
 out="$TEST_TMPDIR/out.txt"
 err="$TEST_TMPDIR/err.txt"

@@ -16,8 +16,8 @@
 // show. A run clear of the leader keeps the repetitions it has: its place and its ratio
 // to the leader hold whatever the noise. Repetitions stay interleaved (every undecided
 // run, then again), and the report says how many each run got.
-#ifndef DDPLAB_EXPERIMENTS_REPETITIONS_H_
-#define DDPLAB_EXPERIMENTS_REPETITIONS_H_
+#ifndef DDPLAB_STUDIES_REPETITIONS_REPETITIONS_H_
+#define DDPLAB_STUDIES_REPETITIONS_REPETITIONS_H_
 
 #include <map>
 #include <string>
@@ -59,4 +59,4 @@ std::map<std::string, std::vector<std::string>> LossyContenders(const std::vecto
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_EXPERIMENTS_REPETITIONS_H_
+#endif  // DDPLAB_STUDIES_REPETITIONS_REPETITIONS_H_

@@ -11,8 +11,8 @@
 set -u
 part=${1:?usage: convergence_test.sh paired|decide}
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
-suite="$TEST_SRCDIR/ddplab/experiments/testdata/convergence_suite.textproto"
-decide_suite="$TEST_SRCDIR/ddplab/experiments/testdata/checks_decide_suite.textproto"
+suite="$TEST_SRCDIR/ddplab/experiments/e2e/testdata/convergence_suite.textproto"
+decide_suite="$TEST_SRCDIR/ddplab/experiments/e2e/testdata/checks_decide_suite.textproto"
 # The runfiles' directory, which holds shrink/libshrink.so alone (the build's own directory
 # may hold other libraries with shrink.proto).
 plugins="$TEST_SRCDIR/ddplab/core/testdata/plugins"

@@ -6,8 +6,8 @@
 # bit: its loss curve, and the gradient error of its sampled steps.
 set -u
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
-suite="$TEST_SRCDIR/ddplab/experiments/testdata/pool_suite.textproto"
-source "$TEST_SRCDIR/ddplab/experiments/testing/workers.sh"
+suite="$TEST_SRCDIR/ddplab/experiments/e2e/testdata/pool_suite.textproto"
+source "$TEST_SRCDIR/ddplab/experiments/e2e/testing/workers.sh"
 err="$TEST_TMPDIR/pooled.err"
 fail() { echo "FAIL: $*"; echo "--- stderr"; tail -20 "$err"; exit 1; }
 

@@ -2,7 +2,7 @@
 # vit_ddp --tune end to end on CPUs: the answer, its file run as written, the cache.
 set -u
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
-suite="$TEST_SRCDIR/ddplab/experiments/testdata/tune_suite.textproto"
+suite="$TEST_SRCDIR/ddplab/experiments/e2e/testdata/tune_suite.textproto"
 results="$TEST_TMPDIR/results"
 out="$TEST_TMPDIR/out.txt"
 err="$TEST_TMPDIR/err.txt"

@@ -4,13 +4,13 @@
 # While a one-node job runs, nothing of it listens beyond loopback: its workers meet
 # through a file in a private directory, which is gone once the job ends.
 set -u
-source "$TEST_SRCDIR/ddplab/experiments/testing/python.sh"
+source "$TEST_SRCDIR/ddplab/experiments/e2e/testing/python.sh"
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
-long="$TEST_SRCDIR/ddplab/experiments/testdata/long_cpu.textproto"
+long="$TEST_SRCDIR/ddplab/experiments/e2e/testdata/long_cpu.textproto"
 passed=0
 fail() { echo "FAIL: $*"; echo "--- stderr"; tail -20 "$err"; exit 1; }
 
-source "$TEST_SRCDIR/ddplab/experiments/testing/workers.sh"
+source "$TEST_SRCDIR/ddplab/experiments/e2e/testing/workers.sh"
 
 # Every TCP socket in LISTEN state that one of the pids holds is bound to a loopback
 # address (Gloo's, while it has one, is; c10d's TCPStore server in LibTorch 1.13 is not:
@@ -101,7 +101,7 @@ done
 # A suite killed outright in its third experiment keeps the first two results whole, and
 # a rerun with --skip_completed does not run them again.
 err="$TEST_TMPDIR/crash.err"
-suite="$TEST_SRCDIR/ddplab/experiments/testdata/crash_suite.textproto"
+suite="$TEST_SRCDIR/ddplab/experiments/e2e/testdata/crash_suite.textproto"
 out_dir="$TEST_TMPDIR/crash"
 # A launcher killed outright cannot remove its rendezvous directory: keep it out of /tmp.
 export TMPDIR="$TEST_TMPDIR/tmp_crash"

@@ -5,12 +5,12 @@
 # line. (Help, torchrun's spellings and the checks before anything runs are asked in one
 # process: command_test.cc.)
 set -u
-source "$TEST_SRCDIR/ddplab/experiments/testing/python.sh"
+source "$TEST_SRCDIR/ddplab/experiments/e2e/testing/python.sh"
 bin="$TEST_SRCDIR/ddplab/experiments/vit_ddp"
 smoke="$TEST_SRCDIR/ddplab/experiments/cpu_smoke.textproto"
-long="$TEST_SRCDIR/ddplab/experiments/testdata/long_cpu.textproto"
-crash="$TEST_SRCDIR/ddplab/experiments/testdata/crash_suite.textproto"
-shim="$TEST_SRCDIR/ddplab/experiments/testing/libenospc_preload.so"
+long="$TEST_SRCDIR/ddplab/experiments/e2e/testdata/long_cpu.textproto"
+crash="$TEST_SRCDIR/ddplab/experiments/e2e/testdata/crash_suite.textproto"
+shim="$TEST_SRCDIR/ddplab/experiments/e2e/testing/libenospc_preload.so"
 out="$TEST_TMPDIR/out.txt"
 err="$TEST_TMPDIR/err.txt"
 passed=0
