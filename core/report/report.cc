@@ -16,7 +16,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/report/report_html.h"
-#include "core/report/run_files.h"
+#include "core/record/run_files.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ddplab {

@@ -45,7 +45,7 @@
 #include "core/config/experiment.h"
 #include "core/fidelity/error_sampler.h"
 #include "core/fidelity/fidelity_result.h"
-#include "core/report/run_files.h"
+#include "core/record/run_files.h"
 #include "core/plugin/plugin_host.h"
 #include "tools/cpp/runfiles/runfiles.h"
 #include "core/launch/distributed.h"

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/report/run_files.h"
+#include "core/record/run_files.h"
 
 namespace ddplab {
 namespace {

@@ -1,6 +1,6 @@
 #include "core/training/torch_profile.h"
 
-#include "core/report/run_files.h"
+#include "core/record/run_files.h"
 
 #include <algorithm>
 #include <cstdio>

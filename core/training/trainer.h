@@ -25,7 +25,7 @@
 #include "core/plugin/plugin_host.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/result.pb.h"
-#include "core/report/run_files.h"  // MakeDirectories, MergeTraces, WriteRunResult
+#include "core/record/run_files.h"  // MakeDirectories, MergeTraces, WriteRunResult
 
 namespace ddplab {
 

@@ -1,4 +1,4 @@
-#include "core/report/run_files.h"
+#include "core/record/run_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -7,8 +7,8 @@
 // FLOAT32 is the GPU's float32 rate without tensor cores (cuBLAS's float32 matmuls), TF32
 // and BF16_AUTOCAST its tensor cores' dense rates (no sparsity). SXM parts; unknown GPUs
 // (and CPUs) have none.
-#ifndef DDPLAB_CORE_REPORT_GPU_PEAK_H_
-#define DDPLAB_CORE_REPORT_GPU_PEAK_H_
+#ifndef DDPLAB_CORE_RECORD_GPU_PEAK_H_
+#define DDPLAB_CORE_RECORD_GPU_PEAK_H_
 
 #include <optional>
 #include <string>
@@ -21,4 +21,4 @@ std::optional<double> PeakTflops(const std::string& device, v1::Precision precis
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_REPORT_GPU_PEAK_H_
+#endif  // DDPLAB_CORE_RECORD_GPU_PEAK_H_

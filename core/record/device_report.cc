@@ -1,4 +1,4 @@
-#include "core/report/device_report.h"
+#include "core/record/device_report.h"
 
 #include <stdio.h>
 #include <sys/wait.h>

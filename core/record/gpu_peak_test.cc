@@ -1,4 +1,4 @@
-#include "core/report/gpu_peak.h"
+#include "core/record/gpu_peak.h"
 
 #include "gtest/gtest.h"
 

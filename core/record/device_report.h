@@ -8,8 +8,8 @@
 // switches, a host bridge, a NUMA node, or between NUMA nodes). Without nvidia-smi they
 // come from CUDA's peer-access query: P2P or HOST.
 
-#ifndef DDPLAB_CORE_REPORT_DEVICE_REPORT_H_
-#define DDPLAB_CORE_REPORT_DEVICE_REPORT_H_
+#ifndef DDPLAB_CORE_RECORD_DEVICE_REPORT_H_
+#define DDPLAB_CORE_RECORD_DEVICE_REPORT_H_
 
 #include <cstdint>
 #include <string>
@@ -62,4 +62,4 @@ absl::StatusOr<std::vector<std::vector<std::string>>> ParseNvidiaSmiTopology(
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_REPORT_DEVICE_REPORT_H_
+#endif  // DDPLAB_CORE_RECORD_DEVICE_REPORT_H_

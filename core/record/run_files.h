@@ -2,8 +2,8 @@
 // Chrome trace, and the directories they go in.
 //
 //   absl::StatusOr<std::string> path = ddplab::WriteRunResult(result, "ddplab_results");
-#ifndef DDPLAB_CORE_REPORT_RUN_FILES_H_
-#define DDPLAB_CORE_REPORT_RUN_FILES_H_
+#ifndef DDPLAB_CORE_RECORD_RUN_FILES_H_
+#define DDPLAB_CORE_RECORD_RUN_FILES_H_
 
 #include <cstdint>
 #include <string>
@@ -38,4 +38,4 @@ absl::StatusOr<std::string> WriteRunResult(const v1::RunResult& result, const st
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_REPORT_RUN_FILES_H_
+#endif  // DDPLAB_CORE_RECORD_RUN_FILES_H_
