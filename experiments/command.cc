@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/build_flags.h"
-#include "core/report/device_report.h"
+#include "core/record/device_report.h"
 #include "core/launch/distributed.h"
 #include "core/config/experiment.h"
 #include "core/config/plugin_names.h"

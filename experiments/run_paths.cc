@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/report/report.h"
-#include "core/report/run_files.h"
+#include "core/record/run_files.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/json_util.h"
 #include "tools/cpp/runfiles/runfiles.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "core/launch/distributed.h"
 #include "core/launch/launcher.h"
-#include "core/report/run_files.h"  // WriteRunResult
+#include "core/record/run_files.h"  // WriteRunResult
 #include "experiments/run_paths.h"
 #include "experiments/suite_runner.h"
 #include "google/protobuf/text_format.h"

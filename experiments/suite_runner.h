@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/config/convergence.h"
-#include "core/report/device_report.h"
+#include "core/record/device_report.h"
 #include "core/launch/distributed.h"
 #include "core/launch/launcher.h"
 #include "core/launch/worker_pool.h"

@@ -15,7 +15,7 @@
 #include "absl/time/time.h"
 #include "google/protobuf/text_format.h"
 #include "core/engine/ddp_buckets.h"
-#include "core/report/run_files.h"
+#include "core/record/run_files.h"
 #include "tune/model/partition.h"
 #include "tune/predict.h"
 #include "tune/spread.h"
