@@ -18,6 +18,7 @@
 #include "core/launch/distributed.h"
 #include "core/config/experiment.h"
 #include "core/config/plugin_names.h"
+#include "core/config/text_location.h"  // FieldError
 #include "core/config/validate.h"
 #include "core/model/torchscript/scripted_model.h"
 #include "core/plugin/plugin_host.h"
@@ -43,7 +44,29 @@ absl::Status CheckScriptedModel(const v1::Experiment& e, const std::string& file
                     (e.distributed().device() == v1::Distributed::DEVICE_UNSPECIFIED && !device.gpus.empty());
   const int64_t memory = gpus && !device.gpus.empty() ? device.gpus.front().memory_bytes
                                                       : static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  return ScriptedModel::Load(e.model().torchscript(), dir, at::kCPU, memory).status();
+  if (absl::Status s = ScriptedModel::Load(e.model().torchscript(), dir, at::kCPU, memory).status(); !s.ok()) return s;
+  // Note [One input for now] (core/model/trained_model.h).
+  if (const int inputs = e.model().torchscript().input_size(); inputs > 1) {
+    return FieldError(absl::StatusCode::kInvalidArgument, "model.torchscript.input",
+                      absl::StrCat("ddplab feeds a module one input for now; this one takes ", inputs));
+  }
+  return absl::OkStatus();
+}
+
+// A module's file relative to the experiment file's directory (`file`'s), made absolute,
+// so that every worker reads the same file wherever it starts.
+void ResolveModuleFiles(const std::string& file, v1::Suite& suite) {
+  const size_t slash = file.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "." : file.substr(0, slash);
+  if (dir.empty() || dir[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) dir = absl::StrCat(cwd, "/", dir);
+  }
+  for (v1::Experiment& e : *suite.mutable_experiment()) {
+    if (!e.model().has_torchscript()) continue;
+    v1::ScriptedModel* m = e.mutable_model()->mutable_torchscript();
+    if (!m->file().empty() && m->file()[0] != '/') m->set_file(absl::StrCat(dir, "/", m->file()));
+  }
 }
 
 // The seed study on GPUs; on a machine (or build) without them, its CPU miniature.
@@ -157,6 +180,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
     std::cerr << "vit_ddp: " << Printable(suite.status().message()) << "\n";
     return 2;
   }
+  ResolveModuleFiles(path, *suite);
   const bool speaks = !in.worker || in.worker->rank == 0;
   if (speaks) std::cout << FormatDeviceReport(in.device) << "\n";
   PlanOptions options;

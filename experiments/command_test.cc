@@ -243,6 +243,33 @@ TEST_F(CommandTest, GpuSettingsOfAnExperimentLeftToCpusAreReportedTogether) {
   EXPECT_FALSE(Exists("gpu_only"));
 }
 
+// #65: a module's file is found beside the experiment file and handed to the runs as an
+// absolute path, whatever the directory vit_ddp starts in; a module of two inputs is
+// refused at its place in the file (Note [One input for now]).
+TEST_F(CommandTest, AModulesFileIsTheExperimentFilesNeighbourAndTakesOneInput) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+  ASSERT_NE(runfiles, nullptr) << error;
+  const std::string dir = tmp_ + "/module";
+  for (const char* name : {"mlp.pt", "two_inputs.pt"}) {
+    const std::string from = runfiles->Rlocation(absl::StrCat("ddplab/core/model/torchscript/testdata/", name));
+    ASSERT_EQ(std::system(absl::StrCat("mkdir -p '", dir, "' && cp '", from, "' '", dir, "/'").c_str()), 0);
+  }
+  const std::string mlp = "model { torchscript { file: \"mlp.pt\" input { shape: [3, 8, 8] } classes: 10 } }";
+  const std::string suite = Edited("module/mine.textproto", "model { preset: VIT_TINY_TEST }", mlp);
+  const Answer a = Vit({"--experiment=" + suite, "--print_experiments"});
+  EXPECT_EQ(a.code, 0) << a.err;
+  EXPECT_TRUE(absl::StrContains(a.out, absl::StrCat("file: \"", dir, "/mlp.pt\""))) << a.out;
+  const Answer two = Vit({"--experiment=" + Edited("module/two.textproto", "model { preset: VIT_TINY_TEST }",
+                                                   "model { torchscript { file: \"two_inputs.pt\"\n"
+                                                   "  input { shape: [3, 8, 8] } input { shape: [1] } classes: 10 } }"),
+                          "--print_experiments"});
+  EXPECT_EQ(two.code, 2);
+  EXPECT_TRUE(absl::StrContains(two.err, "model.torchscript.input: ddplab feeds a module one input for now; this one "
+                                         "takes 2"))
+      << two.err;
+}
+
 TEST_F(CommandTest, WhatCannotRunIsRefusedBeforeRunningInOneLine) {
   const Answer many = Vit({"--experiment=" + smoke_, "--nproc_per_node=1000", "--output_dir=" + tmp_ + "/many"});
   EXPECT_EQ(many.code, 2);

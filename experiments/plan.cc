@@ -56,6 +56,9 @@ absl::Status CheckProcesses(const v1::Experiment& e, const Machine& machine, int
 
 // A model that cannot fit is refused before it runs, with the figures.
 absl::Status CheckMemory(const v1::Experiment& e, const Machine& machine, int per_node) {
+  // A module the user brings was checked when the file was read, its parameters against
+  // the device's memory (ScriptedModel::Load): its activations are not known beforehand.
+  if (e.model().has_torchscript()) return absl::OkStatus();
   absl::StatusOr<VitConfig> config = VitConfigForModel(e.model(), e.data().image_size());
   if (!config.ok()) return Refuse(e, std::string(config.status().message()));
   // float32 copies of the parameters the optimizer keeps: AdamW's two moments, SGD's momentum.

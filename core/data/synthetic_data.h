@@ -26,16 +26,13 @@
 
 #include <ATen/ATen.h>
 
+#include "core/data/batch_source.h"
 #include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab {
 
-struct Batch {
-  at::Tensor images;  // [N, 3, H, W] float
-  at::Tensor labels;  // [N] int64
-};
-
-class SyntheticData {
+// Its batches: images [N, 3, H, W] float, labels [N] int64.
+class SyntheticData : public BatchSource {
  public:
   struct Options {
     int64_t batch_size = 32;
@@ -57,10 +54,10 @@ class SyntheticData {
 
   // The next batch on the device. On a GPU the current stream waits for its copy.
   // Throws std::runtime_error when a worker failed generating it (out of memory, say).
-  Batch Next();
+  Batch Next() override;
 
   // Seconds Next() spent blocked waiting for workers to finish a batch.
-  double host_wait_seconds() const { return host_wait_seconds_; }
+  double host_wait_seconds() const override { return host_wait_seconds_; }
 
   // Generates batch number `index` into `images` and `labels` (host tensors of the
   // batch's shape). Deterministic: the same options and index give the same batch.

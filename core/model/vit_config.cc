@@ -9,9 +9,9 @@ absl::StatusOr<VitConfig> VitConfigForModel(const v1::Model& model, int64_t imag
   VitConfig c;
   c.image_size = image_size;
   if (model.has_torchscript()) {
-    return absl::UnimplementedError(
-        "model.torchscript: this build loads and checks a TorchScript module (its file, forward's arguments, a first "
-        "batch, the memory its parameters need) but does not train one yet: use model.preset or model.vit");
+    // Callers that handle any model ask MakeTrainedModel (trained_model.h); this is for
+    // what only a ViT's sizes give (its FLOPs, the memory its activations need).
+    return absl::InvalidArgumentError("model.torchscript: a module the user brings has no ViT sizes");
   }
   if (model.has_vit()) {
     const v1::VitSizes& v = model.vit();

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <ATen/record_function.h>  // RECORD_USER_SCOPE
+
 #include "absl/strings/str_cat.h"
 #include "core/training/nvtx.h"
 #include "core/training/precision.h"
@@ -48,7 +50,7 @@ StepInputs StepWork::Fetch(bool timed) {
   {
     NvtxRange r(p_.nvtx, "get batch");
     RECORD_USER_SCOPE("get batch");  // for LibTorch's profiler, when on
-    Batch batch = p_.data.Next();
+    Batch batch = p_.data.Next();  // a module's one input as images (Note [One input for now])
     inputs = StepInputs{std::move(batch.images), std::move(batch.labels)};
   }
   if (timed && Timed()) p_.timer.Mark(measured_, kBatch);
@@ -96,7 +98,7 @@ absl::Status StepWork::ForwardBackward(const StepInputs& inputs, int micro, bool
     NvtxRange r(p_.nvtx, "forward");
     RECORD_USER_SCOPE("forward");  // for LibTorch's profiler, when on
     ForwardPrecision precision(p_.experiment.precision(), p_.device);
-    loss_ = at::cross_entropy_loss(p_.model->forward(inputs.images), inputs.labels);
+    loss_ = p_.model.Loss(Batch{inputs.images, inputs.labels});
     if (micro_batches > 1) loss_ = loss_ / micro_batches;
   }
   if (timed) p_.timer.Mark(measured_, kForward);

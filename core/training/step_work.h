@@ -18,12 +18,12 @@
 #include <ATen/ATen.h>
 
 #include "absl/status/status.h"
+#include "core/data/batch_source.h"
 #include "core/engine/engine.h"
-#include "core/model/vit.h"
+#include "core/model/trained_model.h"
 #include "core/optim/optimizer.h"
 #include "core/training/step_runner.h"
 #include "core/training/step_timer.h"
-#include "core/data/synthetic_data.h"
 #include "ddplab/v1/experiment.pb.h"
 
 namespace ddplab {
@@ -32,10 +32,10 @@ class StepWork : public TrainingStep {
  public:
   struct Parts {
     const v1::Experiment& experiment;
-    Vit& model;
+    TrainedModel& model;
     Optimizer& optimizer;
     DataParallelEngine* engine;  // none: one process without the engine
-    SyntheticData& data;
+    BatchSource& data;
     StepTimer& timer;
     bool nvtx;
     int rank;

@@ -33,10 +33,8 @@
 #include "core/training/step_runner.h"
 #include "core/training/step_timer.h"
 #include "core/training/step_work.h"
-#include "core/data/synthetic_data.h"
 #include "core/training/torch_profile.h"
-#include "core/model/initial_weights.h"
-#include "core/model/vit.h"
+#include "core/model/trained_model.h"
 
 #if defined(DDPLAB_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -96,14 +94,13 @@ class Training {
   std::optional<c10::cuda::CUDAGuard> guard_;
   std::optional<c10::cuda::CUDAStreamGuard> stream_guard_;
 #endif
-  std::optional<VitConfig> config_;
-  Vit model_{nullptr};
+  std::unique_ptr<TrainedModel> model_;
   int64_t parameters_ = 0;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<DataParallelEngine> engine_;
   std::shared_ptr<ErrorSampler> sampler_;  // a lossy plugin's error, where it asks
   ProcessGroupPtr group_;  // the engine's
-  std::unique_ptr<SyntheticData> data_;
+  std::unique_ptr<BatchSource> data_;
   std::unique_ptr<TorchProfile> profile_;
   StepTimer timer_;
   Progress progress_;
@@ -128,13 +125,12 @@ absl::Status Training::Setup() {
     stream_guard_.emplace(c10::cuda::getStreamFromPool(high_priority, device_.index()));
   }
 #endif
-  absl::StatusOr<VitConfig> config = VitConfigForModel(e_.model(), e_.data().image_size());
-  if (!config.ok()) return config.status();
-  config_ = *config;
-  // The same weights on every run with the same seed, made on the host as PyTorch does
-  // (once per process: Note [Initial weights kept], initial_weights.h).
-  model_ = MakeVit(*config_, e_.data().seed(), device_);
-  model_->train();
+  // A ViT with the same weights on every run with the same seed, made on the host as
+  // PyTorch does (once per process: Note [Initial weights kept], initial_weights.h), or
+  // the module the experiment names.
+  absl::StatusOr<std::unique_ptr<TrainedModel>> model = MakeTrainedModel(e_, device_);
+  if (!model.ok()) return model.status();
+  model_ = *std::move(model);
   for (const at::Tensor& p : model_->parameters()) parameters_ += p.numel();
   optimizer_ = MakeOptimizer(e_.optimizer(), model_->parameters());
   if (absl::Status s = SetMatmulPrecision(e_.precision(), device_); !s.ok()) return s;
@@ -142,20 +138,9 @@ absl::Status Training::Setup() {
   if (world_ > 1 || e_.distributed().force_engine()) {
     if (absl::Status s = StartEngine(); !s.ok()) return s;
   }
-  SyntheticData::Options data;
-  data.batch_size = e_.data().batch_size();
-  data.image_size = e_.data().image_size();
-  data.num_classes = config_->num_classes;
-  data.num_workers = static_cast<int>(e_.data().num_workers());
-  data.pin_memory = e_.data().pin_memory();
-  data.prefetch = static_cast<int>(e_.data().prefetch());
-  data.task = e_.data().task();
-  data.seed = e_.data().seed();
-  data.rank = rank_;
-  data.device = device_;
-  data_ = std::make_unique<SyntheticData>(data);
+  data_ = model_->MakeData(e_, rank_, device_);
   work_ = std::make_unique<StepWork>(
-      StepWork::Parts{e_, model_, *optimizer_, engine_.get(), *data_, timer_, nvtx_, rank_, device_});
+      StepWork::Parts{e_, *model_, *optimizer_, engine_.get(), *data_, timer_, nvtx_, rank_, device_});
   return absl::OkStatus();
 }
 
@@ -308,7 +293,7 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   r.set_torch_version(report.torch_version);
   r.set_cuda_runtime(report.cuda_runtime);
   r.set_nccl_version(report.nccl_version);
-  r.set_model(e_.model().has_vit() ? "custom" : v1::Model::Preset_Name(e_.model().preset()));
+  r.set_model(model_->name());
   r.set_parameters(parameters_);
   r.set_batch_size(e_.data().batch_size());
   r.set_measured_steps(measured_);
@@ -317,7 +302,9 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   r.set_steps_per_s(measured_ / seconds);
   const double samples_per_step = static_cast<double>(e_.data().batch_size()) * e_.steps().accumulation();
   r.set_samples_per_s(measured_ * samples_per_step * world_ / seconds);
-  r.set_tflops_per_gpu(VitTrainingFlopsPerSample(*config_) * samples_per_step * measured_ / seconds / 1e12);
+  if (const double flops = model_->training_flops_per_sample(); flops > 0) {
+    r.set_tflops_per_gpu(flops * samples_per_step * measured_ / seconds / 1e12);
+  }
   r.set_precision(PrecisionWord(e_.precision()));
   r.set_optimizer_kernels(optimizer_->fused() ? "fused" : "foreach");
   if (runner_) r.set_step_runner(runner_->Describe());
@@ -404,18 +391,19 @@ void Training::FillEngine(v1::RunResult& r) {
   if (stats.timed_steps > 0) r.set_exposed_comm_ms(stats.exposed_comm_ms / stats.timed_steps);
   for (double ms : stats.bucket_allreduce_ms) r.add_bucket_allreduce_ms(ms);
   for (double gbps : stats.bucket_busbw_gbps) r.add_bucket_busbw_gbps(gbps);
-  if (sampler_) FillFidelity(sampler_->stats(), model_->named_parameters().keys(), r);
+  const std::vector<std::string> names = model_->parameter_names();
+  if (sampler_) FillFidelity(sampler_->stats(), names, r);
   r.set_wire_bytes(stats.sent_bytes);
   r.set_sent_dtype(stats.sent_dtype);
   for (const auto& [name, value] : engine_->hook_stats()) (*r.mutable_hook_stats())[name] = value;
-  const auto named = model_->named_parameters();
+  const std::vector<at::Tensor> parameters = model_->parameters();
   for (const auto& [index, ms] : stats.gradient_ready_ms) {
     v1::GradientReady* g = r.add_gradient_ready();
     g->set_parameter(static_cast<int32_t>(index));
     g->set_ready_ms(ms);
-    if (index >= named.size()) continue;
-    g->set_name(named[index].key());
-    g->set_bytes(named[index].value().numel() * named[index].value().element_size());
+    if (index >= names.size()) continue;
+    g->set_name(names[index]);
+    g->set_bytes(parameters[index].numel() * parameters[index].element_size());
   }
 }
 

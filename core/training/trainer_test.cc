@@ -197,6 +197,49 @@ TEST(TrainerTest, APeerThatLeavesEndsTheRunWithAnError) {
       << results[0].status();
 }
 
+// A module the user brings (experiment.proto's ScriptedModel, exported by this machine's
+// python3 torch) trains through the trainer and the engine on two ranks over Gloo: each
+// rank's loss falls on its batches, and the result names the module (#65).
+TEST(TrainerTest, AModuleTheUserBringsTrainsOnTwoRanks) {
+  REQUIRE_GLOO();
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  ASSERT_NE(srcdir, nullptr);
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(absl::StrCat(R"pb(
+    name: "mine"
+    model { torchscript { file: ")pb", srcdir, R"pb(/ddplab/core/model/torchscript/testdata/mlp.pt"
+                          input { shape: [3, 8, 8] } classes: 10 } }
+    data { batch_size: 8 seed: 5 }
+    steps { warmup: 2 measured: 30 }
+    optimizer { sgd { learning_rate: 0.05 momentum: 0.9 } }
+    distributed { gpus_per_node: 2 device: CPU }
+  )pb"), "mine", *ExperimentSchema::WithoutPlugins());
+  ASSERT_TRUE(suite.ok()) << suite.status();
+  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+  absl::StatusOr<v1::RunResult> results[2];
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      TrainOptions options;
+      options.worker.emplace();
+      options.worker->rank = options.worker->local_rank = rank;
+      options.worker->world_size = options.worker->local_world_size = 2;
+      options.store = store;
+      results[rank] = Train(suite->experiment(0), options);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    const absl::StatusOr<v1::RunResult>& r = results[rank];
+    ASSERT_TRUE(r.ok()) << "rank " << rank << ": " << r.status();
+    EXPECT_EQ(r->model(), "torchscript mlp.pt");
+    EXPECT_TRUE(r->engine());
+    EXPECT_GT(r->parameters(), 0);
+    EXPECT_EQ(r->tflops_per_gpu(), 0) << "no FLOPs are known for a module";
+    ASSERT_EQ(r->loss_size(), 32);
+    EXPECT_LT(Mean(*r, 27, 32), 0.8 * Mean(*r, 0, 5)) << "rank " << rank;
+  }
+}
+
 // SGD (sgd.h), here to share this file's one parse of LibTorch's frontend.
 
 // Our foreach SGD against LibTorch's own torch::optim::SGD, over several steps, with a
