@@ -205,6 +205,9 @@ absl::Status Training::Steps() {
     if (absl::Status s = AfterStep(step); !s.ok()) return s;
   }
   Synchronize(device_);
+  if (options_.trained_parameters) {
+    for (const at::Tensor& p : model_->parameters()) options_.trained_parameters->push_back(p.detach().cpu().clone());
+  }
   return absl::OkStatus();
 }
 
