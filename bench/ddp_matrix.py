@@ -197,7 +197,7 @@ ONE_GPU_TRANSPORT = "local"
 
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment
 name: "{name}"
-model {{ preset: VIT_L_32 }}
+model {{ {model} }}
 data {{ batch_size: 32 num_workers: 8 pin_memory: true }}
 steps {{ warmup: {warmup} measured: {measured} }}
 {training}
@@ -257,6 +257,19 @@ def pytorch_command(gpus, warmup, measured, output, ddp_args, extra=()):
     return py
 
 
+def module_model(a):
+    """--module's model stanza for ddplab, and pytorch_vit.py's arguments for the same file."""
+    shape, _, rest = a.module_input.partition(":")
+    dtype, _, high = rest.partition(":")
+    path = os.path.abspath(a.module)
+    spec = f"shape: [{shape}]" + (f" dtype: INT64 high: {high}" if dtype == "int64" else "")
+    model = f'torchscript {{ file: "{path}" input {{ {spec} }} classes: {a.module_classes} }}'
+    args = ["--torchscript", path, "--input_shape", shape, "--classes", str(a.module_classes)]
+    if dtype == "int64":
+        args += ["--input_dtype", "int64", "--input_high", high]
+    return model, args
+
+
 def main():
     global RUN_TIMEOUT
     p = argparse.ArgumentParser()
@@ -286,11 +299,22 @@ def main():
                    help="torch.compile modes (default, reduce-overhead, ...) PyTorch's one-GPU row also runs "
                         "in, each repetition, into DIR/pytorch_compile_<mode>/single_gpu/")
     p.add_argument("--run_timeout", type=float, default=RUN_TIMEOUT, help="seconds a run may take before it is stopped")
+    p.add_argument("--module", help="a TorchScript module's file: both sides train it instead of ViT-L/32 "
+                                    "(tools/torchscript/export_models.py writes ResNet-50's and an encoder's)")
+    p.add_argument("--module_input", default="3,224,224",
+                   help="--module: one sample's input shape, e.g. 3,224,224, or 128:int64:30522 for token ids "
+                        "in [0, 30522)")
+    p.add_argument("--module_classes", type=int, default=1000, help="--module: the number of classes")
     a = p.parse_args()
     start = time.time()
     RUN_TIMEOUT = a.run_timeout
     out = prepare_output(a.out)
     training, py_training = TRAINING["amp" if a.amp else "seed"]
+    model, model_name = "preset: VIT_L_32", "vit_l_32"
+    if a.module:
+        model, module_args = module_model(a)
+        model_name = os.path.basename(a.module)
+        py_training = py_training + module_args
     if a.foreach:
         training = training.replace("optimizer {", "optimizer { foreach: true", 1)
     else:
@@ -334,12 +358,12 @@ def main():
                              dict(env, **nccl_env), gpus == 1, ()))
 
     for key, meta, plugins, args, transport, env, force, py_extra in runs:
-        meta = dict(meta, batch_size=32, model="vit_l_32", measured_steps=a.measured)
+        meta = dict(meta, batch_size=32, model=model_name, measured_steps=a.measured)
         with open(os.path.join(out, "configs", key + ".json"), "w") as f:
             json.dump(meta, f)
         textproto = os.path.join(out, "configs", key + ".textproto")
         with open(textproto, "w") as f:
-            f.write(EXPERIMENT.format(name=key, warmup=a.warmup, measured=a.measured, gpus=meta["gpus"],
+            f.write(EXPERIMENT.format(name=key, model=model, warmup=a.warmup, measured=a.measured, gpus=meta["gpus"],
                                       transport=transport, force="force_engine: true" if force else "",
                                       plugins=plugins, training=training))
         for rep in range(1, a.reps + 1):

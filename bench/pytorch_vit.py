@@ -11,6 +11,12 @@ torch.compile's figure.
   python3 pytorch_vit.py --ddp --output r.json                  # DDP on one GPU
   torchrun --nproc_per_node=2 pytorch_vit.py --ddp --ddp_code code.py --output r.json
 
+--torchscript FILE trains a module the user brings instead (torch.jit.load, as ddplab's
+model.torchscript loads it), fed as ddplab feeds one: --input_shape of one sample
+(--input_dtype int64 with --input_high for token ids), --classes, and 4 batches made once on
+the device and cycled (core/model/trained_model.h), so that both sides leave data out of
+the step alike.
+
 --ddp_code takes the PyTorch code of a ddplab report (a run's "pytorch" field, the
 recommendation's code) as it is, in place of --bucket_cap_mb and the flags after it.
 
@@ -43,6 +49,11 @@ class SyntheticImages(torch.utils.data.Dataset):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="vit_l_32")
+    p.add_argument("--torchscript", help="a TorchScript module's file, trained instead of --model")
+    p.add_argument("--input_shape", default="3,224,224", help="--torchscript: one sample's input shape")
+    p.add_argument("--input_dtype", choices=["float32", "int64"], default="float32")
+    p.add_argument("--input_high", type=int, default=0, help="int64 inputs: drawn in [0, high)")
+    p.add_argument("--classes", type=int, default=1000, help="--torchscript: the number of classes")
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--image_size", type=int, default=224)
     p.add_argument("--num_workers", type=int, default=8)
@@ -90,7 +101,10 @@ def main():
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
     autocast = dict(device_type="cuda", dtype=torch.bfloat16) if a.precision == "bf16" else None
-    model = getattr(torchvision.models, a.model)().to(device)
+    if a.torchscript:
+        model = torch.jit.load(a.torchscript, map_location=device)
+    else:
+        model = getattr(torchvision.models, a.model)().to(device)
     model.train()
     optimizer = None
     kind = torch.optim.AdamW if a.optimizer == "adamw" else torch.optim.SGD
@@ -130,6 +144,8 @@ def main():
     sampler = torch.utils.data.distributed.DistributedSampler(dataset) if a.ddp else None
     loader = torch.utils.data.DataLoader(dataset, batch_size=a.batch_size, sampler=sampler,
                                          num_workers=a.num_workers, pin_memory=True)
+    if a.torchscript:
+        loader = module_batches(a, steps, device)
 
     compute = (torch.cuda.stream(torch.cuda.Stream(device, priority=-1)) if a.high_priority_compute
                else contextlib.nullcontext())
@@ -150,6 +166,7 @@ def main():
             "precision": a.precision if autocast is None else "bf16",
             "optimizer": type(optimizer).__name__ if optimizer is not None else a.optimizer,
             "compile": a.compile_mode if a.compile else False,
+            "model": a.torchscript or a.model,
             "fused": a.fused,
             "torch_version": torch.__version__,
             "device": torch.cuda.get_device_name(local_rank),
@@ -160,6 +177,19 @@ def main():
         print(json.dumps(record))
     if a.ddp:
         dist.destroy_process_group()
+
+
+def module_batches(a, steps, device):
+    """--torchscript's batches: 4 made once on the device, handed out in turn."""
+    shape = [a.batch_size] + [int(d) for d in a.input_shape.split(",")]
+    made = []
+    for _ in range(4):
+        if a.input_dtype == "int64":
+            inputs = torch.randint(a.input_high, shape, device=device)
+        else:
+            inputs = torch.randn(shape, device=device)
+        made.append((inputs, torch.randint(a.classes, [a.batch_size], device=device)))
+    return [made[step % len(made)] for step in range(steps)]
 
 
 def train(a, loader, model, criterion, optimizer, device, autocast):
