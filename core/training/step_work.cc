@@ -1,10 +1,13 @@
 #include "core/training/step_work.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <ATen/record_function.h>  // RECORD_USER_SCOPE
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/training/nvtx.h"
 #include "core/training/precision.h"
 
@@ -117,10 +120,20 @@ absl::Status StepWork::ForwardBackward(const StepInputs& inputs, int micro, bool
   }
   if (p_.engine) {
     if (absl::Status s = p_.engine->EndBackward(); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("rank ", p_.rank, ", step ", step_, ": ", s.message()));
+      return absl::Status(s.code(), absl::StrCat("rank ", p_.rank, ", step ", step_, ": ", s.message(), NoGradient()));
     }
   }
   return absl::OkStatus();
+}
+
+std::string StepWork::NoGradient() const {
+  const std::vector<at::Tensor> parameters = p_.model.parameters();
+  const std::vector<std::string> names = p_.model.parameter_names();
+  std::vector<std::string> none;
+  for (size_t i = 0; i < parameters.size() && i < names.size(); ++i) {
+    if (!parameters[i].grad().defined()) none.push_back(absl::StrCat(names[i], " (", i, ")"));
+  }
+  return none.empty() ? "" : absl::StrCat(" (no gradient: ", absl::StrJoin(none, ", "), ")");
 }
 
 absl::Status StepWork::Optimize() {
