@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# On a GPU machine, in one call: models the user brings (#65), through the default suite's
+# levers, against PyTorch's DDP on the same TorchScript file. Builds vit_ddp, exports
+# torchvision's ResNet-50 and a BERT-base-sized encoder with this machine's python3
+# (tools/torchscript/export_models.py), then for each: bench/ddp_matrix.py --module over
+# one GPU and GPUS GPUs (NVLink and host memory), and `vit_ddp --tune` on it, whose answer
+# is printed beside ViT-L/32's when EARLIER_TUNE (a report.md of the seed study's tuning)
+# is given. Writes DIR/<model>/{matrix/,tune/} and prints the tables last.
+#
+#   bench/own_model.sh DIR [EARLIER_TUNE]
+#
+# GPUS (2), REPS (3), CONFIGS (the default suite's levers with a PyTorch form), TRANSPORTS
+# (nvlink,host), MODELS (resnet50,encoder) and DEADLINE (seconds of each model's matrix)
+# pass through.
+set -uo pipefail
+DIR=${1:?usage: own_model.sh DIR [EARLIER_TUNE]}
+EARLIER_TUNE=${2:-}
+GPUS=${GPUS:-2}
+REPS=${REPS:-3}
+CONFIGS=${CONFIGS:-naive,cap25_plain,static_graph_bucket_view,bf16_cap25,powersgd_rank1_tuned_bf16state}
+TRANSPORTS=${TRANSPORTS:-nvlink,host}
+MODELS=${MODELS:-resnet50,encoder}
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo 'this tree')"
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
+} 2>&1 | tee "$DIR/environment.txt"
+bazel build //experiments:vit_ddp >"$DIR/build.log" 2>&1 || { tail -30 "$DIR/build.log"; exit 1; }
+
+# model: its export flag, its input, its classes
+declare -A INPUT=([resnet50]="3,224,224" [encoder]="128:int64:30522")
+declare -A CLASSES=([resnet50]=1000 [encoder]=2)
+status=0
+for model in ${MODELS//,/ }; do
+  out="$DIR/$model"
+  mkdir -p "$out"
+  python3 tools/torchscript/export_models.py --model "$model" --out "$out/$model.pt" >"$out/export.txt" 2>&1 ||
+    { echo "$model: export failed"; cat "$out/export.txt"; status=1; continue; }
+  args=(--out "$out/matrix" --gpus "1,$GPUS" --transports "$TRANSPORTS" --configs "$CONFIGS"
+        --baselines single_gpu --reps "$REPS" --module "$out/$model.pt"
+        --module_input "${INPUT[$model]}" --module_classes "${CLASSES[$model]}")
+  [ -n "${DEADLINE:-}" ] && args+=(--deadline "$DEADLINE")
+  python3 bench/ddp_matrix.py "${args[@]}" >"$out/matrix.log" 2>&1 || status=1
+  # The tuner on the model: one GPU against GPUS over NVLink, as the seed study tunes.
+  entry=$(sed -n 's/^.*: model { \(.*\) }$/\1/p' "$out/export.txt" | sed "s|file: \"[^\"]*\"|file: \"$out/$model.pt\"|")
+  cat >"$out/tune.textproto" <<EOF
+# proto-message: ddplab.v1.Suite
+name: "tune_$model"
+defaults {
+  model { $entry }
+  data { batch_size: 32 }
+  steps { warmup: 10 measured: 20 }
+  optimizer { sgd { learning_rate: 0.01 } }
+  distributed { device: CUDA transport: NVLINK }
+}
+experiment { name: "one" distributed { gpus_per_node: 1 } }
+experiment { name: "ddp" distributed { gpus_per_node: $GPUS } plugin { static_graph {} } }
+EOF
+  bazel-bin/experiments/vit_ddp --experiment="$out/tune.textproto" --tune --output_dir="$out/tune" \
+    >"$out/tune.log" 2>&1 || status=1
+done
+
+for model in ${MODELS//,/ }; do
+  echo
+  echo "== $model"
+  sed -n '/^ddp on /,$p' "$DIR/$model/matrix.log"
+  grep -E "^Tuned |^Nothing to tune|^(Compute|Latency|Bandwidth)-bound|^The step as one CUDA graph" "$DIR/$model/tune.log"
+done
+if [ -n "$EARLIER_TUNE" ]; then
+  echo
+  echo "== ViT-L/32 ($EARLIER_TUNE)"
+  grep -E "^Tuned |^Nothing to tune|^(Compute|Latency|Bandwidth)-bound" "$EARLIER_TUNE"
+fi
+exit $status
