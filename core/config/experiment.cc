@@ -164,6 +164,17 @@ absl::Status ParseError(absl::string_view text, const std::string& file, const F
       absl::StrAppend(&message, ". Did you mean \"", closest, "\"?");
     }
   }
+  // A suite's field in a file read as one experiment (no header): say how to read it as a suite.
+  const std::string kExperimentField = absl::StrCat("Message type \"", kExperimentType, "\" has no field named \"");
+  if (type == kExperimentType && absl::StartsWith(message, kExperimentField)) {
+    const std::string name =
+        message.substr(kExperimentField.size(), message.find('"', kExperimentField.size()) - kExperimentField.size());
+    if (v1::Suite::descriptor()->FindFieldByName(name) != nullptr) {
+      if (absl::EndsWith(message, ".")) message.pop_back();
+      absl::StrAppend(&message, ": \"", name, "\" is a suite's field, and a file is read as one experiment unless "
+                      "it begins with the line \"# proto-message: ", kSuiteType, "\"");
+    }
+  }
   return absl::InvalidArgumentError(absl::StrCat(FormatLocation(file, errors.line(), column), ": ", message));
 }
 

@@ -57,6 +57,10 @@ INSTANTIATE_TEST_SUITE_P(
                 ":2:8: Message type \"ddplab.v1.Data\" has no field named \"batchsize\". Did you mean "
                 "\"batch_size\"?"},
         BadCase{"wrong_type", ":2:20: Expected integer, got: \"big\""},
+        BadCase{"suite_without_header",
+                ":3:1: Message type \"ddplab.v1.Experiment\" has no field named \"defaults\": \"defaults\" is a "
+                "suite's field, and a file is read as one experiment unless it begins with the line \"# "
+                "proto-message: ddplab.v1.Suite\""},
         BadCase{"negative_unsigned", ":2:20: Expected integer, got: -"},
         BadCase{"unknown_preset",
                 ":2:17: Unknown enumeration value of \"VIT_H_14\" for field \"preset\". Did you mean VIT_B_16? Accepted: "
