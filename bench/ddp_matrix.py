@@ -261,6 +261,8 @@ def module_model(a):
     """--module's model stanza for ddplab, and pytorch_vit.py's arguments for the same file."""
     shape, _, rest = a.module_input.partition(":")
     dtype, _, high = rest.partition(":")
+    if dtype not in ("", "float32", "int64") or (dtype == "int64") != bool(high):
+        sys.exit(f"--module_input {a.module_input}: SHAPE, SHAPE:float32 or SHAPE:int64:HIGH")
     path = os.path.abspath(a.module)
     spec = f"shape: [{shape}]" + (f" dtype: INT64 high: {high}" if dtype == "int64" else "")
     model = f'torchscript {{ file: "{path}" input {{ {spec} }} classes: {a.module_classes} }}'

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -18,7 +19,6 @@
 #include "core/launch/distributed.h"
 #include "core/config/experiment.h"
 #include "core/config/plugin_names.h"
-#include "core/config/text_location.h"  // FieldError
 #include "core/config/validate.h"
 #include "core/model/torchscript/scripted_model.h"
 #include "core/plugin/plugin_host.h"
@@ -33,39 +33,38 @@
 namespace ddplab {
 namespace {
 
+// A module's file as the experiment file at `experiment_path` names it: relative to that
+// file's directory, made absolute and normal, so that the check and every worker read
+// the same file wherever they start.
+std::string ModuleFile(const std::string& experiment_path, const std::string& file) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::path experiment = fs::absolute(fs::path(experiment_path), error);
+  if (error) experiment = fs::path(experiment_path);
+  const fs::path module(file);
+  return (module.is_absolute() ? module : experiment.parent_path() / module).lexically_normal().string();
+}
+
 // A TorchScript model (#65) is loaded and checked where the file names it: its file, the
 // arguments of forward, a first batch and the memory its parameters need, against the GPU's
 // where it runs on GPUs, else the host's.
-absl::Status CheckScriptedModel(const v1::Experiment& e, const std::string& file, const DeviceReport& device) {
+absl::Status CheckScriptedModel(const v1::Experiment& e, const std::string& path, const DeviceReport& device) {
   if (!e.model().has_torchscript()) return absl::OkStatus();
-  const size_t slash = file.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : file.substr(0, slash);
+  v1::ScriptedModel spec = e.model().torchscript();
+  spec.set_file(ModuleFile(path, spec.file()));
   const bool gpus = e.distributed().device() == v1::Distributed::CUDA ||
                     (e.distributed().device() == v1::Distributed::DEVICE_UNSPECIFIED && !device.gpus.empty());
   const int64_t memory = gpus && !device.gpus.empty() ? device.gpus.front().memory_bytes
                                                       : static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  if (absl::Status s = ScriptedModel::Load(e.model().torchscript(), dir, at::kCPU, memory).status(); !s.ok()) return s;
-  // Note [One input for now] (core/model/trained_model.h).
-  if (const int inputs = e.model().torchscript().input_size(); inputs > 1) {
-    return FieldError(absl::StatusCode::kInvalidArgument, "model.torchscript.input",
-                      absl::StrCat("ddplab feeds a module one input for now; this one takes ", inputs));
-  }
-  return absl::OkStatus();
+  return ScriptedModel::Load(spec, "", at::kCPU, memory).status();
 }
 
-// A module's file relative to the experiment file's directory (`file`'s), made absolute,
-// so that every worker reads the same file wherever it starts.
-void ResolveModuleFiles(const std::string& file, v1::Suite& suite) {
-  const size_t slash = file.find_last_of('/');
-  std::string dir = slash == std::string::npos ? "." : file.substr(0, slash);
-  if (dir.empty() || dir[0] != '/') {
-    char cwd[4096];
-    if (getcwd(cwd, sizeof(cwd)) != nullptr) dir = absl::StrCat(cwd, "/", dir);
-  }
+// Each module's file as ModuleFile makes it, for the runs.
+void ResolveModuleFiles(const std::string& path, v1::Suite& suite) {
   for (v1::Experiment& e : *suite.mutable_experiment()) {
     if (!e.model().has_torchscript()) continue;
     v1::ScriptedModel* m = e.mutable_model()->mutable_torchscript();
-    if (!m->file().empty() && m->file()[0] != '/') m->set_file(absl::StrCat(dir, "/", m->file()));
+    if (!m->file().empty()) m->set_file(ModuleFile(path, m->file()));
   }
 }
 

@@ -265,9 +265,41 @@ TEST_F(CommandTest, AModulesFileIsTheExperimentFilesNeighbourAndTakesOneInput) {
                                                    "  input { shape: [3, 8, 8] } input { shape: [1] } classes: 10 } }"),
                           "--print_experiments"});
   EXPECT_EQ(two.code, 2);
-  EXPECT_TRUE(absl::StrContains(two.err, "model.torchscript.input: ddplab feeds a module one input for now; this one "
-                                         "takes 2"))
+  EXPECT_TRUE(absl::StrContains(two.err, "two.textproto:10:3: model.torchscript.input: ddplab feeds a module one input "
+                                         "for now; this file declares 2"))
       << two.err;
+}
+
+// #65: a result is of the module's bytes it trained: --skip_completed keeps it while the
+// file is the same, and runs it again once the file holds another module.
+TEST_F(CommandTest, AResultOfAnotherModulesBytesIsRunAgain) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+  ASSERT_NE(runfiles, nullptr) << error;
+  const std::string dir = tmp_ + "/stale_module";
+  const auto copy = [&](const char* name) {
+    const std::string from = runfiles->Rlocation(absl::StrCat("ddplab/core/model/torchscript/testdata/", name));
+    return std::system(absl::StrCat("mkdir -p '", dir, "' && cp '", from, "' '", dir, "/m.pt'").c_str());
+  };
+  ASSERT_EQ(copy("mlp.pt"), 0);
+  const std::string suite = Write("stale_module/suite.textproto",
+                                  "# proto-message: ddplab.v1.Suite\n"
+                                  "name: \"stale_module\"\n"
+                                  "defaults {\n"
+                                  "  model { torchscript { file: \"m.pt\" input { shape: [3, 8, 8] } classes: 10 } }\n"
+                                  "  data { batch_size: 4 } steps { warmup: 1 measured: 2 }\n"
+                                  "  optimizer { sgd { learning_rate: 0.01 } } distributed { device: CPU gpus_per_node: 1 }\n"
+                                  "}\n"
+                                  "experiment { name: \"one\" }\n");
+  const std::vector<std::string> args = {"--experiment=" + suite, "--output_dir=" + dir + "/results", "--skip_completed"};
+  const Answer first = Vit(args);
+  ASSERT_EQ(first.code, 0) << first.err;
+  const Answer same = Vit(args);
+  EXPECT_TRUE(absl::StrContains(same.out, "skipped: completed before")) << same.out;
+  ASSERT_EQ(copy("with_unused.pt"), 0);  // the same inputs and classes, other bytes
+  const Answer other = Vit(args);
+  EXPECT_EQ(other.code, 0) << other.err;
+  EXPECT_TRUE(absl::StrContains(other.out, "was made from another module (" + dir + "/m.pt is fnv1a64:")) << other.out;
 }
 
 TEST_F(CommandTest, WhatCannotRunIsRefusedBeforeRunningInOneLine) {

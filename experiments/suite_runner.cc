@@ -16,6 +16,7 @@
 #include "core/config/convergence.h"
 #include "core/config/experiment.h"  // kDefaultTimeoutSeconds
 #include "core/launch/launcher.h"
+#include "core/record/content_digest.h"
 #include "core/report/report.h"
 #include "core/training/trainer.h"
 #include "experiments/cli.h"  // Printable
@@ -284,6 +285,21 @@ void SuiteRunner::Announce(const PlannedRun& p, const PluginSet& plugins) {
 
 // How many repetitions of `p` a result from before holds, kept for the report
 // (--skip_completed): 0 where there is none, or it records another experiment.
+namespace {
+
+// Why `done` is not of the module file `e` names as it is now; "" where it is (or for a ViT).
+std::string ChangedModule(const v1::RunResult& done, const v1::Experiment& e) {
+  if (!e.model().has_torchscript()) return "";
+  const std::string& file = e.model().torchscript().file();
+  absl::StatusOr<std::string> now = FileDigest(file);
+  if (!now.ok()) return std::string(now.status().message());
+  if (*now == done.model_digest()) return "";
+  return absl::StrCat(file, " is ", *now, " now, ", done.model_digest().empty() ? "unrecorded" : done.model_digest(),
+                      " then");
+}
+
+}  // namespace
+
 int SuiteRunner::SkipCompleted(const PlannedRun& p) {
   if (!in_.skip_completed) return 0;
   const v1::Experiment& e = p.run.experiment;
@@ -292,6 +308,10 @@ int SuiteRunner::SkipCompleted(const PlannedRun& p) {
   const std::string path = absl::StrCat(p.run_dir, "/", e.name(), ".json");
   if (std::string why = ResultDiffers(*done, e, &host_.schema()); !why.empty()) {
     std::cout << "  rerun: the result at " << path << " is of another experiment (" << why << ")\n";
+    return 0;
+  }
+  if (std::string why = ChangedModule(*done, e); !why.empty()) {
+    std::cout << "  rerun: the result at " << path << " was made from another module (" << why << ")\n";
     return 0;
   }
   if (std::string why = ChangedPluginBuild(*done, host_); !why.empty()) {

@@ -1,7 +1,8 @@
 """ddplab trains a module the user brings as PyTorch's DDP trains the same file.
 
 The module is tools/torchscript/export_models.py's Mlp (images [N, 3, 8, 8] -> 10 logits),
-exported by this machine's python3 torch. For each lever, two ranks over Gloo train it
+exported by this machine's python3 torch, and for one case its MlpBatchNorm, whose buffers
+both sides make rank 0's before each forward (PyTorch's broadcast_buffers). For each lever, two ranks over Gloo train it
 from its file for STEPS steps of SGD on the same batches, on each side:
 - ddplab: model_worker.cc, the trainer with the engine and the lever's plugins, as one of
   vit_ddp's workers runs an experiment that names the file (model.torchscript);
@@ -9,7 +10,8 @@ from its file for STEPS steps of SGD on the same batches, on each side:
   lever's arguments or PyTorch's own hook (run in this process's forked children).
 The batches are ddplab's for a module (core/model/trained_model.h): 4 drawn once per rank
 from a CPU generator seeded seed * 1000003 + rank, inputs then target, cycled. Both sides
-run one intra-op thread. Then the trained parameters are compared, tensor by tensor:
+run one intra-op thread. Then the trained parameters (and buffers) are compared, tensor by
+tensor:
 - the lossless levers (one bucket, small buckets, static graph with bucket views, zero
   copy, the optimizer overlapped with the reduction; PyTorch's plain DDP for the last two,
   which change where the bytes go and when the step runs, not what it computes): equal
@@ -48,7 +50,8 @@ LEARNING_RATE = 0.1
 POWERSGD_BOUND = 1e-5
 RUN_TIMEOUT = 100
 
-# name: (ddplab's plugins, PyTorch's DDP arguments, PyTorch's hook: None, "bf16" or "powersgd")
+# name: (ddplab's plugins, PyTorch's DDP arguments, PyTorch's hook: None, "bf16" or "powersgd"),
+# each on MODULE; and a module with buffers, on one bucket (CASE_MODULES).
 LEVERS = {
     "one_bucket": ("plugin { bucket_sizing { bucket_cap_mb: 2000 } }", {"bucket_cap_mb": 2000}, None),
     "small_buckets": ("plugin { bucket_sizing { bucket_cap_mb: 0.005 } }", {"bucket_cap_mb": 0.005}, None),
@@ -70,6 +73,19 @@ def _runfile(path):
 
 
 MODULE = "core/model/torchscript/testdata/mlp.pt"
+# Cases on another module: its buffers (a BatchNorm's running statistics) are rank 0's
+# before each forward on both sides (broadcast_buffers), and compared too.
+CASE_MODULES = {"batch_norm": "core/model/torchscript/testdata/mlp_bn.pt"}
+LEVERS["batch_norm"] = LEVERS["one_bucket"]
+
+
+def module_of(name):
+    return CASE_MODULES.get(name, MODULE)
+
+
+def module_state(module):
+    """The tensors each side writes: parameters, then buffers, in the module's order."""
+    return [p.detach() for p in module.parameters()] + [b.detach() for b in module.buffers()]
 
 
 def batches(rank):
@@ -88,7 +104,7 @@ def _pytorch_rank(rank, store_path, out_dir):
     dist.init_process_group("gloo", store=dist.FileStore(store_path, WORLD), rank=rank, world_size=WORLD)
     keep = []
     for name, (_, ddp_args, hook) in LEVERS.items():
-        model = DDP(torch.jit.load(_runfile(MODULE)), **ddp_args)
+        model = DDP(torch.jit.load(_runfile(module_of(name))), **ddp_args)
         keep.append(model)  # never torn down (as pytorch_reference.py's ranks)
         all_reduce = dist.all_reduce
         if hook == "bf16":
@@ -114,8 +130,7 @@ def _pytorch_rank(rank, store_path, out_dir):
                 optimizer.step()
         finally:
             dist.all_reduce = all_reduce
-        reference.write_floats(os.path.join(out_dir, "pt_%s_r%d.f32" % (name, rank)),
-                               [p.detach() for p in model.module.parameters()])
+        reference.write_floats(os.path.join(out_dir, "pt_%s_r%d.f32" % (name, rank)), module_state(model.module))
     dist.barrier()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -126,26 +141,30 @@ class ModelParityTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp()
-        module = torch.jit.load(_runfile(MODULE))
-        cls.shapes = [tuple(p.shape) for p in module.parameters()]
-        cls.initial = [p.detach().clone() for p in module.parameters()]
+        cls.shapes, cls.initial = {}, {}
+        for name in LEVERS:
+            module = torch.jit.load(_runfile(module_of(name)))
+            cls.shapes[name] = [tuple(t.shape) for t in module_state(module)]
+            cls.initial[name] = [t.clone() for t in module_state(module)]
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         with tempfile.TemporaryDirectory() as rendezvous:
             print("running PyTorch's runs", flush=True)
             mp.start_processes(_pytorch_rank, args=(os.path.join(rendezvous, "store"), cls.dir), nprocs=WORLD,
                                join=True, start_method="fork")
-        for name, (plugins, _, _) in LEVERS.items():
-            print("running ddplab's " + name, flush=True)
-            cls._ddplab(name, plugins)
+        print("running ddplab's runs", flush=True)
+        cls._ddplab()
 
     @classmethod
-    def _ddplab(cls, name, plugins):
-        suite = os.path.join(cls.dir, name + ".textproto")
-        with open(suite, "w") as f:
-            f.write('name: "%s"\nmodel { torchscript { file: "%s" input { shape: [3, 8, 8] } classes: 10 } }\n'
-                    'data { batch_size: %d seed: %d }\nsteps { warmup: 1 measured: %d }\n'
-                    'optimizer { sgd { learning_rate: %g } }\ndistributed { device: CPU gpus_per_node: %d }\n%s\n'
-                    % (name, _runfile(MODULE), BATCH, SEED, STEPS - 1, LEARNING_RATE, WORLD, plugins))
+    def _ddplab(cls):
+        """Every lever's run, one after another, in one job of WORLD ranks of model_worker."""
+        suites = []
+        for name, (plugins, _, _) in LEVERS.items():
+            suites.append(os.path.join(cls.dir, name + ".textproto"))
+            with open(suites[-1], "w") as f:
+                f.write('name: "%s"\nmodel { torchscript { file: "%s" input { shape: [3, 8, 8] } classes: 10 } }\n'
+                        'data { batch_size: %d seed: %d }\nsteps { warmup: 1 measured: %d }\n'
+                        'optimizer { sgd { learning_rate: %g } }\ndistributed { device: CPU gpus_per_node: %d }\n%s\n'
+                        % (name, _runfile(module_of(name)), BATCH, SEED, STEPS - 1, LEARNING_RATE, WORLD, plugins))
         with tempfile.TemporaryDirectory() as rendezvous:
             procs = []
             for rank in range(WORLD):
@@ -153,8 +172,7 @@ class ModelParityTest(unittest.TestCase):
                            LOCAL_WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT="29500",
                            DDPLAB_RENDEZVOUS_FILE=os.path.join(rendezvous, "store"))
                 procs.append(subprocess.Popen(
-                    [_runfile("parity/model_worker"), "--experiment=" + suite,
-                     "--out=" + os.path.join(cls.dir, "dl_%s_r%d.f32" % (name, rank))],
+                    [_runfile("parity/model_worker"), "--experiments=" + ",".join(suites), "--out_dir=" + cls.dir],
                     env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
             failures = []
             for rank, p in enumerate(procs):
@@ -169,23 +187,29 @@ class ModelParityTest(unittest.TestCase):
         if failures and all("this build has no Gloo" in f for f in failures):
             raise unittest.SkipTest("this build's LibTorch has no Gloo")
         if failures:
-            raise RuntimeError("ddplab's %s failed: %s" % (name, "\n".join(failures)))
+            raise RuntimeError("ddplab's runs failed: %s" % "\n".join(failures))
 
     def read(self, side, name, rank):
-        return reference.read_floats(os.path.join(self.dir, "%s_%s_r%d.f32" % (side, name, rank)), self.shapes)
+        return reference.read_floats(os.path.join(self.dir, "%s_%s_r%d.f32" % (side, name, rank)), self.shapes[name])
 
     def assert_equal_on_every_rank(self, name):
         for rank in range(WORLD):
             mine, theirs = self.read("dl", name, rank), self.read("pt", name, rank)
             for k, (m, t) in enumerate(zip(mine, theirs)):
-                self.assertFalse(torch.equal(m, self.initial[k]), "%s: parameter %d did not train" % (name, k))
-                self.assertTrue(torch.equal(m, t), "%s rank %d parameter %d: largest difference %g" %
+                self.assertFalse(torch.equal(m, self.initial[name][k]), "%s: tensor %d did not train" % (name, k))
+                self.assertTrue(torch.equal(m, t), "%s rank %d tensor %d: largest difference %g" %
                                 (name, rank, k, (m - t).abs().max().item()))
 
     def test_lossless_levers_train_bit_for_bit_as_pytorch(self):
         for name in ("one_bucket", "small_buckets", "static_graph_bucket_view", "zero_copy", "optimizer_overlap"):
             with self.subTest(lever=name):
                 self.assert_equal_on_every_rank(name)
+
+    def test_a_modules_buffers_are_rank_zeros_before_each_forward_as_pytorchs(self):
+        self.assert_equal_on_every_rank("batch_norm")
+        # The ranks' running statistics differ after their last forward (each its own
+        # batch), as PyTorch's do: the broadcast came before it.
+        self.assertFalse(torch.equal(self.read("dl", "batch_norm", 0)[-2], self.read("dl", "batch_norm", 1)[-2]))
 
     def test_bf16_trains_bit_for_bit_as_pytorchs_hook(self):
         self.assert_equal_on_every_rank("bf16")
@@ -202,7 +226,7 @@ class ModelParityTest(unittest.TestCase):
                 difference = (m.double() - t.double()).norm().item() / scale
                 compression = (t.double() - exact[k].double()).norm().item() / scale
                 self.assertLessEqual(difference, POWERSGD_BOUND, "rank %d parameter %d" % (rank, k))
-                if len(self.shapes[k]) == 2:  # compressed: compression itself moves it by far more
+                if len(self.shapes["powersgd"][k]) == 2:  # compressed: compression itself moves it by far more
                     self.assertGreater(compression, 100 * POWERSGD_BOUND, "rank %d parameter %d" % (rank, k))
 
 

@@ -3,7 +3,8 @@
     load("@ddplab//sdk:plugin.bzl", "ddplab_plugin_library")
 
     ddplab_plugin_library(
-        name = "hello",          # lib hello.so; the plugin's name in experiment files
+        name = "hello",          # libhello.so and libhello.so.digest (bazel build //:hello);
+                                 # the plugin's name in experiment files
         srcs = ["hello.cc"],     # DDPLAB_PLUGIN(..., my::v1::Config, ...) in one of them
     )                            # hello.proto: the plugin's configuration message
 
@@ -67,4 +68,14 @@ def ddplab_plugin_library(name, srcs, deps = [], copts = [], config_copts = [], 
         cmd = "$(location {}) $< > $@".format(digest_tool),
         testonly = kwargs.get("testonly", False),
         visibility = kwargs.get("visibility"),
+        tags = kwargs.get("tags"),
+    )
+
+    # <name>: the library and its digest, one build of both (`bazel build //:<name>`).
+    native.filegroup(
+        name = name,
+        srcs = [":lib" + name + ".so", ":lib" + name + ".so.digest"],
+        testonly = kwargs.get("testonly", False),
+        visibility = kwargs.get("visibility"),
+        tags = kwargs.get("tags"),
     )

@@ -107,6 +107,11 @@ absl::Status ValidateScriptedModel(const v1::ScriptedModel& m, const Locator& at
   for (int i = 0; i < m.input_size(); ++i) {
     if (absl::Status s = check(m.input(i), absl::StrCat("model.torchscript.input[", i, "]")); !s.ok()) return s;
   }
+  // Note [One input for now] (core/model/trained_model.h).
+  if (m.input_size() > 1) {
+    return at.Error("model.torchscript.input", absl::StrCat("ddplab feeds a module one input for now; this file "
+                                                            "declares ", m.input_size()));
+  }
   if (m.has_regression()) {
     if (m.regression().dtype() == v1::TensorSpec::INT64) {
       return at.Error("model.torchscript.regression.dtype", "a regression's target is FLOAT32");

@@ -1,6 +1,7 @@
 #include "core/engine/engine.h"
 
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -74,6 +75,7 @@ struct DataParallelEngine::State {
   int64_t sent_bytes = 0;  // what core's all-reduce sent this step
   at::ScalarType sent_dtype = at::ScalarType::Undefined;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<std::string> names;  // the parameters', where given (SetParameterNames)
 
   void MakeChain(const std::vector<HookWrapper>& wrappers);
   void Plan(const std::vector<size_t>& order);
@@ -84,6 +86,7 @@ struct DataParallelEngine::State {
   void Step(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads);
   bool SteppedAll();
   std::string AcceptMissing();
+  std::string NamesOf(const std::vector<size_t>& missing) const;
   std::string WaitAndDeliver(size_t index);
 };
 
@@ -212,6 +215,14 @@ bool DataParallelEngine::State::SteppedAll() {
   return any;
 }
 
+// " (no gradient: unused.weight (4), ...)" for `missing`, where the names are known.
+std::string DataParallelEngine::State::NamesOf(const std::vector<size_t>& missing) const {
+  if (names.size() != params.size()) return "";
+  std::vector<std::string> named;
+  for (size_t i : missing) named.push_back(absl::StrCat(names[i], " (", i, ")"));
+  return absl::StrCat(" (no gradient: ", absl::StrJoin(named, ", "), ")");
+}
+
 // Parameters that received no gradient: unused for good if the policy accepts them.
 std::string DataParallelEngine::State::AcceptMissing() {
   std::vector<size_t> missing;
@@ -223,7 +234,7 @@ std::string DataParallelEngine::State::AcceptMissing() {
       "parameter(s) ", absl::StrJoin(missing, ", "),
       " received no gradient in this step. Every parameter must take part in every step");
   if (missing_gradients) refused = missing_gradients->Accept(missing, !first_step_done);
-  if (!refused.empty()) return refused;
+  if (!refused.empty()) return absl::StrCat(refused, NamesOf(missing));
   for (size_t i : missing) {
     expected[i] = false;
     if (pass_through) continue;
@@ -306,18 +317,30 @@ absl::Status DataParallelEngine::ShutDown() {
   return ShutDownProcessGroup(*s.group);
 }
 
-void DataParallelEngine::BroadcastParameters() {
-  if (state_->world == 1) return;  // Note [One process issues no collective]
+void DataParallelEngine::BroadcastParameters() { Broadcast(state_->params); }
+
+void DataParallelEngine::Broadcast(const std::vector<at::Tensor>& tensors) {
+  if (state_->world == 1 || tensors.empty()) return;  // Note [One process issues no collective]
   at::NoGradGuard no_grad;
-  std::vector<at::Tensor> parts;
-  for (const at::Tensor& p : state_->params) parts.push_back(p.detach().reshape(-1));
-  std::vector<at::Tensor> flat{at::cat(parts)};
-  state_->group->broadcast(flat)->wait();
-  int64_t offset = 0;
-  for (at::Tensor& p : state_->params) {
-    p.detach().copy_(flat[0].narrow(0, offset, p.numel()).view(p.sizes()));
-    offset += p.numel();
+  // One flat tensor a dtype (a module's buffers mix float statistics and int64 counts).
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const at::Tensor& t : tensors) by_dtype[t.scalar_type()].push_back(t);
+  for (auto& [dtype, group] : by_dtype) {
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& t : group) parts.push_back(t.detach().reshape(-1));
+    std::vector<at::Tensor> flat{at::cat(parts)};
+    state_->group->broadcast(flat)->wait();
+    int64_t offset = 0;
+    for (const at::Tensor& t : group) {
+      t.detach().copy_(flat[0].narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
   }
+}
+
+void DataParallelEngine::SetParameterNames(std::vector<std::string> names) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->names = std::move(names);
 }
 
 void DataParallelEngine::SetParameterStep(ParameterStep step) {

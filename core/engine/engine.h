@@ -109,6 +109,13 @@ class DataParallelEngine {
 
   // Makes every rank's parameters rank 0's (nothing with one process).
   void BroadcastParameters();
+  // Makes every rank's `tensors` rank 0's, in one collective (nothing with one process):
+  // a model's buffers before a forward, as PyTorch's DDP broadcasts them
+  // (broadcast_buffers=True).
+  void Broadcast(const std::vector<at::Tensor>& tensors);
+  // The parameters' names, in `params`' order, for the refusal of a parameter that got
+  // no gradient ("unused.weight (4)"); without them it gives indices alone.
+  void SetParameterNames(std::vector<std::string> names);
 
   // The experiment's optimizer, for a hook that steps parameters as their averages land
   // (CommContext::step). Without such a hook the caller's optimizer runs after

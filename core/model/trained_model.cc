@@ -25,6 +25,7 @@ class VitModel : public TrainedModel {
 
   std::vector<at::Tensor> parameters() const override { return vit_->parameters(); }
   std::vector<std::string> parameter_names() const override { return vit_->named_parameters().keys(); }
+  std::vector<at::Tensor> buffers() const override { return vit_->buffers(); }
   at::Tensor Loss(const Batch& batch) override {
     return at::cross_entropy_loss(vit_->forward(batch.images), batch.labels);
   }
@@ -44,6 +45,7 @@ class VitModel : public TrainedModel {
   }
   double training_flops_per_sample() const override { return VitTrainingFlopsPerSample(config_); }
   std::string name() const override { return name_; }
+  std::string digest() const override { return ""; }
 
  private:
   VitConfig config_;
@@ -65,6 +67,7 @@ class ScriptedTrainedModel : public TrainedModel {
     for (const auto& [name, tensor] : model_.named_parameters()) names.push_back(name);
     return names;
   }
+  std::vector<at::Tensor> buffers() const override { return model_.buffers(); }
   at::Tensor Loss(const Batch& batch) override { return model_.Loss(ScriptedBatch{{batch.images}, batch.labels}); }
   std::unique_ptr<BatchSource> MakeData(const v1::Experiment& e, int rank, at::Device device) const override {
     (void)device;  // the module's: MakeBatch puts them there
@@ -82,6 +85,7 @@ class ScriptedTrainedModel : public TrainedModel {
     const std::string& path = model_.path();
     return absl::StrCat("torchscript ", path.substr(path.find_last_of('/') + 1));
   }
+  std::string digest() const override { return model_.digest(); }
 
  private:
   ScriptedModel model_;
@@ -92,8 +96,8 @@ class ScriptedTrainedModel : public TrainedModel {
 absl::StatusOr<std::unique_ptr<TrainedModel>> MakeTrainedModel(const v1::Experiment& e, at::Device device) {
   if (e.model().has_torchscript()) {
     if (e.model().torchscript().input_size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("model.torchscript.input: ddplab feeds a module one input for now, "
-                                                     "and this one declares ", e.model().torchscript().input_size()));
+      return absl::InvalidArgumentError(absl::StrCat("model.torchscript.input: ddplab feeds a module one input for now; "
+                                                     "this file declares ", e.model().torchscript().input_size()));
     }
     absl::StatusOr<ScriptedModel> model = ScriptedModel::Load(e.model().torchscript(), "", device);
     if (!model.ok()) return model.status();

@@ -35,6 +35,9 @@ class TrainedModel {
   // The trainable parameters in the module's order, and their names in the same order.
   virtual std::vector<at::Tensor> parameters() const = 0;
   virtual std::vector<std::string> parameter_names() const = 0;
+  // Its buffers (a BatchNorm's running statistics), which the engine makes rank 0's before
+  // each forward, as PyTorch's DDP does; none for a ViT.
+  virtual std::vector<at::Tensor> buffers() const = 0;
   // Forward of the batch's input and the loss against its target: a scalar.
   virtual at::Tensor Loss(const Batch& batch) = 0;
   // The batches of `e` for `rank`, on `device`: each rank draws its own.
@@ -44,6 +47,8 @@ class TrainedModel {
   virtual double training_flops_per_sample() const = 0;
   // For results: the preset's name, "custom" for ViT sizes, "torchscript <file name>".
   virtual std::string name() const = 0;
+  // A module's file's digest (RunResult.model_digest); "" for a ViT.
+  virtual std::string digest() const = 0;
 };
 
 // The model `e` names, in training mode on `device`, with its initial weights: a ViT's

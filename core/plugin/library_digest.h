@@ -1,8 +1,7 @@
-// The digest that names a plugin library's build: what each result records of the
-// library it ran (PluginBuild.digest) and what the build writes beside the library
-// (Note [A plugin's recorded digest]).
+// Where a plugin library's build records its digest (ContentDigest of its bytes,
+// core/record/content_digest.h): beside the library (Note [A plugin's recorded digest]).
 //
-//   std::string d = ddplab::LibraryDigest(bytes);  // "fnv1a64:0123456789abcdef"
+//   std::ifstream recorded(ddplab::RecordedDigestPath("/plugins/libfp8.so"));  // libfp8.so.digest
 //
 // Note [A plugin's recorded digest]
 // sdk/plugin.bzl writes lib<name>.so.digest beside each plugin library it builds: the
@@ -17,12 +16,8 @@
 #define DDPLAB_CORE_PLUGIN_LIBRARY_DIGEST_H_
 
 #include <string>
-#include <string_view>
 
 namespace ddplab {
-
-// "fnv1a64:<16 hex digits>": 64-bit FNV-1a of `bytes`.
-std::string LibraryDigest(std::string_view bytes);
 
 // The file the build writes beside the library at `library_path` (Note [A plugin's
 // recorded digest]).

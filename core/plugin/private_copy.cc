@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/plugin/library_digest.h"
+#include "core/record/content_digest.h"
 
 namespace ddplab {
 namespace {
@@ -80,15 +81,20 @@ namespace {
 absl::Status CheckRecordedDigest(const std::string& path, const std::string& digest) {
   const std::string record_path = RecordedDigestPath(path);
   std::ifstream record(record_path);
-  if (!record) return absl::OkStatus();
+  if (!record) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read ", record_path, ", the digest of ", path, "'s build: ", std::strerror(errno)));
+  }
   std::string recorded;
   record >> recorded;
   if (recorded == digest) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       path, ": its bytes are not the build's: they digest to ", digest, ", and its build recorded ",
       recorded.empty() ? "nothing readable" : recorded, " in ", record_path,
-      ". The file changed after it was built (bytes appended or edited, a copy cut short, or another "
-      "build copied over one of the two files): build it again"));
+      ". The library changed after it was built (bytes appended or edited, a copy cut short), or the two files "
+      "come from different builds: copy both from one build (bazel build of the plugin's own target makes "
+      "both), or remove ", record_path, " to load it unchecked"));
 }
 
 absl::StatusOr<PrivateCopy> Copy(const std::string& path) {
@@ -98,7 +104,7 @@ absl::StatusOr<PrivateCopy> Copy(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  const std::string digest = LibraryDigest(bytes);
+  const std::string digest = ContentDigest(bytes);
   if (absl::Status s = CheckRecordedDigest(path, digest); !s.ok()) return s;
   PrivateCopy copy{path, digest, -1, known ? static_cast<uint64_t>(st.st_dev) : 0,
                    known ? static_cast<uint64_t>(st.st_ino) : 0};

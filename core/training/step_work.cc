@@ -7,7 +7,6 @@
 #include <ATen/record_function.h>  // RECORD_USER_SCOPE
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/training/nvtx.h"
 #include "core/training/precision.h"
 
@@ -100,6 +99,9 @@ absl::Status StepWork::ForwardBackward(const StepInputs& inputs, int micro, bool
   {
     NvtxRange r(p_.nvtx, "forward");
     RECORD_USER_SCOPE("forward");  // for LibTorch's profiler, when on
+    // As PyTorch's DDP (broadcast_buffers=True): rank 0's buffers (a BatchNorm's running
+    // statistics) before each forward whose gradients are reduced. A ViT has none.
+    if (p_.engine && micro == micro_batches - 1) p_.engine->Broadcast(p_.model.buffers());
     ForwardPrecision precision(p_.experiment.precision(), p_.device);
     loss_ = p_.model.Loss(Batch{inputs.images, inputs.labels});
     if (micro_batches > 1) loss_ = loss_ / micro_batches;
@@ -120,20 +122,10 @@ absl::Status StepWork::ForwardBackward(const StepInputs& inputs, int micro, bool
   }
   if (p_.engine) {
     if (absl::Status s = p_.engine->EndBackward(); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("rank ", p_.rank, ", step ", step_, ": ", s.message(), NoGradient()));
+      return absl::Status(s.code(), absl::StrCat("rank ", p_.rank, ", step ", step_, ": ", s.message()));
     }
   }
   return absl::OkStatus();
-}
-
-std::string StepWork::NoGradient() const {
-  const std::vector<at::Tensor> parameters = p_.model.parameters();
-  const std::vector<std::string> names = p_.model.parameter_names();
-  std::vector<std::string> none;
-  for (size_t i = 0; i < parameters.size() && i < names.size(); ++i) {
-    if (!parameters[i].grad().defined()) none.push_back(absl::StrCat(names[i], " (", i, ")"));
-  }
-  return none.empty() ? "" : absl::StrCat(" (no gradient: ", absl::StrJoin(none, ", "), ")");
 }
 
 absl::Status StepWork::Optimize() {

@@ -68,9 +68,6 @@ class StepWork : public TrainingStep {
   // Forward, loss and backward of micro-batch `micro`; the reduction on the last.
   absl::Status ForwardBackward(const StepInputs& inputs, int micro, bool timed);
   absl::Status Optimize();
-  // After an engine's error: the parameters that have no gradient, by name and index
-  // (" (no gradient: unused.weight (2), ...)"), or "".
-  std::string NoGradient() const;
   // Whether this step is measured and its device work is not being captured (a graph's
   // capture records no event that a replay would set again).
   bool Timed() const;

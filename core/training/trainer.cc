@@ -162,6 +162,7 @@ absl::Status Training::StartEngine() {
   EngineParts parts = options_.plugins ? options_.plugins->engine_parts() : EngineParts();
   if (options_.plugins) sampler_ = AddErrorSampler(model_->parameters(), options_.plugins->sample_error_every(), parts);
   engine_ = std::make_unique<DataParallelEngine>(model_->parameters(), group_, parts);
+  engine_->SetParameterNames(model_->parameter_names());
   engine_->BroadcastParameters();
   Optimizer* optimizer = optimizer_.get();
   engine_->SetParameterStep([optimizer](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
@@ -205,8 +206,9 @@ absl::Status Training::Steps() {
     if (absl::Status s = AfterStep(step); !s.ok()) return s;
   }
   Synchronize(device_);
-  if (options_.trained_parameters) {
-    for (const at::Tensor& p : model_->parameters()) options_.trained_parameters->push_back(p.detach().cpu().clone());
+  if (options_.trained_state) {
+    for (const at::Tensor& p : model_->parameters()) options_.trained_state->push_back(p.detach().cpu().clone());
+    for (const at::Tensor& b : model_->buffers()) options_.trained_state->push_back(b.detach().cpu().clone());
   }
   return absl::OkStatus();
 }
@@ -297,6 +299,7 @@ absl::StatusOr<v1::RunResult> Training::Result() {
   r.set_cuda_runtime(report.cuda_runtime);
   r.set_nccl_version(report.nccl_version);
   r.set_model(model_->name());
+  r.set_model_digest(model_->digest());
   r.set_parameters(parameters_);
   r.set_batch_size(e_.data().batch_size());
   r.set_measured_steps(measured_);

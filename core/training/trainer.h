@@ -55,8 +55,9 @@ struct TrainOptions {
   std::function<absl::Status(compat::CollectiveGroup& group, const at::Device& device, v1::RunResult& result)>
       after_steps;
   // Where set, filled after the last step with a host copy of each trained parameter, in
-  // the model's order: what a parity test compares with PyTorch's (parity/model_worker.cc).
-  std::vector<at::Tensor>* trained_parameters = nullptr;
+  // the model's order, then of each buffer: what a parity test compares with PyTorch's
+  // (parity/model_worker.cc).
+  std::vector<at::Tensor>* trained_state = nullptr;
 };
 
 // Trains `experiment` (resolved and validated) in this process and measures it. Fails

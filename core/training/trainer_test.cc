@@ -240,6 +240,7 @@ TEST(TrainerTest, AModuleTheUserBringsTrainsOnTwoRanks) {
     const absl::StatusOr<v1::RunResult>& r = results[rank];
     ASSERT_TRUE(r.ok()) << "rank " << rank << ": " << r.status();
     EXPECT_EQ(r->model(), "torchscript mlp.pt");
+    EXPECT_TRUE(absl::StartsWith(r->model_digest(), "fnv1a64:")) << r->model_digest();
     EXPECT_TRUE(r->engine());
     EXPECT_GT(r->parameters(), 0);
     EXPECT_EQ(r->tflops_per_gpu(), 0) << "no FLOPs are known for a module";

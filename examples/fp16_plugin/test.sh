@@ -17,7 +17,7 @@ bazel build //experiments:vit_ddp
 vit_ddp="$root/bazel-bin/experiments/vit_ddp"
 before=$(sha256sum "$vit_ddp" | cut -d' ' -f1)
 
-(cd "$here" && bazel build //:libfp16.so //:libfp16.so.digest)
+(cd "$here" && bazel build //:fp16)
 plugins=$(mktemp -d)
 cp "$here/bazel-bin/libfp16.so" "$here/bazel-bin/libfp16.so.digest" "$plugins/"
 

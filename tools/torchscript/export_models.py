@@ -61,6 +61,18 @@ class WithLoss(torch.nn.Module):
         return torch.nn.functional.mse_loss(self.net(x), target)
 
 
+class MlpBatchNorm(torch.nn.Module):
+    """An Mlp with a BatchNorm: buffers (running statistics) beside its parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 32), torch.nn.BatchNorm1d(32),
+                                       torch.nn.ReLU(), torch.nn.Linear(32, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
 class WithUnused(torch.nn.Module):
     """An Mlp beside a layer forward never uses: its parameters get no gradient."""
 
@@ -97,6 +109,7 @@ def test_files(out):
     save(WithLoss(), os.path.join(out, "with_loss.pt"),
          f"{image} regression {{ shape: [4] }} loss: MODULE_RETURNS_LOSS")
     save(WithUnused(), os.path.join(out, "with_unused.pt"), f"{image} classes: 10")
+    save(MlpBatchNorm(), os.path.join(out, "mlp_bn.pt"), f"{image} classes: 10")
     save(TwoInputs(), os.path.join(out, "two_inputs.pt"), f"{image} input {{ shape: [1] }} classes: 10")
     save(Encoder(vocab=100, tokens=16, hidden=32, layers=2, heads=2, mlp=64, classes=3),
          os.path.join(out, "encoder.pt"), "input { shape: [16] dtype: INT64 high: 100 } classes: 3")

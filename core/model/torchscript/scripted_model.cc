@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/config/text_location.h"
+#include "core/record/content_digest.h"
 
 namespace ddplab {
 namespace {
@@ -108,9 +109,8 @@ absl::StatusOr<ScriptedModel> ScriptedModel::Load(const v1::ScriptedModel& spec,
                                                   at::Device device, int64_t memory_bytes) {
   const std::string& file = spec.file();
   const std::string path = file.empty() || file[0] == '/' || base_dir.empty() ? file : absl::StrCat(base_dir, "/", file);
-  if (!std::ifstream(path, std::ios::binary)) {
-    return Refuse(kFile, absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
+  absl::StatusOr<std::string> digest = FileDigest(path);
+  if (!digest.ok()) return Refuse(kFile, digest.status().message());
   auto module = std::make_shared<torch::jit::Module>();
   try {
     *module = torch::jit::load(path, device);
@@ -119,7 +119,7 @@ absl::StatusOr<ScriptedModel> ScriptedModel::Load(const v1::ScriptedModel& spec,
                                             ".save(...) or torch.jit.trace(...).save(...)): ", FirstLine(e.what())));
   }
   if (absl::Status s = CheckArguments(*module, spec); !s.ok()) return s;
-  ScriptedModel model(std::move(module), spec, path, device);
+  ScriptedModel model(std::move(module), spec, path, *std::move(digest), device);
   if (model.parameters().empty()) return Refuse(kFile, absl::StrCat(path, ": the module has no trainable parameters"));
   // Weights, their gradients and the buckets' copy at the least, before any activation.
   if (const int64_t least = 3 * model.parameter_bytes(); memory_bytes > 0 && least > memory_bytes) {
@@ -133,9 +133,14 @@ absl::StatusOr<ScriptedModel> ScriptedModel::Load(const v1::ScriptedModel& spec,
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0);
   const ScriptedBatch batch = model.MakeBatch(kProbe, generator);
   at::Tensor out;
+  // In eval mode, so that the probe leaves what it does not check as the file has it (a
+  // BatchNorm's running statistics, the dropout's random state); then the file's mode.
+  const bool training = model.module_->is_training();
   try {
     at::NoGradGuard no_grad;
+    model.Train(false);
     out = model.Forward(batch);
+    model.Train(training);
   } catch (const std::exception& e) {
     std::vector<std::string> shapes;
     for (const at::Tensor& t : batch.inputs) shapes.push_back(absl::StrCat(Shape(t.sizes()), " ", c10::toString(t.scalar_type())));
@@ -151,6 +156,12 @@ std::vector<at::Tensor> ScriptedModel::parameters() const {
   for (const at::Tensor& p : module_->parameters(/*recurse=*/true)) {
     if (p.requires_grad()) out.push_back(p);
   }
+  return out;
+}
+
+std::vector<at::Tensor> ScriptedModel::buffers() const {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& b : module_->buffers(/*recurse=*/true)) out.push_back(b);
   return out;
 }
 

@@ -48,7 +48,11 @@ class ScriptedModel {
   std::vector<at::Tensor> parameters() const;
   std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
   int64_t parameter_bytes() const;
+  // The module's buffers (a BatchNorm's running statistics), in the module's order.
+  std::vector<at::Tensor> buffers() const;
   const std::string& path() const { return path_; }
+  // The digest of the file's bytes as loaded (core/record/content_digest.h).
+  const std::string& digest() const { return digest_; }
 
   // `n` samples of the declared inputs and target, drawn from `generator` on the host and
   // moved to the model's device.
@@ -58,14 +62,20 @@ class ScriptedModel {
   void Train(bool on);
 
  private:
-  ScriptedModel(std::shared_ptr<torch::jit::Module> module, v1::ScriptedModel spec, std::string path, at::Device device)
-      : module_(std::move(module)), spec_(std::move(spec)), path_(std::move(path)), device_(device) {}
+  ScriptedModel(std::shared_ptr<torch::jit::Module> module, v1::ScriptedModel spec, std::string path,
+                std::string digest, at::Device device)
+      : module_(std::move(module)),
+        spec_(std::move(spec)),
+        path_(std::move(path)),
+        digest_(std::move(digest)),
+        device_(device) {}
 
   at::Tensor Forward(const ScriptedBatch& batch);
 
   std::shared_ptr<torch::jit::Module> module_;
   v1::ScriptedModel spec_;
   std::string path_;
+  std::string digest_;
   at::Device device_;
 };
 
