@@ -95,10 +95,7 @@ class ScriptedTrainedModel : public TrainedModel {
 
 absl::StatusOr<std::unique_ptr<TrainedModel>> MakeTrainedModel(const v1::Experiment& e, at::Device device) {
   if (e.model().has_torchscript()) {
-    if (e.model().torchscript().input_size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("model.torchscript.input: ddplab feeds a module one input for now; "
-                                                     "this file declares ", e.model().torchscript().input_size()));
-    }
+    // One input (Note [One input for now]): validate.cc refused others where the file said.
     absl::StatusOr<ScriptedModel> model = ScriptedModel::Load(e.model().torchscript(), "", device);
     if (!model.ok()) return model.status();
     return std::unique_ptr<TrainedModel>(std::make_unique<ScriptedTrainedModel>(*std::move(model)));

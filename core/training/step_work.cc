@@ -1,8 +1,6 @@
 #include "core/training/step_work.h"
 
-#include <string>
 #include <utility>
-#include <vector>
 
 #include <ATen/record_function.h>  // RECORD_USER_SCOPE
 
@@ -101,7 +99,7 @@ absl::Status StepWork::ForwardBackward(const StepInputs& inputs, int micro, bool
     RECORD_USER_SCOPE("forward");  // for LibTorch's profiler, when on
     // As PyTorch's DDP (broadcast_buffers=True): rank 0's buffers (a BatchNorm's running
     // statistics) before each forward whose gradients are reduced. A ViT has none.
-    if (p_.engine && micro == micro_batches - 1) p_.engine->Broadcast(p_.model.buffers());
+    if (p_.engine && micro == micro_batches - 1) p_.engine->Broadcast(buffers_);
     ForwardPrecision precision(p_.experiment.precision(), p_.device);
     loss_ = p_.model.Loss(Batch{inputs.images, inputs.labels});
     if (micro_batches > 1) loss_ = loss_ / micro_batches;

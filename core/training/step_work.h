@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -41,7 +42,7 @@ class StepWork : public TrainingStep {
     int rank;
     at::Device device;
   };
-  explicit StepWork(const Parts& parts) : p_(parts) {}
+  explicit StepWork(const Parts& parts) : p_(parts), buffers_(parts.model.buffers()) {}
 
   // Before each step: its index over the run, and its index among the measured steps
   // (-1: not measured, so not timed).
@@ -73,6 +74,7 @@ class StepWork : public TrainingStep {
   bool Timed() const;
 
   Parts p_;
+  std::vector<at::Tensor> buffers_;  // the model's, asked once (a module keeps its tensors)
   int64_t step_ = 0;
   int measured_ = -1;
   bool launched_ = false;  // the step's work was queued by Launch
