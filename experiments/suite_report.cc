@@ -11,6 +11,7 @@
 #include "core/report/report.h"
 #include "experiments/run_paths.h"
 #include "experiments/suite_runner.h"
+#include "suite/study.h"
 
 namespace ddplab {
 
@@ -66,7 +67,7 @@ void SuiteRunner::Report() {
   }
   int earlier = 0;
   std::vector<std::string> stale;
-  v1::SuiteReport report = MakeReport(ReportRows(earlier, stale), ReportMachine(in_.device, plan_));
+  v1::SuiteReport report = MakeReport(ReportRows(earlier, stale), ReportMachine(in_.device, plan_), RegisteredStudies());
   if (report.suite().empty()) report.set_suite(plan_.tune ? plan_.tune_suite : plan_.suite);
   for (const auto& [name, why] : failures_) {
     v1::FailedRun* f = report.add_failed();

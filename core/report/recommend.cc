@@ -183,13 +183,6 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
   if (use != nullptr && !best_may) SayNeitherWins(*use, RivalOf(use, by_rate), " ", rec, out);
   if (use != nullptr) {
     rec.set_recommended(use->experiment());
-    // Note [A row's bound] (row_bound.h): near it, only fewer bytes do much better.
-    if (use->has_bound() && use->bound().share() >= 0.95) {
-      absl::StrAppendFormat(&out,
-                            " %s reaches %.3f of the %.2f steps/s this machine allows it (set by %s): no setting of "
-                            "the same bytes does much better; only sending fewer (compression) can.",
-                            use->experiment(), use->bound().share(), use->bound().steps_per_s(), use->bound().binds());
-    }
     SayPyTorch(*use, rec);
   }
   return rec;

@@ -1,5 +1,4 @@
 #include "core/report/report.h"
-#include "core/report/row_bound.h"
 
 #include <algorithm>
 #include <map>
@@ -20,6 +19,18 @@
 #include "google/protobuf/util/json_util.h"
 
 namespace ddplab {
+
+// A result's repetitions, or the result itself as its one repetition.
+std::vector<v1::Repetition> RepetitionsOf(const v1::RunResult& r) {
+  if (r.repetitions_size() > 0) return {r.repetitions().begin(), r.repetitions().end()};
+  v1::Repetition one;
+  one.set_steps_per_s(r.steps_per_s());
+  one.set_exposed_comm_ms(r.exposed_comm_ms());
+  *one.mutable_phases() = r.phases();
+  one.set_peak_memory_gib(r.peak_memory_gib());
+  return {one};
+}
+
 namespace {
 
 v1::Spread SpreadOf(const std::vector<double>& values) {
@@ -32,16 +43,6 @@ v1::Spread SpreadOf(const std::vector<double>& values) {
   return s;
 }
 
-// A result's repetitions, or the result itself as its one repetition.
-std::vector<v1::Repetition> RepetitionsOf(const v1::RunResult& r) {
-  if (r.repetitions_size() > 0) return {r.repetitions().begin(), r.repetitions().end()};
-  v1::Repetition one;
-  one.set_steps_per_s(r.steps_per_s());
-  one.set_exposed_comm_ms(r.exposed_comm_ms());
-  *one.mutable_phases() = r.phases();
-  one.set_peak_memory_gib(r.peak_memory_gib());
-  return {one};
-}
 
 // The median over a result's repetitions of one figure.
 template <typename F>
@@ -143,41 +144,6 @@ v1::ReportRow RowOf(const v1::RunResult& r, const v1::RunResult* single, const v
   return row;
 }
 
-// Each row's bound (Note [A row's bound], row_bound.h): one GPU's phases from `single`,
-// the row's bytes per step, and its transport's bus bandwidth, the best measured on the
-// largest bucket of a row of the same processes and transport.
-void AddBounds(const std::vector<v1::RunResult>& runs, const v1::RunResult* single, v1::SuiteReport& report) {
-  if (single == nullptr) return;
-  auto phase = [single](double (v1::PhaseTimes::*f)() const) {
-    return MedianOf(*single, [f](const v1::Repetition& rep) { return (rep.phases().*f)(); });
-  };
-  BoundInputs one;
-  one.forward_ms = phase(&v1::PhaseTimes::forward_ms);
-  one.backward_ms = phase(&v1::PhaseTimes::backward_ms);
-  one.optimizer_ms = phase(&v1::PhaseTimes::optimizer_ms);
-  one.other_ms = std::max(0.0, phase(&v1::PhaseTimes::step_ms) - one.forward_ms - one.backward_ms - one.optimizer_ms);
-  std::map<std::pair<int, std::string>, double> busbw;  // by processes and transport
-  for (const v1::ReportRow& row : report.rows()) {
-    double& best = busbw[{row.gpus(), row.transport()}];
-    if (row.has_busbw_gbps()) best = std::max(best, row.busbw_gbps());
-  }
-  for (size_t i = 0; i < runs.size() && static_cast<int>(i) < report.rows_size(); ++i) {
-    const v1::RunResult& r = runs[i];
-    v1::ReportRow& row = *report.mutable_rows(static_cast<int>(i));
-    if (row.gpus() <= 1 || !r.engine() || row.diagnostic() || r.bucket_bytes_size() == 0) continue;
-    double bucket_sum = 0;
-    for (int64_t b : r.bucket_bytes()) bucket_sum += static_cast<double>(b);
-    BoundInputs in = one;
-    in.wire_bytes = static_cast<double>(r.wire_bytes());
-    in.last_bucket_bytes = bucket_sum > 0 ? in.wire_bytes * r.bucket_bytes(r.bucket_bytes_size() - 1) / bucket_sum : 0;
-    in.ranks = row.gpus();
-    in.busbw_gbps = busbw[{row.gpus(), row.transport()}];
-    v1::RowBound b = BoundOf(in, row.steps_per_s().median(), row.parts().compute_slowdown_ms(),
-                             row.parts().exposed_comm_ms());
-    if (b.steps_per_s() > 0) *row.mutable_bound() = b;
-  }
-}
-
 // `v` with `digits` after the point (in scientific notation with `scientific`); `none`
 // when there is no value.
 std::string Fixed(std::optional<double> v, int digits, bool scientific = false, const char* none = "-") {
@@ -251,7 +217,15 @@ double MedianStepsPerSecond(const v1::RunResult& r) {
   return MedianOf(r, [](const v1::Repetition& rep) { return rep.steps_per_s(); });
 }
 
-v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Machine& machine) {
+const v1::RunResult* SingleProcessRun(const std::vector<v1::RunResult>& runs) {
+  for (const v1::RunResult& r : runs) {
+    if (r.world_size() == 1 && !r.engine() && !r.has_convergence()) return &r;
+  }
+  return nullptr;
+}
+
+v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Machine& machine,
+                           const std::vector<const ReportContribution*>& studies) {
   v1::SuiteReport report;
   *report.mutable_machine() = machine;
   // The convergence check's runs give verdicts, not rows.
@@ -264,10 +238,9 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Mach
       runs.push_back(r);
     }
   }
-  const v1::RunResult* single = nullptr;
+  const v1::RunResult* single = SingleProcessRun(runs);
   for (const v1::RunResult& r : runs) {
     if (report.suite().empty()) report.set_suite(r.suite());
-    if (!single && r.world_size() == 1 && !r.engine()) single = &r;
     if (r.date() > report.date()) report.set_date(r.date());
     if (!r.date().empty() && (report.first_date().empty() || r.date() < report.first_date())) {
       report.set_first_date(r.date());
@@ -276,7 +249,7 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Mach
   }
   for (const v1::RunResult& r : runs) *report.add_rows() = RowOf(r, single, NaiveFor(r, runs));
   internal_report::AddPluginBuilds(runs, report);
-  AddBounds(runs, single, report);
+  for (const ReportContribution* study : studies) study->DecideRows(runs, report);
   internal_report::AddConvergenceVerdicts(checks, report);
   // Runs of several processes by transport, in the order they ran; not the diagnostic
   // runs that exchange nothing.
@@ -290,6 +263,7 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Mach
   for (const auto& [transport, rows] : groups) {
     *report.add_recommendations() = internal_report::RecommendAmong(rows, transport, OnCpus(machine));
   }
+  for (const ReportContribution* study : studies) study->AddToRecommendations(report);
   return report;
 }
 
@@ -338,13 +312,10 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
     for (int c = 0; c < kColumns; ++c) cells.push_back(MarkdownCell(r, c));
     absl::StrAppend(&out, "| ", absl::StrJoin(cells, " | "), " |\n");
   }
-  bool bounds = false;
-  for (const v1::ReportRow& r : report.rows()) {
-    if (!r.has_bound()) continue;
-    if (!bounds) absl::StrAppend(&out, "\nWhat this machine allows each row (its bound, from one GPU's step and the row's "
-                                       "bytes at its transport's bus bandwidth):\n");
-    bounds = true;
-    absl::StrAppend(&out, "- ", r.experiment(), ": ", r.bound().text(), "\n");
+  for (const v1::ReportSection& section : report.sections()) {  // the studies' (suite/study.h)
+    if (section.lines().empty()) continue;
+    absl::StrAppend(&out, "\n", section.heading(), ":\n");
+    for (const std::string& line : section.lines()) absl::StrAppend(&out, "- ", line, "\n");
   }
   if (const std::string heading = internal_report::ConvergenceHeading(report); !heading.empty()) {
     absl::StrAppend(&out, "\n", heading, ":\n");

@@ -28,11 +28,33 @@ double Median(std::vector<double> values);
 // The median steps/s over a result's repetitions (its own figure if it records none).
 double MedianStepsPerSecond(const v1::RunResult& r);
 
+// What a study adds to the report (suite/study.h): its decision on each row, made before
+// the recommendations are (they may read it), and what it says after them. The report
+// knows no study by name; the suite hands it those registered.
+class ReportContribution {
+ public:
+  virtual ~ReportContribution() = default;
+  // `runs`: the results the rows were made from, in the rows' order (not the convergence
+  // check's runs). May set fields of the rows and add a section (SuiteReport.sections).
+  virtual void DecideRows(const std::vector<v1::RunResult>& /*runs*/, v1::SuiteReport& /*report*/) const {}
+  // Once every recommendation is made: may add to their words.
+  virtual void AddToRecommendations(v1::SuiteReport& /*report*/) const {}
+};
+
 // Rows in the order given, and the recommendations. The single-process baseline is the
-// first run of one process without the engine; "naive" is the run named naive_ddp (or
-// naive_ddp_<transport>) on the same processes and transport. Runs of the convergence
-// check (RunResult.convergence) are not rows: they give the lossy rows their verdicts.
-v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& runs, const v1::Machine& machine = {});
+// first run of one process without the engine (SingleProcessRun); "naive" is the run
+// named naive_ddp (or naive_ddp_<transport>) on the same processes and transport. Runs of
+// the convergence check (RunResult.convergence) are not rows: they give the lossy rows
+// their verdicts. Each of `studies` decides on the rows in turn, before the
+// recommendations.
+v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& runs, const v1::Machine& machine = {},
+                           const std::vector<const ReportContribution*>& studies = {});
+
+// A result's repetitions, or the result itself as its one repetition.
+std::vector<v1::Repetition> RepetitionsOf(const v1::RunResult& r);
+
+// The rows' baseline among `runs`: the first run of one process without the engine, or null.
+const v1::RunResult* SingleProcessRun(const std::vector<v1::RunResult>& runs);
 
 // The machine as one line: "2x NVIDIA H200 (NV18), driver 580.159.04, CUDA 13.0, ...".
 std::string FormatMachine(const v1::Machine& machine);

@@ -169,7 +169,7 @@ std::string GradientErrorCell(const v1::ReportRow& row) {
                       "\">", text, "</td>");
 }
 
-// The row's share of its bound (Note [A row's bound], core/report/row_bound.h), the bound
+// The row's share of its bound (Note [A row's bound], studies/bound/row_bound.h), the bound
 // in words as the cell's title.
 std::string BoundCell(const v1::ReportRow& row) {
   if (!row.has_bound()) return Cell(kDash);

@@ -1,4 +1,4 @@
-#include "core/report/row_bound.h"
+#include "studies/bound/row_bound.h"
 
 #include <cmath>
 

@@ -23,8 +23,8 @@
 //   v1::RowBound b = ddplab::BoundOf(in, /*row_steps_per_s=*/9.45, /*compute_slowdown_ms=*/1,
 //                                    /*exposed_comm_ms=*/2);
 //   // b.steps_per_s() 9.54, b.binds() "bandwidth", b.share() 0.991
-#ifndef DDPLAB_CORE_REPORT_ROW_BOUND_H_
-#define DDPLAB_CORE_REPORT_ROW_BOUND_H_
+#ifndef DDPLAB_STUDIES_BOUND_ROW_BOUND_H_
+#define DDPLAB_STUDIES_BOUND_ROW_BOUND_H_
 
 #include "ddplab/v1/report.pb.h"
 
@@ -47,4 +47,4 @@ v1::RowBound BoundOf(const BoundInputs& in, double row_steps_per_s, double compu
 
 }  // namespace ddplab
 
-#endif  // DDPLAB_CORE_REPORT_ROW_BOUND_H_
+#endif  // DDPLAB_STUDIES_BOUND_ROW_BOUND_H_
