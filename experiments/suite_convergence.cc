@@ -38,7 +38,7 @@ bool SuiteRunner::RunConvergence(int& exit) {
     return true;
   }
   const ConvergenceSettings s = ResolveConvergence(*plan_.convergence);
-  const std::vector<ConvergenceCheck> checks = ConvergenceChecks(plan_, host_);
+  const std::vector<ConvergenceCheck>& checks = checks_;
   const bool every = ChecksEveryLossy();
   const std::map<std::string, std::vector<std::string>> contenders = every ? decltype(contenders)() : Contenders();
   std::set<std::string> chosen;  // the lossy origins to check first

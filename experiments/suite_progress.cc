@@ -10,7 +10,7 @@
 
 namespace ddplab {
 
-std::vector<ConvergenceCheck> ConvergenceChecks(const Plan& plan, PluginHost& host) {
+std::vector<ConvergenceCheck> ConvergenceChecks(const Plan& plan, const LossyRun& lossy) {
   std::vector<ConvergenceCheck> checks;
   if (!plan.convergence || plan.tune || plan.selected != static_cast<int>(plan.runs.size())) return checks;
   const std::string& exact = plan.convergence->exact();
@@ -20,16 +20,14 @@ std::vector<ConvergenceCheck> ConvergenceChecks(const Plan& plan, PluginHost& ho
   }
   for (const PlannedRun& p : plan.runs) {
     if (!p.selected || checked.count(p.run.origin) > 0) continue;
-    absl::StatusOr<PluginSet> plugins = host.Configure(p.run.experiment);
-    if (plugins.ok() && plugins->lossy() && checked.insert(p.run.origin).second) checks.push_back({&p, false});
+    if (lossy(p) && checked.insert(p.run.origin).second) checks.push_back({&p, false});
   }
   return checks;
 }
 
-int PlannedRuns(const Plan& plan, PluginHost& host) {
+int PlannedRuns(const Plan& plan, const std::vector<ConvergenceCheck>& checks) {
   int n = 0;
   for (const PlannedRun& p : plan.runs) n += p.selected ? std::max<int>(1, p.run.experiment.steps().repetitions()) : 0;
-  const std::vector<ConvergenceCheck> checks = ConvergenceChecks(plan, host);
   if (checks.empty()) return n;
   return n + ResolveConvergence(*plan.convergence).seeds * static_cast<int>(checks.size());
 }

@@ -2,16 +2,16 @@
 // the convergence check included; the most it may run where repetitions are spared), the time spent so far and the time left at the rate
 // measured, in seconds, minutes or hours as they read best.
 //
-//   const int total = ddplab::PlannedRuns(plan, host);       // before the first run
+//   const int total = ddplab::PlannedRuns(plan, checks);     // before the first run
 //   std::cout << ddplab::SuiteProgressLine(done, total, seconds_so_far, timed);
 //   // "  suite:   3 of 15 runs done, 41 s so far, about 2 min left"
 #ifndef DDPLAB_EXPERIMENTS_SUITE_PROGRESS_H_
 #define DDPLAB_EXPERIMENTS_SUITE_PROGRESS_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
-#include "core/plugin/plugin_host.h"
 #include "experiments/plan.h"
 
 namespace ddplab {
@@ -22,14 +22,17 @@ struct ConvergenceCheck {
   bool exact;             // the exact reference, or a lossy configuration
 };
 
+// Whether a run's plugins make it lossy, as its configured plugins say (PluginSet::lossy).
+using LossyRun = std::function<bool(const PlannedRun&)>;
+
 // What the convergence check (Note [The convergence check]) trains: the exact reference,
 // then each selected lossy configuration; none without the check, with --tune, or with
-// --only (which leaves it out).
-std::vector<ConvergenceCheck> ConvergenceChecks(const Plan& plan, PluginHost& host);
+// --only (which leaves it out). `lossy` is asked about each selected run at most once.
+std::vector<ConvergenceCheck> ConvergenceChecks(const Plan& plan, const LossyRun& lossy);
 
 // Every run the suite will launch: each selected run times its repetitions, and the
-// convergence check's (ConvergenceChecks, once per seed).
-int PlannedRuns(const Plan& plan, PluginHost& host);
+// convergence check's `checks` (ConvergenceChecks), once per seed.
+int PlannedRuns(const Plan& plan, const std::vector<ConvergenceCheck>& checks);
 
 // "45 s", "3 min", "1 h 05 min".
 std::string Duration(double seconds);

@@ -108,8 +108,9 @@ int SuiteRunner::RunAll() {
     }
     job_store_ = *store;
   }
-  if (Speaks()) planned_ = PlannedRuns(plan_, host_);
-  checks_spared_ = !ChecksEveryLossy() && ConvergenceChecks(plan_, host_).size() > 1;
+  checks_ = ConvergenceChecks(plan_, [this](const PlannedRun& p) { return Lossy(p); });
+  if (Speaks()) planned_ = PlannedRuns(plan_, checks_);
+  checks_spared_ = !ChecksEveryLossy() && checks_.size() > 1;
   int exit = 0;
   bool go_on = true;
   if (plan_.tune) {
@@ -216,7 +217,7 @@ bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
     stopped_by_ = sig;
     return false;
   }
-  absl::StatusOr<PluginSet> plugins = host_.Configure(e);
+  absl::StatusOr<PluginSet> plugins = TakeConfigured(p);
   if (!plugins.ok()) {
     std::cerr << "vit_ddp: experiment \"" << e.name() << "\": " << plugins.status().message() << "\n";
     exit = 2;
@@ -262,6 +263,20 @@ bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++timed_;
   return go_on;
+}
+
+absl::StatusOr<PluginSet>& SuiteRunner::Configured(const PlannedRun& p) {
+  auto it = configured_.find(p.index);
+  if (it == configured_.end()) it = configured_.emplace(p.index, host_.Configure(p.run.experiment)).first;
+  return it->second;
+}
+
+absl::StatusOr<PluginSet> SuiteRunner::TakeConfigured(const PlannedRun& p) {
+  auto it = configured_.find(p.index);
+  if (it == configured_.end()) return host_.Configure(p.run.experiment);
+  absl::StatusOr<PluginSet> taken = std::move(it->second);
+  configured_.erase(it);
+  return taken;
 }
 
 // Prints what is about to run, with the suite's time left as far as the runs so far tell.

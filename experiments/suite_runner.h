@@ -62,6 +62,16 @@ class SuiteRunner {
 
  private:
   bool Run(const PlannedRun& p, int& exit);
+  // Note [Configured once]
+  // The launcher configures a run's plugins once (besides the file's check of each
+  // experiment as written): the first question about a run (is it lossy, for the
+  // convergence check) configures them, and its first repetition takes that set to
+  // announce and, in this process, to train. A later repetition is a run of its own and
+  // configures its own. (The convergence check asks about each run three times: the
+  // progress line's total, whether it may spare checks, which to train.)
+  absl::StatusOr<PluginSet>& Configured(const PlannedRun& p);
+  absl::StatusOr<PluginSet> TakeConfigured(const PlannedRun& p);
+  bool Lossy(const PlannedRun& p) { return Configured(p).ok() && Configured(p)->lossy(); }
   bool RunConvergence(int& exit);  // suite_convergence.cc
   bool RunChecks(const std::vector<ConvergenceCheck>& checks, const ConvergenceSettings& s, int& exit);
   std::map<std::string, bool> JudgedWorse() const;
@@ -129,6 +139,8 @@ class SuiteRunner {
   int repetition_ = 1;     // of the runs now running, from 1
   int spared_ = 0;         // repetitions planned that decided nothing (not run)
   bool checks_spared_ = false;  // the convergence check may leave lossy runs out
+  std::vector<ConvergenceCheck> checks_;  // what the convergence check may train, asked once
+  std::map<int, absl::StatusOr<PluginSet>> configured_;  // by run index (Note [Configured once])
   std::unique_ptr<WorkerPool> pool_;  // the workers of the transport now running
   std::string pool_key_, pool_nccl_prefix_;
 };

@@ -51,8 +51,22 @@ PY
 }
 
 decide() {
-  "$bin" --experiment="$decide_suite" --plugin_dir="$plugins" --output_dir="$results" >"$out" 2>"$err" ||
-    fail "the checks_decide suite exited $?"
+  local configurations="$TEST_TMPDIR/configurations.txt"
+  DDPLAB_TEST_CONFIGURATIONS="$configurations" \
+    "$bin" --experiment="$decide_suite" --plugin_dir="$plugins" --output_dir="$results" >"$out" 2>"$err" &
+  local launcher=$!
+  wait "$launcher" || fail "the checks_decide suite exited $?"
+  # Note [Configured once]: the launcher configures each experiment once to check the file
+  # and each run once more, whatever the convergence check asks of it; each worker once.
+  local name delay
+  for pair in slow_exact:550 fast_worse:0 next_within:250 after_within:400 slower_lossy:750; do
+    name=${pair%%:*} delay=${pair##*:}
+    local runs configured
+    runs=$(grep -cE "^== $name( \(|-convergence-[0-9]+ \()" "$out")
+    configured=$(grep -c "^$launcher $delay\$" "$configurations")
+    [ "$configured" -eq $((runs + 1)) ] ||
+      fail "the launcher configured $name $configured times for $runs run(s): want $((runs + 1))"
+  done
   checked() { [ -s "$results/checks_decide/$1-convergence-1.json" ]; }
   for name in slow_exact fast_worse next_within; do checked "$name" || fail "$name was not checked"; done
   for name in after_within slower_lossy; do checked "$name" && fail "$name was checked"; done

@@ -2,8 +2,14 @@
 // `keep` (a smaller step, the same on every rank): the convergence check must call
 // keep 0.5 worse and keep 1 (exact) within (Note [The convergence check]). `delay_ms`
 // makes it slower by design (in the first `delayed_calls` calls when set), `exact` says it
-// is lossless.
+// is lossless. Where DDPLAB_TEST_CONFIGURATIONS names a file, each configuration appends
+// "<process id> <delay_ms>" to it, for the suite's test of how often a process configures
+// a run's plugins (Note [Configured once], experiments/suite_runner.h).
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "core/plugin/plugin_api.h"
@@ -43,6 +49,12 @@ void Register(const ddplab::testdata::shrink::v1::Config& config, ddplab::Plugin
   if (!(config.keep() > 0 && config.keep() <= 1)) {
     registrar.RejectField("keep", "must be in (0, 1]");
     return;
+  }
+  if (const char* log = std::getenv("DDPLAB_TEST_CONFIGURATIONS"); log != nullptr && *log != '\0') {
+    if (FILE* f = std::fopen(log, "a")) {
+      std::fprintf(f, "%d %u\n", static_cast<int>(getpid()), config.delay_ms());
+      std::fclose(f);
+    }
   }
   const double keep = config.keep();
   const uint32_t delay_ms = config.delay_ms();
