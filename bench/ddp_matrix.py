@@ -157,6 +157,11 @@ GRAPH_SUFFIX = "_graph"
 # PyTorch's row is the configuration's without them.
 CHANNELS_SUFFIX = re.compile(r"^(.+)_ch([0-9]+)$")
 CTA_SUFFIX = "_cta1"
+# `<config>_p2p<N>`: NCCL's point-to-point operations (the all-to-all of fp8 and
+# bf16_fp32_sum) on N channels per peer where NCCL allows it: NCCL_MIN_P2P_NCHANNELS and
+# NCCL_NCHANNELS_PER_NET_PEER set to N (#62: NCCL's log said 2 per peer at 4 ranks, where
+# a ring all-reduce drives 4 towards its neighbour). PyTorch's row is the configuration's.
+P2P_SUFFIX = re.compile(r"^(.+)_p2p([0-9]+)$")
 
 
 def config_entry(config):
@@ -171,6 +176,12 @@ def config_entry(config):
         plugins, args, nccl_env, fields, base = config_entry(channels.group(1))
         return (plugins, args, nccl_env, f"{fields} nccl_channels: {channels.group(2)}",
                 base or channels.group(1))
+    p2p = P2P_SUFFIX.match(config)
+    if p2p and config not in CONFIGS:
+        plugins, args, nccl_env, fields, base = config_entry(p2p.group(1))
+        extra = {"NCCL_MIN_P2P_NCHANNELS": p2p.group(2), "NCCL_NCHANNELS_PER_NET_PEER": p2p.group(2)}
+        fields += "".join(f' nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in extra.items())
+        return plugins, args, dict(nccl_env, **extra), fields, base or p2p.group(1)
     if config.endswith(CTA_SUFFIX) and config not in CONFIGS:
         stem = config[:-len(CTA_SUFFIX)]
         plugins, args, nccl_env, fields, base = config_entry(stem)

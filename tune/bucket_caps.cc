@@ -7,15 +7,32 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "ddplab/v1/options.pb.h"
 
 namespace ddplab::tune {
 namespace {
 
-// A double field of bucket_sizing's configuration, 0 where left out.
-double Field(const google::protobuf::Message& config, const char* name) {
-  const google::protobuf::FieldDescriptor* f = config.GetDescriptor()->FindFieldByName(name);
-  if (f == nullptr || f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE || f->is_repeated()) return 0;
-  return config.GetReflection()->GetDouble(config, f);
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+
+// The field of `type` that declares `role` (ddplab.v1.role), a singular double; null where
+// none does.
+const FieldDescriptor* FieldWithRole(const Descriptor* type, v1::FieldRole role) {
+  if (type == nullptr) return nullptr;
+  for (int i = 0; i < type->field_count(); ++i) {
+    const FieldDescriptor* f = type->field(i);
+    if (f->options().GetExtension(v1::role) == role && f->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE &&
+        !f->is_repeated()) {
+      return f;
+    }
+  }
+  return nullptr;
+}
+
+// The value of `config`'s field of `role`, 0 where left out or where none declares it.
+double ValueOf(const google::protobuf::Message& config, v1::FieldRole role) {
+  const FieldDescriptor* f = FieldWithRole(config.GetDescriptor(), role);
+  return f == nullptr ? 0 : config.GetReflection()->GetDouble(config, f);
 }
 
 }  // namespace
@@ -26,12 +43,11 @@ bool HasPlugin(const v1::Experiment& e, absl::string_view name) {
 
 Caps CapsOf(const v1::Experiment& e, const ExperimentSchema& schema) {
   for (const v1::Plugin& entry : e.plugin()) {
-    if (entry.name() != kBucketSizing) continue;
     std::unique_ptr<google::protobuf::Message> config = schema.Config(entry);
-    if (config == nullptr) break;
+    if (config == nullptr || FieldWithRole(config->GetDescriptor(), v1::BUCKET_CAP_MB) == nullptr) continue;
     Caps caps;
-    if (const double cap = Field(*config, "bucket_cap_mb"); cap > 0) caps.cap_mb = cap;
-    const double first = Field(*config, "first_bucket_cap_mb");
+    if (const double cap = ValueOf(*config, v1::BUCKET_CAP_MB); cap > 0) caps.cap_mb = cap;
+    const double first = ValueOf(*config, v1::FIRST_BUCKET_CAP_MB);
     caps.first_mb = first > 0 ? first : ddp::FirstCapMiB(caps.cap_mb);
     return caps;
   }
@@ -39,11 +55,14 @@ Caps CapsOf(const v1::Experiment& e, const ExperimentSchema& schema) {
 }
 
 v1::Plugin CapEntry(double cap_mb, const ExperimentSchema& schema) {
-  absl::StatusOr<v1::Plugin> entry = schema.Entry(kBucketSizing, absl::StrFormat("bucket_cap_mb: %.17g", cap_mb));
-  if (entry.ok()) return *entry;
-  v1::Plugin named;  // refused where it is configured: CanSetCaps says why
-  named.set_name(kBucketSizing);
-  return named;
+  v1::Plugin entry;
+  entry.set_name(kBucketSizing);
+  std::unique_ptr<google::protobuf::Message> config = schema.Config(entry);
+  const FieldDescriptor* cap = config == nullptr ? nullptr : FieldWithRole(config->GetDescriptor(), v1::BUCKET_CAP_MB);
+  if (cap == nullptr) return entry;  // refused where it is configured: CanSetCaps says why
+  config->GetReflection()->SetDouble(config.get(), cap, cap_mb);
+  entry.set_config(config->SerializeAsString());
+  return entry;
 }
 
 absl::Status CanSetCaps(const ExperimentSchema& schema) {
@@ -52,10 +71,10 @@ absl::Status CanSetCaps(const ExperimentSchema& schema) {
       return absl::FailedPreconditionError(absl::StrCat("the tuner sets plugin \"", name, "\": ", schema.Missing(name)));
     }
   }
-  const google::protobuf::FieldDescriptor* cap = schema.ConfigType(kBucketSizing)->FindFieldByName("bucket_cap_mb");
-  if (cap == nullptr || cap->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE) {
-    return absl::FailedPreconditionError("the tuner sets bucket_sizing's bucket_cap_mb (a double), which this "
-                                         "bucket_sizing does not have");
+  if (FieldWithRole(schema.ConfigType(kBucketSizing), v1::BUCKET_CAP_MB) == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the tuner sets the bucket cap of ", kBucketSizing, ", whose configuration declares no double field with "
+        "[(ddplab.v1.role) = BUCKET_CAP_MB] (proto/ddplab/v1/options.proto)"));
   }
   return absl::OkStatus();
 }

@@ -1,7 +1,9 @@
-// The bucket caps an experiment runs with, as the bucket_sizing plugin configures them:
-// the tuner chooses a cap, bucket_sizing applies it. Its configuration is read and written
-// through the experiment schema (the plugin's own message, by its field names), so the
-// tuner compiles in no plugin.
+// The bucket caps an experiment runs with, as its bucket planner's plugin configures
+// them: the tuner chooses a cap, bucket_sizing applies it. The tuner reads and writes the
+// caps through the roles the plugin declares on its fields (ddplab.v1.role: BUCKET_CAP_MB,
+// FIRST_BUCKET_CAP_MB, in proto/ddplab/v1/options.proto), never by the fields' names, so
+// it compiles in no plugin and knows none of its fields: any plugin that declares the
+// roles is read as the experiment's planner.
 //
 //   ddplab::tune::Caps caps = ddplab::tune::CapsOf(experiment, host.schema());   // {25, 1}
 //   v1::Plugin entry = ddplab::tune::CapEntry(50, host.schema());
@@ -28,14 +30,17 @@ struct Caps {
   double first_mb = ddp::kFirstBucketMiB;
 };
 
-// What `e` runs with: its bucket_sizing entry's caps, else PyTorch's defaults.
+// What `e` runs with: the caps of its entry whose plugin declares BUCKET_CAP_MB, else
+// PyTorch's defaults.
 Caps CapsOf(const v1::Experiment& e, const ExperimentSchema& schema);
 
-// bucket_sizing { bucket_cap_mb: cap_mb }. `schema` must have bucket_sizing (CanSetCaps).
+// bucket_sizing with its BUCKET_CAP_MB field set to `cap_mb`. `schema` must have
+// bucket_sizing (CanSetCaps).
 v1::Plugin CapEntry(double cap_mb, const ExperimentSchema& schema);
 
-// Whether `schema` has the plugins the tuner sets (bucket_sizing, no_communication); else
-// an error that says which is missing and why.
+// Whether `schema` has the plugins the tuner sets (bucket_sizing, no_communication), and
+// bucket_sizing declares BUCKET_CAP_MB on a double; else an error that says what is
+// missing and why.
 absl::Status CanSetCaps(const ExperimentSchema& schema);
 
 }  // namespace ddplab::tune
