@@ -9,10 +9,16 @@
 // written. For a chain that reads gradients where they lie (BucketFormat::filled false),
 // nothing is copied: the held gradients are handed over.
 //
-// Layouts that keep flat buckets too derive from it (plugins/bucket_view).
+// Layouts that keep flat buckets too wrap it (plugins/bucket_view): they hold a CopyLayout,
+// pass the calls they do not change on to it, and read its buckets through the accessors
+// below. Nothing of its state is theirs to change but through Put and MarkUnused.
 //
 //   std::unique_ptr<ddplab::GradientLayout> layout = std::make_unique<ddplab::CopyLayout>(params);
 //   layout->Build(buckets, format);
+//
+//   // A layout of a plugin's own, around it:
+//   ddplab::CopyLayout flat_(params);
+//   void Collect(size_t b, size_t slot) override { flat_.Put(b, slot, grad); ... }
 #ifndef DDPLAB_CORE_ENGINE_COPY_LAYOUT_H_
 #define DDPLAB_CORE_ENGINE_COPY_LAYOUT_H_
 
@@ -46,7 +52,24 @@ class CopyLayout : public GradientLayout {
   int64_t gradient_bytes() const override;
   std::string Describe() const override { return "gradients copied into flat buckets"; }
 
- protected:
+  // What a layout that wraps this one reads (Build made them; valid until the next Build).
+  size_t buckets() const { return flats_.size(); }
+  // Bucket `bucket`'s flat buffer, in the dtype the chain asked for (BucketFormat::dtype).
+  const at::Tensor& buffer(size_t bucket) const { return flats_[bucket].buffer; }
+  // Its parameters (indices into `params`) and, per slot, the view of the buffer shaped
+  // like the slot's parameter.
+  const std::vector<size_t>& parameters(size_t bucket) const { return flats_[bucket].def.params; }
+  const std::vector<at::Tensor>& views(size_t bucket) const { return flats_[bucket].views; }
+  // Whether the slot's parameter was marked unused (MarkUnused).
+  bool unused(size_t bucket, size_t slot) const { return flats_[bucket].unused[slot]; }
+  // `result` (a tensor of the bucket's size) cut into the bucket's slots, each shaped like
+  // its parameter.
+  std::vector<at::Tensor> PartsOf(size_t bucket, const at::Tensor& result) const { return Parts(flats_[bucket], result); }
+  // Puts `grad`, the slot's gradient, on its way into the buffer, as Collect does with the
+  // parameter's own: copied in at once where the buffer is in another dtype, else held.
+  void Put(size_t bucket, size_t slot, const at::Tensor& grad) { Take(flats_[bucket], slot, grad); }
+
+ private:
   struct Flat {
     LayoutBucket def;
     at::Tensor buffer;              // in BucketFormat::dtype

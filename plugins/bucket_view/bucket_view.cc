@@ -3,9 +3,11 @@
 // nothing is copied out after the reduction, and a gradient that autograd accumulates
 // into its view (micro-steps, unused parameters) is never copied in either.
 //
-// A gradient layout deriving from the default one (CopyLayout): the bucket buffers are
-// the gradients' storage. Where the wire has another dtype (bf16), the storage is a
-// float32 buffer of its own beside the wire's bucket, and the average is cast into it.
+// A gradient layout around the default one (CopyLayout), which keeps the flat buckets:
+// the bucket buffers are the gradients' storage. Where the wire has another dtype (bf16),
+// the storage is a float32 buffer of its own beside the wire's bucket, and the average is
+// cast into it. It wraps CopyLayout rather than deriving from it: what it reads of the
+// buckets is CopyLayout's public API.
 #include "core/engine/copy_layout.h"
 #include "core/plugin/plugin_api.h"
 #include "plugins/bucket_view/bucket_view.pb.h"
@@ -14,26 +16,27 @@ namespace {
 
 using ddplab::CopyLayout;
 
-class ViewLayout : public CopyLayout {
+class ViewLayout : public ddplab::GradientLayout {
  public:
-  using CopyLayout::CopyLayout;
+  explicit ViewLayout(std::vector<at::Tensor>& params) : params_(params), flat_(params) {}
 
   void Build(const std::vector<ddplab::LayoutBucket>& buckets, const ddplab::BucketFormat& format) override {
-    const bool first = flats_.empty();
-    CopyLayout::Build(buckets, format);
+    const bool first = flat_.buckets() == 0;
+    flat_.Build(buckets, format);
     storage_.clear();
     storage_views_.clear();
-    for (const Flat& flat : flats_) {
-      const at::Tensor& p = params_[flat.def.params[0]];
-      const bool own = flat.buffer.scalar_type() != p.scalar_type();
-      storage_.push_back(own ? at::zeros({flat.def.numel}, p.options()) : flat.buffer);
-      storage_views_.push_back(own ? Parts(flat, storage_.back()) : flat.views);
+    for (size_t b = 0; b < flat_.buckets(); ++b) {
+      const at::Tensor& buffer = flat_.buffer(b);
+      const at::Tensor& p = params_[flat_.parameters(b)[0]];
+      const bool own = buffer.scalar_type() != p.scalar_type();
+      storage_.push_back(own ? at::zeros({buffer.numel()}, p.options()) : buffer);
+      storage_views_.push_back(own ? flat_.PartsOf(b, storage_.back()) : flat_.views(b));
     }
     // Every gradient becomes its view. At the rebuild, gradients accumulated so far move
     // into their new views; a parameter without one (ZeroGrad just dropped it) stays without.
-    for (size_t b = 0; b < flats_.size(); ++b) {
-      for (size_t k = 0; k < flats_[b].def.params.size(); ++k) {
-        at::Tensor& grad = params_[flats_[b].def.params[k]].mutable_grad();
+    for (size_t b = 0; b < flat_.buckets(); ++b) {
+      for (size_t k = 0; k < flat_.parameters(b).size(); ++k) {
+        at::Tensor& grad = params_[flat_.parameters(b)[k]].mutable_grad();
         if (!first && !grad.defined()) continue;
         if (grad.defined()) storage_views_[b][k].copy_(grad);
         grad = storage_views_[b][k];
@@ -46,10 +49,10 @@ class ViewLayout : public CopyLayout {
   // the view the gradient again (one read, one write) instead of zeroing the bucket and
   // adding into it (two of each). Only unused parameters keep a zeroed view.
   void ZeroGrad() override {
-    for (size_t b = 0; b < flats_.size(); ++b) {
-      for (size_t k = 0; k < flats_[b].def.params.size(); ++k) {
-        at::Tensor& grad = params_[flats_[b].def.params[k]].mutable_grad();
-        if (flats_[b].unused[k]) {
+    for (size_t b = 0; b < flat_.buckets(); ++b) {
+      for (size_t k = 0; k < flat_.parameters(b).size(); ++k) {
+        at::Tensor& grad = params_[flat_.parameters(b)[k]].mutable_grad();
+        if (flat_.unused(b, k)) {
           storage_views_[b][k].zero_();
           grad = storage_views_[b][k];
         } else {
@@ -60,20 +63,21 @@ class ViewLayout : public CopyLayout {
   }
 
   void Collect(size_t bucket, size_t slot) override {
-    Flat& flat = flats_[bucket];
     const at::Tensor& view = storage_views_[bucket][slot];
-    at::Tensor& grad = params_[flat.def.params[slot]].mutable_grad();
+    at::Tensor& grad = params_[flat_.parameters(bucket)[slot]].mutable_grad();
     const bool in_place = grad.is_alias_of(view);
     // In the wire's own buffer already (the storage is the buffer), or to be put there.
-    if (!in_place || flat.buffer.scalar_type() != grad.scalar_type()) Take(flat, slot, grad);
+    if (!in_place || flat_.buffer(bucket).scalar_type() != grad.scalar_type()) flat_.Put(bucket, slot, grad);
     grad = view;
   }
 
   void MarkUnused(size_t bucket, size_t slot) override {
-    CopyLayout::MarkUnused(bucket, slot);
+    flat_.MarkUnused(bucket, slot);
     storage_views_[bucket][slot].zero_();
-    params_[flats_[bucket].def.params[slot]].mutable_grad() = storage_views_[bucket][slot];
+    params_[flat_.parameters(bucket)[slot]].mutable_grad() = storage_views_[bucket][slot];
   }
+
+  void HandOver(size_t bucket, ddplab::GradBucket& out) override { flat_.HandOver(bucket, out); }
 
   // The gradients are the storage's views: the average only has to be in the storage.
   void Deliver(size_t bucket, const at::Tensor& result) override {
@@ -81,9 +85,9 @@ class ViewLayout : public CopyLayout {
   }
 
   int64_t bucket_bytes() const override {
-    int64_t bytes = CopyLayout::bucket_bytes();
-    for (size_t b = 0; b < flats_.size(); ++b) {
-      if (!storage_[b].is_same(flats_[b].buffer)) bytes += storage_[b].numel() * storage_[b].element_size();
+    int64_t bytes = flat_.bucket_bytes();
+    for (size_t b = 0; b < flat_.buckets(); ++b) {
+      if (!storage_[b].is_same(flat_.buffer(b))) bytes += storage_[b].numel() * storage_[b].element_size();
     }
     return bytes;
   }
@@ -91,6 +95,8 @@ class ViewLayout : public CopyLayout {
   std::string Describe() const override { return "gradients as views into the buckets"; }
 
  private:
+  std::vector<at::Tensor>& params_;
+  CopyLayout flat_;                                     // the flat buckets, in the wire's dtype
   std::vector<at::Tensor> storage_;                     // per bucket, the gradients' dtype
   std::vector<std::vector<at::Tensor>> storage_views_;  // per bucket and slot
 };
