@@ -67,8 +67,8 @@ class SuiteRunner {
   // experiment as written): the first question about a run (is it lossy, for the
   // convergence check) configures them, and its first repetition takes that set to
   // announce and, in this process, to train. A later repetition is a run of its own and
-  // configures its own. (The convergence check asks about each run three times: the
-  // progress line's total, whether it may spare checks, which to train.)
+  // configures its own. (The convergence check's list of runs, made once, serves three
+  // questions: the progress line's total, whether it may spare checks, which to train.)
   absl::StatusOr<PluginSet>& Configured(const PlannedRun& p);
   absl::StatusOr<PluginSet> TakeConfigured(const PlannedRun& p);
   bool Lossy(const PlannedRun& p) { return Configured(p).ok() && Configured(p)->lossy(); }

@@ -19,21 +19,13 @@ Registry& TheRegistry() {
   return *registry;
 }
 
-// The studies by name, the later of two of one name left out (and said).
+// The studies by name.
 std::vector<const Study*> Sorted() {
   Registry& r = TheRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<const Study*> out;
   for (const std::unique_ptr<Study>& s : r.studies) out.push_back(s.get());
-  std::stable_sort(out.begin(), out.end(), [](const Study* a, const Study* b) { return a->Name() < b->Name(); });
-  for (size_t i = 1; i < out.size();) {
-    if (out[i]->Name() != out[i - 1]->Name()) {
-      ++i;
-      continue;
-    }
-    std::cerr << "vit_ddp: two studies are named \"" << out[i]->Name() << "\"; the second is left out\n";
-    out.erase(out.begin() + static_cast<std::ptrdiff_t>(i));
-  }
+  std::sort(out.begin(), out.end(), [](const Study* a, const Study* b) { return a->Name() < b->Name(); });
   return out;
 }
 
@@ -42,6 +34,11 @@ std::vector<const Study*> Sorted() {
 void RegisterStudy(std::unique_ptr<Study> study) {
   Registry& r = TheRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
+  for (const std::unique_ptr<Study>& s : r.studies) {
+    if (s->Name() != study->Name()) continue;
+    std::cerr << "vit_ddp: two studies are named \"" << study->Name() << "\"; the one registered later is left out\n";
+    return;
+  }
   r.studies.push_back(std::move(study));
 }
 

@@ -41,7 +41,8 @@ class Study : public ReportContribution {
 };
 
 // Adds `study` to those every report asks (at static initialization: DDPLAB_REGISTER_STUDY).
-// A second study of the same name is an error said on stderr at the first report.
+// Names are unique: a second study of a name is left out and said on stderr then (which
+// of two is second depends on the link order).
 void RegisterStudy(std::unique_ptr<Study> study);
 
 // Every registered study, by name; what MakeReport takes.

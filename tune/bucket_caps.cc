@@ -43,8 +43,9 @@ bool HasPlugin(const v1::Experiment& e, absl::string_view name) {
 
 Caps CapsOf(const v1::Experiment& e, const ExperimentSchema& schema) {
   for (const v1::Plugin& entry : e.plugin()) {
+    if (entry.name() != kBucketSizing) continue;
     std::unique_ptr<google::protobuf::Message> config = schema.Config(entry);
-    if (config == nullptr || FieldWithRole(config->GetDescriptor(), v1::BUCKET_CAP_MB) == nullptr) continue;
+    if (config == nullptr) break;
     Caps caps;
     if (const double cap = ValueOf(*config, v1::BUCKET_CAP_MB); cap > 0) caps.cap_mb = cap;
     const double first = ValueOf(*config, v1::FIRST_BUCKET_CAP_MB);

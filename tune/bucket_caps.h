@@ -1,9 +1,9 @@
-// The bucket caps an experiment runs with, as its bucket planner's plugin configures
-// them: the tuner chooses a cap, bucket_sizing applies it. The tuner reads and writes the
-// caps through the roles the plugin declares on its fields (ddplab.v1.role: BUCKET_CAP_MB,
-// FIRST_BUCKET_CAP_MB, in proto/ddplab/v1/options.proto), never by the fields' names, so
-// it compiles in no plugin and knows none of its fields: any plugin that declares the
-// roles is read as the experiment's planner.
+// The bucket caps an experiment runs with, as bucket_sizing configures them: the tuner
+// chooses a cap, bucket_sizing applies it. The tuner names the plugin it sets (and loads
+// it: TunerPlugins), but reads and writes the caps through the roles the plugin declares
+// on its fields (ddplab.v1.role: BUCKET_CAP_MB, FIRST_BUCKET_CAP_MB, in
+// proto/ddplab/v1/options.proto), never by the fields' names: it compiles in no plugin
+// and knows none of its fields.
 //
 //   ddplab::tune::Caps caps = ddplab::tune::CapsOf(experiment, host.schema());   // {25, 1}
 //   v1::Plugin entry = ddplab::tune::CapEntry(50, host.schema());
@@ -30,8 +30,8 @@ struct Caps {
   double first_mb = ddp::kFirstBucketMiB;
 };
 
-// What `e` runs with: the caps of its entry whose plugin declares BUCKET_CAP_MB, else
-// PyTorch's defaults.
+// What `e` runs with: its bucket_sizing entry's caps, by their roles, else PyTorch's
+// defaults.
 Caps CapsOf(const v1::Experiment& e, const ExperimentSchema& schema);
 
 // bucket_sizing with its BUCKET_CAP_MB field set to `cap_mb`. `schema` must have

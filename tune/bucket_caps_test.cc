@@ -1,5 +1,5 @@
 // The tuner reads and sets a bucket planner's caps through the roles its plugin declares
-// (ddplab.v1.role), not through the fields' names: a plugin whose fields are named
+// (ddplab.v1.role), not through the fields' names: a bucket_sizing whose fields are named
 // otherwise is read, and a field named bucket_cap_mb without the role is not.
 #include "tune/bucket_caps.h"
 
@@ -71,14 +71,14 @@ v1::Experiment With(const ExperimentSchema& schema, const std::string& plugin, c
   return e;
 }
 
-TEST(BucketCapsTest, APlannerIsReadByTheRolesItDeclares) {
+TEST(BucketCapsTest, ThePlannerIsReadByTheRolesItDeclares) {
   const Planners planners;
-  const std::shared_ptr<const ExperimentSchema> schema = planners.Schema("my_planner", /*roles=*/true);
-  const Caps caps = CapsOf(With(*schema, "my_planner", "mib: 50 first_mib: 2"), *schema);
+  const std::shared_ptr<const ExperimentSchema> schema = planners.Schema(kBucketSizing, /*roles=*/true);
+  const Caps caps = CapsOf(With(*schema, kBucketSizing, "mib: 50 first_mib: 2"), *schema);
   EXPECT_EQ(caps.cap_mb, 50);
   EXPECT_EQ(caps.first_mb, 2);
   // The first bucket left out: DDP's rule, min(1 MiB, cap).
-  EXPECT_EQ(CapsOf(With(*schema, "my_planner", "mib: 0.5"), *schema).first_mb, 0.5);
+  EXPECT_EQ(CapsOf(With(*schema, kBucketSizing, "mib: 0.5"), *schema).first_mb, 0.5);
 }
 
 TEST(BucketCapsTest, AFieldNamedAsTheCapButDeclaringNoRoleIsNotRead) {

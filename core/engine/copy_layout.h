@@ -11,7 +11,9 @@
 //
 // Layouts that keep flat buckets too wrap it (plugins/bucket_view): they hold a CopyLayout,
 // pass the calls they do not change on to it, and read its buckets through the accessors
-// below. Nothing of its state is theirs to change but through Put and MarkUnused.
+// below. The buffers' contents are shared (a wrapper may write the average or the
+// gradients into them, through their views); its bookkeeping of what is held and unused is
+// its own, changed only through Put and MarkUnused.
 //
 //   std::unique_ptr<ddplab::GradientLayout> layout = std::make_unique<ddplab::CopyLayout>(params);
 //   layout->Build(buckets, format);

@@ -78,13 +78,11 @@ void SayCommunication(const v1::ReportRow& r, const std::string& one, std::strin
   absl::StrAppend(&out, ".");
 }
 
+// The row's PyTorch code and what of it has no PyTorch form; the sentence on the latter
+// ends the recommendation, after what the studies add (SayDdplabOnly).
 void SayPyTorch(const v1::ReportRow& r, v1::Recommendation& rec) {
   rec.set_pytorch(r.pytorch());
   *rec.mutable_ddplab_only() = r.ddplab_only();
-  if (r.ddplab_only_size() > 0) {
-    absl::StrAppend(rec.mutable_text(), " PyTorch's DDP has no form of ", absl::StrJoin(r.ddplab_only(), ", "),
-                    ": that part of the gain needs ddplab's engine.");
-  }
 }
 
 // For a lossy `best` (by_rate's first): its error and its convergence verdict in words,
@@ -186,6 +184,12 @@ v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows,
     SayPyTorch(*use, rec);
   }
   return rec;
+}
+
+void SayDdplabOnly(v1::Recommendation& rec) {
+  if (rec.ddplab_only_size() == 0) return;
+  absl::StrAppend(rec.mutable_text(), " PyTorch's DDP has no form of ", absl::StrJoin(rec.ddplab_only(), ", "),
+                  ": that part of the gain needs ddplab's engine.");
 }
 
 }  // namespace internal_report

@@ -264,6 +264,7 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Mach
     *report.add_recommendations() = internal_report::RecommendAmong(rows, transport, OnCpus(machine));
   }
   for (const ReportContribution* study : studies) study->AddToRecommendations(report);
+  for (v1::Recommendation& rec : *report.mutable_recommendations()) internal_report::SayDdplabOnly(rec);
   return report;
 }
 

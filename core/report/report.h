@@ -83,6 +83,9 @@ namespace internal_report {
 // in the words of processes, not GPUs.
 v1::Recommendation RecommendAmong(const std::vector<const v1::ReportRow*>& rows, const std::string& transport,
                                   bool on_cpus = false);
+// The recommendation's last sentence, once the studies have added theirs: what of the
+// recommended row's gain has no PyTorch form (Recommendation.ddplab_only).
+void SayDdplabOnly(v1::Recommendation& rec);
 // Each lossy row's verdict from the convergence check's runs `checks` (report_convergence.cc).
 void AddConvergenceVerdicts(const std::vector<const v1::RunResult*>& checks, v1::SuiteReport& report);
 // The plugin builds `runs` used, once each (report_plugins.cc); and report.md's lines on

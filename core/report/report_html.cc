@@ -1,5 +1,6 @@
 #include "core/report/report_html.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -177,13 +178,14 @@ std::string BoundCell(const v1::ReportRow& row) {
                       " of ", Number(row.bound().steps_per_s(), 2), "</td>");
 }
 
-std::string TableRow(const v1::ReportRow& row) {
+// `bounds`: the table has the column of the rows' bounds (a study set some).
+std::string TableRow(const v1::ReportRow& row, bool bounds) {
   const bool several = row.gpus() > 1;
   return absl::StrCat(
       "<tr", row.diagnostic() ? " class=\"diagnostic\"" : "", ">", ExperimentCell(row),
       Cell(absl::StrCat(row.gpus())), TransportCell(row), StepsCell(row),
       Cell(row.has_vs_single() ? Number(row.vs_single().median(), 3) : kDash),
-      Cell(row.has_vs_naive() ? absl::StrCat(Number(row.vs_naive(), 2), "×") : kDash), BoundCell(row),
+      Cell(row.has_vs_naive() ? absl::StrCat(Number(row.vs_naive(), 2), "×") : kDash), bounds ? BoundCell(row) : "",
       Cell(several ? Number(row.exposed_comm_ms(), 1) : kDash),
       Cell(row.has_busbw_gbps() ? Number(row.busbw_gbps(), 1) : kDash),
       Cell(row.peak_memory_gib() > 0 ? Number(row.peak_memory_gib(), 2) : kDash),
@@ -200,16 +202,22 @@ std::string Table(const v1::SuiteReport& report) {
       "repetitions, [min–max] where there were several; — where a figure does not "
       "apply.</p>\n<div class=\"figure\"><table>\n<thead><tr><th>experiment</th>"
       "<th class=\"num\">$P</th><th>transport</th><th class=\"num\">steps/s</th>"
-      "<th class=\"num\">vs 1 $1</th><th class=\"num\">vs naive</th>"
-      "<th class=\"num\" title=\"the row's steps/s over the most its machine allows it\">of bound</th>"
+      "<th class=\"num\">vs 1 $1</th><th class=\"num\">vs naive</th>$B"
       "<th class=\"num\">exposed comm ms</th><th class=\"num\">busbw GB/s</th>"
       "<th class=\"num\">peak GiB</th><th class=\"num\">grad error</th>"
       "<th class=\"num\">$F</th></tr></thead>\n<tbody>\n";
   const bool gpus = !OnCpus(report.machine());  // else: the words of processes on CPUs
-  html = absl::StrReplaceAll(html, {{"$P", gpus ? "GPUs" : "processes"},
+  // The bounds' column where a study gave rows a bound (studies/bound), else none.
+  const bool bounds = std::any_of(report.rows().begin(), report.rows().end(),
+                                  [](const v1::ReportRow& row) { return row.has_bound(); });
+  html = absl::StrReplaceAll(
+      html, {{"$B", bounds ? "<th class=\"num\" title=\"the row's steps/s over the most its machine allows it\">of "
+                             "bound</th>"
+                           : ""},
+             {"$P", gpus ? "GPUs" : "processes"},
                                     {"$1", gpus ? "GPU" : "process"},
                                     {"$F", gpus ? "TFLOP/s/GPU" : "TFLOP/s"}});
-  for (const v1::ReportRow& row : report.rows()) html += TableRow(row);
+  for (const v1::ReportRow& row : report.rows()) html += TableRow(row, bounds);
   return html + "</tbody>\n</table></div>\n</section>\n";
 }
 

@@ -77,9 +77,15 @@ class BoundStudy : public Study {
   // Near its bound, only fewer bytes do much better (Note [A row's bound]).
   void AddToRecommendations(v1::SuiteReport& report) const override {
     for (v1::Recommendation& rec : *report.mutable_recommendations()) {
+      // The row recommended: of several processes, not diagnostic, on the recommendation's
+      // transport (RecommendAmong's rows), by its name.
       const v1::ReportRow* use = nullptr;
       for (const v1::ReportRow& row : report.rows()) {
-        if (row.experiment() == rec.recommended() && row.transport() == rec.transport()) use = &row;
+        if (row.experiment() == rec.recommended() && row.transport() == rec.transport() && row.gpus() > 1 &&
+            !row.diagnostic()) {
+          use = &row;
+          break;
+        }
       }
       if (use == nullptr || !use->has_bound() || use->bound().share() < 0.95) continue;
       absl::StrAppendFormat(rec.mutable_text(),

@@ -72,6 +72,24 @@ TEST(BoundStudyTest, EachRowBesideItsBound) {
       << report.recommendations(0).text();
 }
 
+// The recommendation's words keep their order: the bound's sentence, then what has no
+// PyTorch form, last.
+TEST(BoundStudyTest, WhatHasNoPyTorchFormIsSaidLast) {
+  std::vector<v1::RunResult> runs = HostMemoryRuns();
+  runs[2].add_ddplab_only("fp8");
+  const v1::SuiteReport report = MakeReport(runs, {}, RegisteredStudies());
+  ASSERT_EQ(report.recommendations_size(), 1);
+  const std::string& text = report.recommendations(0).text();
+  const size_t bound = text.find("this machine allows it");
+  const size_t pytorch = text.find(" PyTorch's DDP has no form of fp8: that part of the gain needs ddplab's engine.");
+  ASSERT_NE(bound, std::string::npos) << text;
+  ASSERT_NE(pytorch, std::string::npos) << text;
+  EXPECT_LT(bound, pytorch) << text;
+  EXPECT_EQ(pytorch + std::string(" PyTorch's DDP has no form of fp8: that part of the gain needs ddplab's engine.").size(),
+            text.size())
+      << text;
+}
+
 // Without the study the report has no bound, no section and no word of it: the report
 // knows no study by name.
 TEST(BoundStudyTest, TheReportAloneSaysNothingOfBounds) {
