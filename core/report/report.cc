@@ -1,7 +1,6 @@
 #include "core/report/report.h"
 
 #include <algorithm>
-#include <map>
 #include <cmath>
 #include <cstdio>
 #include <optional>
