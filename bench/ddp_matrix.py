@@ -298,6 +298,8 @@ def main():
                    help="seconds after start: no new run after (0: none); the table still comes")
     p.add_argument("--before", default="",
                    help="another vit_ddp binary (with its .runfiles beside it), run after ours in each repetition")
+    p.add_argument("--before_graph", action="store_true",
+                   help="--before runs the graph rows too (a build that has plugins/cuda_graph)")
     p.add_argument("--before_configs", default="",
                    help="the configurations --before runs, comma-separated (default: every one): those a change touches")
     p.add_argument("--ddplab_args", default="",
@@ -387,9 +389,10 @@ def main():
             run(["bazel-bin/experiments/vit_ddp", f"--experiment={textproto}",
                  f"--output_dir={out}/ddplab/{key}/{rep}"] + a.ddplab_args.split(),
                 f"{out}/logs/ddplab_{key}_{rep}.log")
-            # The build before runs every row it has: not the graph's (plugins/cuda_graph).
-            if a.before and "cuda_graph" not in plugins and (not a.before_configs or meta.get("config") in
-                                                             a.before_configs.split(",")):
+            # The build before runs every row it has: the graph's (plugins/cuda_graph) with
+            # --before_graph alone.
+            if a.before and (a.before_graph or "cuda_graph" not in plugins) and (
+                    not a.before_configs or meta.get("config") in a.before_configs.split(",")):
                 run([a.before, f"--experiment={textproto}", f"--output_dir={out}/before/{key}/{rep}"],
                     f"{out}/logs/before_{key}_{rep}.log")
             if "pytorch_key" in meta or a.skip_pytorch:

@@ -11,7 +11,7 @@
 #
 # GPUS (2), REPS (3), CONFIGS (the default suite's levers with a PyTorch form), TRANSPORTS
 # (nvlink,host), MODELS (resnet50,encoder) and DEADLINE (seconds of each model's matrix)
-# pass through.
+# pass through; TUNE (the models tuned, default MODELS; "" for none).
 set -uo pipefail
 DIR=${1:?usage: own_model.sh DIR [EARLIER_TUNE]}
 EARLIER_TUNE=${2:-}
@@ -20,6 +20,7 @@ REPS=${REPS:-3}
 CONFIGS=${CONFIGS:-naive,cap25_plain,static_graph_bucket_view,bf16_cap25,powersgd_rank1_tuned_bf16state}
 TRANSPORTS=${TRANSPORTS:-nvlink,host}
 MODELS=${MODELS:-resnet50,encoder}
+TUNE=${TUNE-$MODELS}
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 {
@@ -39,12 +40,13 @@ for model in ${MODELS//,/ }; do
   mkdir -p "$out"
   python3 tools/torchscript/export_models.py --model "$model" --out "$out/$model.pt" >"$out/export.txt" 2>&1 ||
     { echo "$model: export failed"; cat "$out/export.txt"; status=1; continue; }
-  args=(--out "$out/matrix" --gpus "1,$GPUS" --transports "$TRANSPORTS" --configs "$CONFIGS"
+  args=(--out "$out/matrix" --gpus "$GPUS" --transports "$TRANSPORTS" --configs "$CONFIGS"
         --baselines single_gpu --reps "$REPS" --module "$out/$model.pt"
         --module_input "${INPUT[$model]}" --module_classes "${CLASSES[$model]}")
   [ -n "${DEADLINE:-}" ] && args+=(--deadline "$DEADLINE")
   python3 bench/ddp_matrix.py "${args[@]}" >"$out/matrix.log" 2>&1 || status=1
   # The tuner on the model: one GPU against GPUS over NVLink, as the seed study tunes.
+  [[ ",$TUNE," == *",$model,"* ]] || continue
   entry=$(sed -n 's/^.*: model { \(.*\) }$/\1/p' "$out/export.txt" | sed "s|file: \"[^\"]*\"|file: \"$out/$model.pt\"|")
   cat >"$out/tune.textproto" <<EOF
 # proto-message: ddplab.v1.Suite
@@ -67,7 +69,8 @@ for model in ${MODELS//,/ }; do
   echo
   echo "== $model"
   sed -n '/^ddp on /,$p' "$DIR/$model/matrix.log"
-  grep -E "^Tuned |^Nothing to tune|^(Compute|Latency|Bandwidth)-bound|^The step as one CUDA graph" "$DIR/$model/tune.log"
+  [ -f "$DIR/$model/tune.log" ] &&
+    grep -E "^Tuned |^Nothing to tune|^(Compute|Latency|Bandwidth)-bound|^The step as one CUDA graph" "$DIR/$model/tune.log"
 done
 if [ -n "$EARLIER_TUNE" ]; then
   echo

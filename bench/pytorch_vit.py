@@ -85,6 +85,9 @@ def main():
                    help="run the steps on a high-priority CUDA stream (as ddplab's option)")
     p.add_argument("--ddp_code", help="a file with a ddplab report's PyTorch code, which wraps the model "
                    "(bench/ddp_wrap.py) instead of the DDP flags above")
+    p.add_argument("--profile_trace", help="after the measured steps, run --profile_steps more under "
+                   "torch.profiler (CPU and CUDA) and write their Chrome trace here")
+    p.add_argument("--profile_steps", type=int, default=3)
     p.add_argument("--output", required=True)
     a = p.parse_args()
 
@@ -139,7 +142,7 @@ def main():
     if a.compile:
         model = torch.compile(model, mode=a.compile_mode)
     criterion = torch.nn.CrossEntropyLoss()
-    steps = a.warmup + a.measured
+    steps = a.warmup + a.measured + (a.profile_steps if a.profile_trace else 0)
     dataset = SyntheticImages(steps * a.batch_size * world, a.image_size, 1000)
     sampler = torch.utils.data.distributed.DistributedSampler(dataset) if a.ddp else None
     loader = torch.utils.data.DataLoader(dataset, batch_size=a.batch_size, sampler=sampler,
@@ -195,8 +198,14 @@ def module_batches(a, steps, device):
 def train(a, loader, model, criterion, optimizer, device, autocast):
     """Runs the steps on the current stream, forward and loss under torch.autocast(**autocast)
     where given; returns the measured steps' seconds."""
-    start = None
+    start = seconds = profile = None
     for step, (images, labels) in enumerate(loader):
+        if step == a.warmup + a.measured:  # the measured steps are done: the profiled ones follow
+            torch.cuda.synchronize()
+            seconds = time.perf_counter() - start
+            profile = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                         torch.profiler.ProfilerActivity.CUDA])
+            profile.__enter__()
         if step == a.warmup:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -212,7 +221,10 @@ def train(a, loader, model, criterion, optimizer, device, autocast):
         loss.backward()
         optimizer.step()
     torch.cuda.synchronize()
-    return time.perf_counter() - start
+    if profile is not None:
+        profile.__exit__(None, None, None)
+        profile.export_chrome_trace(a.profile_trace)
+    return seconds if seconds is not None else time.perf_counter() - start
 
 
 if __name__ == "__main__":

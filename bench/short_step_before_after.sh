@@ -8,15 +8,16 @@
 # before and PyTorch interleaved, REPS times, and prints the tables. TRAINING=seed runs the
 # seed study's float32 SGD instead. DEADLINE=S starts no run after S seconds of the matrix.
 # COMPILE_MODES=default,reduce-overhead also runs PyTorch's one GPU under torch.compile in
-# those modes, each repetition. CHECK_COMBOS= (empty) skips the graph check.
+# those modes, each repetition. CHECK_COMBOS= (empty) skips the graph check. BEFORE_GRAPH=1
+# runs the graph rows on the build before too (one that has plugins/cuda_graph).
 #
-#   bench/short_step_before_after.sh DIR BEFORE_SRC [GPUS] [REPS] [CONFIGS]
+#   bench/short_step_before_after.sh DIR BEFORE_SRC [GPUS] [REPS] [CONFIGS]   (CONFIGS "": one GPU alone)
 set -uo pipefail
 DIR=${1:?usage: short_step_before_after.sh DIR BEFORE_SRC [GPUS] [REPS] [CONFIGS]}
 BEFORE_SRC=${2:?usage: short_step_before_after.sh DIR BEFORE_SRC [GPUS] [REPS] [CONFIGS]}
 GPUS=${3:-4}
 REPS=${4:-3}
-CONFIGS=${5:-naive,naive_graph,cap25_plain,cap25_plain_graph}
+CONFIGS=${5-naive,naive_graph,cap25_plain,cap25_plain_graph}
 mkdir -p "$DIR"
 python3 bench/environment.py "$DIR/environment.json" && cat "$DIR/environment.json"
 start=$(date +%s)
@@ -41,6 +42,7 @@ args=(--out "$DIR/matrix" $amp --gpus "$GPUS" --transports nvlink --configs "$CO
       --before "$(cd "$BEFORE_SRC" && pwd)/bazel-bin/experiments/vit_ddp")
 [ -n "${DEADLINE:-}" ] && args+=(--deadline "$DEADLINE")
 [ -n "${COMPILE_MODES:-}" ] && args+=(--compile_modes "$COMPILE_MODES")
+[ -n "${BEFORE_GRAPH:-}" ] && args+=(--before_graph)
 python3 bench/ddp_matrix.py "${args[@]}" >"$DIR/matrix.log" 2>&1 || status=1
 echo "total: $(($(date +%s) - start)) s"
 sed -n '/^ddp on /,$p' "$DIR/matrix.log"

@@ -222,6 +222,22 @@ inline void FusedSgd(at::TensorList params, at::TensorList grads, at::TensorList
 #endif
 }
 
+// The dtype torch.autocast casts to on `device` while it is on there; nothing while it
+// is off (1.13 has autocast on CPUs and CUDA alone).
+inline std::optional<at::ScalarType> AutocastDtype(at::DeviceType device) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  if (!at::autocast::is_autocast_enabled(device)) return std::nullopt;
+  return at::autocast::get_autocast_dtype(device);
+#else
+  if (device == at::kCPU) {
+    if (!at::autocast::is_cpu_enabled()) return std::nullopt;
+    return at::autocast::get_autocast_cpu_dtype();
+  }
+  if (device != at::kCUDA || !at::autocast::is_enabled()) return std::nullopt;
+  return at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+
 // torch.autocast(device_type, dtype) for its lifetime, as Python's context manager: the
 // state before comes back after, and the cast weights' cache is dropped when the
 // outermost scope ends. (LibTorch 2.4 keys autocast by device type; 1.13 has a call per

@@ -2,8 +2,12 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
@@ -14,6 +18,59 @@
 #include "core/torch_compat.h"
 
 namespace ddplab {
+namespace {
+
+// Note [A block's casts together]
+// Under bf16 autocast each linear layer casts its float32 weight and bias to bfloat16 in
+// the forward, one kernel each, and autograd casts each bfloat16 gradient back to
+// float32 in the backward, one kernel each again: 8 of each per encoder block. On a GPU
+// the casts back are LibTorch's slowest copy (bfloat16 to float32 has no vectorized
+// kernel; 1.5 ms a step for ViT-L/32's weights on an H200, against 0.8 for the casts
+// forward), and eager, each launch is host time in a step bound by launches. So a
+// block casts its eight tensors together: one autograd node whose forward casts them
+// and whose backward casts their gradients back, each in one multi-tensor kernel
+// (compat::CopyEach). The values are autocast's exactly (the same rounding, and the
+// same gradients in float32); what changes is that the block's eight gradients reach
+// their parameters together, once the block's first linear layer has its gradient,
+// rather than one by one within the block. bench/NOTES.md, "The short step's casts".
+struct CastTogether : public torch::autograd::Function<CastTogether> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, at::TensorList tensors,
+                                                int64_t dtype) {
+    ctx->saved_data["from"] = static_cast<int64_t>(tensors.front().scalar_type());
+    return CastEach(tensors, static_cast<at::ScalarType>(dtype));
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto from = static_cast<at::ScalarType>(ctx->saved_data["from"].toInt());
+    std::vector<at::Tensor> defined;
+    std::vector<size_t> where;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i].defined()) defined.push_back(grads[i]), where.push_back(i);
+    }
+    torch::autograd::variable_list out(grads.size() + 1);  // and none for dtype
+    std::vector<at::Tensor> cast = CastEach(defined, from);
+    for (size_t i = 0; i < cast.size(); ++i) out[where[i]] = cast[i];
+    return out;
+  }
+  static std::vector<at::Tensor> CastEach(at::TensorList tensors, at::ScalarType dtype) {
+    std::vector<at::Tensor> cast;
+    cast.reserve(tensors.size());
+    for (const at::Tensor& t : tensors) cast.push_back(at::empty(t.sizes(), t.options().dtype(dtype)));
+    if (!cast.empty()) compat::CopyEach(cast, tensors);
+    return cast;
+  }
+};
+
+// `tensors` as the forward uses them: cast together to autocast's dtype where autocast is
+// on for their device and they are of another floating dtype, as they are otherwise.
+std::vector<at::Tensor> CastForAutocast(std::vector<at::Tensor> tensors) {
+  const at::Tensor& first = tensors.front();
+  std::optional<at::ScalarType> dtype = compat::AutocastDtype(first.device().type());
+  if (!dtype || !first.is_floating_point() || first.scalar_type() == *dtype) return tensors;
+  return CastTogether::apply(at::TensorList(tensors), static_cast<int64_t>(*dtype));
+}
+
+}  // namespace
 
 VitLinearImpl::VitLinearImpl(int64_t in_features, int64_t out_features, bool initialize) {
   if (initialize) {
@@ -42,13 +99,22 @@ VitSelfAttentionImpl::VitSelfAttentionImpl(int64_t hidden_dim, int64_t num_heads
 }
 
 at::Tensor VitSelfAttentionImpl::forward(const at::Tensor& x) {
+  return forward(x, in_proj_weight_, in_proj_bias_, out_proj_->weight, out_proj_->bias);
+}
+
+at::Tensor VitSelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& in_weight, const at::Tensor& in_bias,
+                                         const at::Tensor& out_weight, const at::Tensor& out_bias) {
   const int64_t n = x.size(0), s = x.size(1), h = x.size(2);
   // [N, S, 3h] -> [3, N, heads, S, head_dim]
-  at::Tensor qkv = at::linear(x, in_proj_weight_, in_proj_bias_)
+  at::Tensor qkv = at::linear(x, in_weight, in_bias)
                        .view({n, s, 3, num_heads_, h / num_heads_})
                        .permute({2, 0, 3, 1, 4});
   at::Tensor out = compat::ScaledDotProductAttention(qkv[0], qkv[1], qkv[2]);
-  return out_proj_->forward(out.transpose(1, 2).reshape({n, s, h}));
+  return at::linear(out.transpose(1, 2).reshape({n, s, h}), out_weight, out_bias);
+}
+
+std::vector<at::Tensor> VitSelfAttentionImpl::projections() const {
+  return {in_proj_weight_, in_proj_bias_, out_proj_->weight, out_proj_->bias};
 }
 
 VitEncoderBlockImpl::VitEncoderBlockImpl(int64_t hidden_dim, int64_t num_heads, int64_t mlp_dim, bool initialize) {
@@ -70,8 +136,12 @@ VitEncoderBlockImpl::VitEncoderBlockImpl(int64_t hidden_dim, int64_t num_heads, 
 }
 
 at::Tensor VitEncoderBlockImpl::forward(const at::Tensor& x) {
-  at::Tensor y = x + self_attention_->forward(ln_1_->forward(x));
-  return y + mlp_out_->forward(at::gelu(mlp_in_->forward(ln_2_->forward(y))));
+  // Note [A block's casts together]
+  std::vector<at::Tensor> w = self_attention_->projections();
+  for (const VitLinear& linear : {mlp_in_, mlp_out_}) w.insert(w.end(), {linear->weight, linear->bias});
+  w = CastForAutocast(std::move(w));
+  at::Tensor y = x + self_attention_->forward(ln_1_->forward(x), w[0], w[1], w[2], w[3]);
+  return y + at::linear(at::gelu(at::linear(ln_2_->forward(y), w[4], w[5])), w[6], w[7]);
 }
 
 VitImpl::VitImpl(const VitConfig& config, bool initialize) : config_(config) {

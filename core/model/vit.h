@@ -47,6 +47,12 @@ class VitSelfAttentionImpl : public torch::nn::Module {
  public:
   VitSelfAttentionImpl(int64_t hidden_dim, int64_t num_heads, bool initialize = true);
   at::Tensor forward(const at::Tensor& x);
+  // The same with the projections' weights and biases given: the parameters() below, or
+  // their casts (Note [A block's casts together], vit.cc).
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& in_weight, const at::Tensor& in_bias,
+                     const at::Tensor& out_weight, const at::Tensor& out_bias);
+  // in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias
+  std::vector<at::Tensor> projections() const;
 
  private:
   int64_t num_heads_;

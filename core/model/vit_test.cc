@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/model/initial_weights.h"
+#include "core/torch_compat.h"
 #include "gtest/gtest.h"
 
 namespace ddplab {
@@ -87,6 +88,54 @@ TEST(VitTest, SelfAttentionMatchesTheFormula) {
   at::Tensor out = at::matmul(at::softmax(scores, -1), heads(parts[2])).transpose(1, 2).reshape({2, 5, 8});
   at::Tensor want = at::linear(out, named["out_proj.weight"], named["out_proj.bias"]);
   EXPECT_TRUE(at::allclose(got, want, 1e-5, 1e-6));
+}
+
+// Note [A block's casts together]: under bf16 autocast a block's forward, loss and every
+// parameter's gradient are bit for bit those of autocast's own casts, one per linear
+// layer's weight and bias (the block written out with the float32 parameters).
+TEST(VitTest, ABlocksCastsTogetherAreAutocastsExactly) {
+  torch::manual_seed(2);
+  VitEncoderBlock block(16, 2, 32);
+  for (auto& p : block->parameters()) p.data().normal_(0.0, 0.5);
+  at::Tensor x = torch::randn({3, 5, 16});
+  auto named = block->named_parameters();
+  auto reference = [&] {
+    auto ln = [&](const at::Tensor& t, const std::string& name) {
+      return at::layer_norm(t, {16}, named[name + ".weight"], named[name + ".bias"], 1e-6);
+    };
+    at::Tensor h = ln(x, "ln_1");
+    at::Tensor qkv = at::linear(h, named["self_attention.in_proj_weight"], named["self_attention.in_proj_bias"])
+                         .view({3, 5, 3, 2, 8})
+                         .permute({2, 0, 3, 1, 4});
+    at::Tensor a = compat::ScaledDotProductAttention(qkv[0], qkv[1], qkv[2]).transpose(1, 2).reshape({3, 5, 16});
+    at::Tensor y = x + at::linear(a, named["self_attention.out_proj.weight"], named["self_attention.out_proj.bias"]);
+    at::Tensor m = at::gelu(at::linear(ln(y, "ln_2"), named["mlp.0.weight"], named["mlp.0.bias"]));
+    return y + at::linear(m, named["mlp.3.weight"], named["mlp.3.bias"]);
+  };
+  std::vector<std::vector<at::Tensor>> grads;
+  std::vector<at::Tensor> outs;
+  for (bool together : {true, false}) {
+    for (auto& p : block->parameters()) p.mutable_grad() = at::Tensor();
+    at::Tensor out;
+    {
+      compat::AutocastScope autocast(at::kCPU, at::kBFloat16);
+      out = together ? block->forward(x) : reference();
+    }
+    out.pow(2).sum().backward();
+    outs.push_back(out);
+    grads.emplace_back();
+    for (auto& p : block->parameters()) grads.back().push_back(p.grad());
+  }
+  EXPECT_TRUE(at::equal(outs[0], outs[1]));
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    ASSERT_TRUE(grads[0][i].defined()) << i;
+    EXPECT_EQ(grads[0][i].scalar_type(), at::kFloat) << i;
+    EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << i;
+  }
+  // Without autocast the block uses its float32 parameters as they are.
+  at::Tensor plain = block->forward(x);
+  EXPECT_EQ(plain.scalar_type(), at::kFloat);
 }
 
 // torchvision lists vit_l_32 at 15.38 GFLOPS, vit_b_16 at 17.56, vit_b_32 at 4.41: their
