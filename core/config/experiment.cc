@@ -201,9 +201,8 @@ absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::stri
   v1::Experiment single;
   google::protobuf::Message& stored = is_suite ? static_cast<google::protobuf::Message&>(suite) : single;
   if (absl::Status s = schema.ToStored(*readable, stored); !s.ok()) {
-    const std::string message(s.message());
-    const size_t colon = message.find(": ");
-    return Locator(file, &positions, {""}, {}, "").Error(message.substr(0, colon), message.substr(colon + 2));
+    // The field travels as the status's payload (FieldError, text_location.h).
+    return Locator(file, &positions, {""}, {}, "").Error(FieldOf(s), WhatOf(s));
   }
 
   if (!is_suite) {

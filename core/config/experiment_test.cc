@@ -73,6 +73,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"duplicate_plugin",
                 ":9:10: plugin[2].static_graph: plugin \"static_graph\" is listed twice (first as "
                 "plugin[0])"},
+        BadCase{"plugin_name_mismatch",
+                ":7:10: plugin[0].name: names plugin \"bf16\", but the entry configures plugin \"static_graph\""},
         BadCase{"plugin_without_name",
                 ":7:1: plugin[0]: names no plugin: write one of " + PluginNames() + ", e.g. plugin { bf16 {} }"},
         BadCase{"field_twice", ":2:1: Non-repeated field \"name\" is specified multiple times."},

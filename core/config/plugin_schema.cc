@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/config/text_location.h"
 #include "ddplab/v1/result.pb.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/text_format.h"
@@ -186,8 +187,9 @@ absl::Status ExperimentSchema::ToStored(const Message& readable, Message& stored
     const FieldDescriptor* config = d->FindFieldByName("config");
     const std::string given = r->GetString(entry, name);
     if (!given.empty() && given != set->name()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ".name: names plugin \"", given,
-                                                     "\", but the entry configures plugin \"", set->name(), "\""));
+      return FieldError(absl::StatusCode::kInvalidArgument, absl::StrCat(path, ".name"),
+                        absl::StrCat("names plugin \"", given, "\", but the entry configures plugin \"", set->name(),
+                                     "\""));
     }
     std::string bytes;
     r->GetMessage(entry, set).SerializeToString(&bytes);

@@ -68,7 +68,8 @@ class ExperimentSchema {
   // A new, empty message of ddplab.v1 type `type` ("ddplab.v1.Suite") in its readable form.
   std::unique_ptr<google::protobuf::Message> NewReadable(absl::string_view type) const;
   // The readable message `readable` stored into `stored` (the generated message of the same
-  // type). Fails, naming the entry ("plugin[1]: ..."), where an entry names its plugin twice.
+  // type). Fails where an entry names its plugin twice, with a FieldError (text_location.h):
+  // the entry's field ("plugin[1].name") as the status's payload.
   absl::Status ToStored(const google::protobuf::Message& readable, google::protobuf::Message& stored) const;
   // `stored` in the text format, each plugin entry in its readable form (an entry whose
   // plugin or bytes this schema cannot read stays {name, config}).
