@@ -28,11 +28,12 @@ namespace {
 // kernel; 1.5 ms a step for ViT-L/32's weights on an H200, against 0.8 for the casts
 // forward), and eager, each launch is host time in a step bound by launches. So a
 // block casts its eight tensors together: one autograd node whose forward casts them
-// and whose backward casts their gradients back, each in one multi-tensor kernel
-// (compat::CopyEach). The values are autocast's exactly (the same rounding, and the
-// same gradients in float32); what changes is that the block's eight gradients reach
-// their parameters together, once the block's first linear layer has its gradient,
-// rather than one by one within the block. bench/NOTES.md, "The short step's casts".
+// and whose backward casts their gradients back, each in one multi-tensor kernel on GPUs
+// (compat::CopyEach; a copy per tensor on CPUs and LibTorch 1.13). The values are
+// autocast's exactly (the same rounding, and the same gradients in float32); what
+// changes is that the block's eight gradients reach their parameters together, once the
+// block's first linear layer has its gradient, rather than one by one within the block.
+// Measured: bench/NOTES.md, "A block's casts together".
 struct CastTogether : public torch::autograd::Function<CastTogether> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, at::TensorList tensors,
                                                 int64_t dtype) {
