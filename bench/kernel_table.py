@@ -17,6 +17,8 @@ import json
 import re
 from collections import defaultdict
 
+from trace_summary import union_length
+
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 # (kind, pattern on the kernel's name), first match wins.
@@ -55,18 +57,6 @@ def family(name, full=False):
     named = re.findall(r"([A-Za-z_]\w*(?:Functor|functor|_kernel\w*|_impl\w*|Op\b|lambda)\w*)", inner)
     seen = [n for i, n in enumerate(named) if n not in named[:i]][:3]
     return (short + "<" + ",".join(seen) + ">")[:140]
-
-
-def union_length(intervals):
-    total, start, end = 0.0, None, None
-    for a, b in sorted(intervals):
-        if end is None or a > end:
-            if end is not None:
-                total += end - start
-            start, end = a, b
-        else:
-            end = max(end, b)
-    return total + (end - start if end is not None else 0.0)
 
 
 def summarize(path, steps, full=False):
