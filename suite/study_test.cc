@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/report/report_testing.h"
 #include "gtest/gtest.h"
 
 namespace ddplab {
@@ -47,25 +48,14 @@ DDPLAB_REGISTER_STUDY(Zeta)
 DDPLAB_REGISTER_STUDY(Alpha)
 DDPLAB_REGISTER_STUDY(AlphaAgain)
 
-v1::RunResult ResultOf(const std::string& name, int world, double steps_per_s, bool engine) {
-  v1::RunResult r;
-  r.set_suite("s");
-  r.set_experiment(name);
-  r.set_world_size(world);
-  r.set_steps_per_s(steps_per_s);
-  r.set_engine(engine);
-  r.set_transport("NVLINK");
-  return r;
-}
-
 TEST(StudyTest, ByNameOncePerName) {
   EXPECT_EQ(RegisteredStudyNames(), (std::vector<std::string>{"alpha", "zeta"}));
   EXPECT_EQ(RegisteredStudies().size(), 2u);
 }
 
 TEST(StudyTest, EachDecidesThenAddsToTheRecommendations) {
-  const std::vector<v1::RunResult> runs{ResultOf("single_gpu", 1, 12.5, false), ResultOf("naive_ddp", 2, 11.0, true),
-                                        ResultOf("cap25", 2, 11.8, true)};
+  const std::vector<v1::RunResult> runs{testing::RunOf("single_gpu", 1, 12.5, false), testing::RunOf("naive_ddp", 2, 11.0, true),
+                                        testing::RunOf("cap25", 2, 11.8, true)};
   const v1::SuiteReport report = MakeReport(runs, {}, RegisteredStudies());
   ASSERT_EQ(report.sections_size(), 2);
   EXPECT_EQ(report.sections(0).study(), "alpha");

@@ -10,19 +10,14 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "core/report/report_testing.h"
 #include "gtest/gtest.h"
 
 namespace ddplab {
 namespace {
 
 v1::RunResult Run(const std::string& name, int world, double steps_per_s, bool engine) {
-  v1::RunResult r;
-  r.set_suite("s");
-  r.set_experiment(name);
-  r.set_world_size(world);
-  r.set_steps_per_s(steps_per_s);
-  r.set_engine(engine);
-  r.set_transport("NVLINK");
+  v1::RunResult r = testing::RunOf(name, world, steps_per_s, engine);
   r.set_peak_memory_gib(4.82);
   r.set_tflops_per_gpu(37.2);
   return r;

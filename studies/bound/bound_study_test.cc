@@ -3,27 +3,17 @@
 #include <vector>
 
 #include "core/report/report.h"
+#include "core/report/report_testing.h"
 #include "gtest/gtest.h"
 #include "suite/study.h"
 
 namespace ddplab {
 namespace {
 
-v1::RunResult ResultOf(const std::string& name, int world, double steps_per_s, bool engine) {
-  v1::RunResult r;
-  r.set_suite("s");
-  r.set_experiment(name);
-  r.set_world_size(world);
-  r.set_steps_per_s(steps_per_s);
-  r.set_engine(engine);
-  r.set_transport("NVLINK");
-  return r;
-}
-
 // One GPU's 80 ms step; naive (one bucket) and 25 MiB buckets over host memory at 23 GB/s.
 std::vector<v1::RunResult> HostMemoryRuns() {
-  std::vector<v1::RunResult> runs{ResultOf("single_gpu", 1, 12.5, false), ResultOf("naive_ddp", 4, 6.0, true),
-                                  ResultOf("cap25", 4, 9.4, true)};
+  std::vector<v1::RunResult> runs{testing::RunOf("single_gpu", 1, 12.5, false), testing::RunOf("naive_ddp", 4, 6.0, true),
+                                  testing::RunOf("cap25", 4, 9.4, true)};
   v1::PhaseTimes* one = runs[0].mutable_phases();
   one->set_forward_ms(20);
   one->set_backward_ms(55);
