@@ -106,11 +106,20 @@ at::Tensor VitSelfAttentionImpl::forward(const at::Tensor& x) {
 at::Tensor VitSelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& in_weight, const at::Tensor& in_bias,
                                          const at::Tensor& out_weight, const at::Tensor& out_bias) {
   const int64_t n = x.size(0), s = x.size(1), h = x.size(2);
-  // [N, S, 3h] -> [3, N, heads, S, head_dim]
-  at::Tensor qkv = at::linear(x, in_weight, in_bias)
-                       .view({n, s, 3, num_heads_, h / num_heads_})
-                       .permute({2, 0, 3, 1, 4});
-  at::Tensor out = compat::ScaledDotProductAttention(qkv[0], qkv[1], qkv[2]);
+  // Note [q, k and v unbound]
+  // The packed projection [N, S, 3h] is viewed as [N, S, 3, heads, head_dim] and
+  // unbound along its 3, each of q, k and v then [N, heads, S, head_dim] as attention
+  // takes them: the same views, strides and values as indexing the permuted projection
+  // (qkv[0], qkv[1], qkv[2]), but a different backward. Indexing's backward is one
+  // select_backward each: a zero-filled tensor of the projection's full size, the
+  // gradient copied into its slice, and the three summed, then a copy back to the
+  // projection's layout (9 kernels a block on a GPU). unbind's is one stack, written
+  // straight in the projection's layout. Measured: bench/NOTES.md, "q, k and v unbound".
+  std::vector<at::Tensor> qkv = at::linear(x, in_weight, in_bias)
+                                    .view({n, s, 3, num_heads_, h / num_heads_})
+                                    .unbind(2);
+  at::Tensor out = compat::ScaledDotProductAttention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
+                                                     qkv[2].transpose(1, 2));
   return at::linear(out.transpose(1, 2).reshape({n, s, h}), out_weight, out_bias);
 }
 

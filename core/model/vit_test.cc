@@ -92,7 +92,9 @@ TEST(VitTest, SelfAttentionMatchesTheFormula) {
 
 // Note [A block's casts together]: under bf16 autocast a block's forward, loss and every
 // parameter's gradient are bit for bit those of autocast's own casts, one per linear
-// layer's weight and bias (the block written out with the float32 parameters).
+// layer's weight and bias (the block written out with the float32 parameters). The block
+// written out also indexes q, k and v from the permuted projection, so the gradients are
+// those of Note [q, k and v unbound]'s indexing too.
 TEST(VitTest, ABlocksCastsTogetherAreAutocastsExactly) {
   torch::manual_seed(2);
   VitEncoderBlock block(16, 2, 32);
