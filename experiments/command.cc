@@ -28,6 +28,7 @@
 #include "experiments/suite_runner.h"
 #include "experiments/worker.h"
 #include "torch/version.h"
+#include "tune/allreduce_sweep.h"
 #include "tune/tuner.h"
 
 namespace ddplab {
@@ -250,6 +251,8 @@ int RunVitDdp(int argc, char** argv) {
   }
   Invocation in;
   in.argv0 = argv[0];
+  in.self = SelfPath(argv[0]);
+  in.allreduce_sweep = tune::SweepIntoResult;
   if (std::optional<int> exit = CheckFlags(in)) return *exit;
   if (!line->nproc_word.empty()) {  // torchrun's auto, gpu or cpu, counted here
     absl::StatusOr<int> n =

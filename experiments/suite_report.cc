@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/config/convergence.h"
 #include "core/report/report.h"
-#include "experiments/run_paths.h"
+#include "core/run/run_dir.h"
 #include "experiments/suite_runner.h"
 #include "suite/study.h"
 

@@ -20,7 +20,7 @@
 #include "core/report/report.h"
 #include "core/training/trainer.h"
 #include "experiments/cli.h"  // Printable
-#include "experiments/run_paths.h"
+#include "core/run/run_dir.h"
 #include "studies/repetitions/repetitions.h"
 #include "experiments/suite_progress.h"
 #include "experiments/worker.h"
@@ -42,17 +42,6 @@ std::string Label(const PlannedRun& p, size_t runs, size_t checks, int repetitio
                                     : absl::StrCat("[", p.index, "/", runs, "] ", p.run.experiment.name());
   if (Repetitions(p) > 1) absl::StrAppend(&label, " (", repetition, "/", Repetitions(p), ")");
   return label;
-}
-
-// What `r` measured, as one repetition.
-v1::Repetition RepetitionOf(const v1::RunResult& r) {
-  v1::Repetition rep;
-  rep.set_steps_per_s(r.steps_per_s());
-  rep.set_exposed_comm_ms(r.exposed_comm_ms());
-  *rep.mutable_phases() = r.phases();
-  rep.set_peak_memory_gib(r.peak_memory_gib());
-  rep.set_date(r.date());
-  return rep;
 }
 
 }  // namespace
@@ -106,7 +95,7 @@ int SuiteRunner::RunAll() {
       std::cerr << "vit_ddp: " << store.status().message() << "\n";
       return 1;
     }
-    job_store_ = *store;
+    runs_.SetJobStore(*store);
   }
   checks_ = ConvergenceChecks(plan_, [this](const PlannedRun& p) { return Lossy(p); });
   if (Speaks()) planned_ = PlannedRuns(plan_, checks_);
@@ -121,7 +110,7 @@ int SuiteRunner::RunAll() {
     std::map<std::string, std::vector<const PlannedRun*>> transports;
     for (const PlannedRun& p : plan_.runs) {
       if (!p.selected) continue;
-      const std::string key = InJob() ? "job" : TransportOf(p);
+      const std::string key = InJob() ? "job" : runs_.TransportOf(RequestOf(p));
       if (transports[key].empty()) keys.push_back(key);
       transports[key].push_back(&p);
     }
@@ -130,7 +119,7 @@ int SuiteRunner::RunAll() {
     }
     if (go_on) RunConvergence(exit);
   }
-  pool_.reset();
+  runs_.EndWorkers();
   const int finished = Finish();
   if (stopped_by_ != 0) return 128 + stopped_by_;
   return exit != 0 ? exit : finished;
@@ -159,7 +148,7 @@ bool SuiteRunner::RunTransport(const std::vector<const PlannedRun*>& runs, int& 
       go_on = Run(p, exit);
     }
   }
-  pool_.reset();  // the next transport's workers are others
+  runs_.EndWorkers();  // the next transport's workers are others
   return go_on;
 }
 
@@ -224,45 +213,48 @@ bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
     return false;
   }
   if (Speaks()) Announce(p, *plugins);
-  if (repetition_ == 1 && !p.tuning) {
-    // The repetitions a result from before holds (--skip_completed): kept, not run again.
-    int kept = Speaks() ? SkipCompleted(p) : 0;
-    if (InJob()) {  // every rank goes the way rank 0 decided
-      const std::string key = absl::StrCat("ddplab_run_", p.index, "/kept");
-      if (Speaks()) job_store_->set(key, std::vector<uint8_t>{static_cast<uint8_t>(std::min(kept, 255))});
-      kept = job_store_->get(key).at(0);
-    }
-    if (kept > 0) {
-      kept_[p.index] = kept;
-      return true;
-    }
-  }
-  if (absl::Status made = MakeDirectories(p.run_dir); Speaks() && !made.ok()) {
-    std::cerr << "vit_ddp: " << made.message() << "\n";
-    exit = 1;
-    return false;
-  }
+  const RunRequest request = RequestOf(p);
   const auto start = std::chrono::steady_clock::now();
-  const std::string label = Label(p, plan_.runs.size(), convergence_runs_.size(), repetition_);
-  bool go_on = true;
-  if (p.launch) {
-    go_on = Launch(p, label);
-  } else if (p.here) {
-    go_on = TrainHere(p, *plugins, label, exit);
-  }
-  if (InJob() && go_on) {
-    absl::Status all = StoreBarrier(*job_store_, absl::StrCat("ddplab_run_", p.index, "_", repetition_, "/done"),
-                                    in_.worker->world_size, std::chrono::hours(24));
-    if (!all.ok()) {
-      std::cerr << "vit_ddp: rank " << in_.worker->rank << ": " << all.message() << "\n";
-      exit = 1;
-      return false;
+  RunOutcome done = runs_.Run(request, *plugins);
+  if (done.kept > 0) {
+    kept_[p.index] = done.kept;
+    if (done.result) {
+      results_[p.index] = *std::move(done.result);
+      ran_ += std::min(done.kept, Repetitions(p));
     }
-    if (Speaks() && p.processes > 1) MergeRunTraces(p.run_dir, e.name(), p.processes);
+    return true;
   }
+  ran_ += done.ran;
+  if (done.result) results_[p.index] = *std::move(done.result);
+  if (!done.failure.empty()) Failed(e.name(), done.failure);
+  unwritten_ += done.unwritten;
+  if (done.stopped_by != 0) stopped_by_ = done.stopped_by;
+  if (done.exit != 0) exit = done.exit;
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++timed_;
-  return go_on;
+  return done.go_on;
+}
+
+// What the run of `p` now due asks of core (core/run/one_run.h).
+RunRequest SuiteRunner::RequestOf(const PlannedRun& p) const {
+  RunRequest r;
+  r.experiment = &p.run.experiment;
+  r.suite = SuiteOf(p);
+  r.run_dir = p.run_dir;
+  r.label = Label(p, plan_.runs.size(), convergence_runs_.size(), repetition_);
+  r.index = p.index;
+  r.repetition = repetition_;
+  r.repetitions = Repetitions(p);
+  r.processes = p.processes;
+  r.per_node = p.per_node;
+  r.launch = p.launch;
+  r.here = p.here;
+  r.resume = repetition_ == 1 && !p.tuning;
+  r.spares_repetitions = SparesRepetitions();
+  r.origin = p.run.origin;
+  r.convergence = p.convergence;
+  if (auto before = results_.find(p.index); before != results_.end()) r.before = &before->second;
+  return r;
 }
 
 absl::StatusOr<PluginSet>& SuiteRunner::Configured(const PlannedRun& p) {
@@ -298,107 +290,9 @@ void SuiteRunner::Announce(const PlannedRun& p, const PluginSet& plugins) {
   std::cout.flush();
 }
 
-// How many repetitions of `p` a result from before holds, kept for the report
-// (--skip_completed): 0 where there is none, or it records another experiment.
-namespace {
-
-// Why `done` is not of the module file `e` names as it is now; "" where it is (or for a ViT).
-std::string ChangedModule(const v1::RunResult& done, const v1::Experiment& e) {
-  if (!e.model().has_torchscript()) return "";
-  const std::string& file = e.model().torchscript().file();
-  absl::StatusOr<std::string> now = FileDigest(file);
-  if (!now.ok()) return std::string(now.status().message());
-  if (*now == done.model_digest()) return "";
-  return absl::StrCat(file, " is ", *now, " now, ", done.model_digest().empty() ? "unrecorded" : done.model_digest(),
-                      " then");
-}
-
-}  // namespace
-
-int SuiteRunner::SkipCompleted(const PlannedRun& p) {
-  if (!in_.skip_completed) return 0;
-  const v1::Experiment& e = p.run.experiment;
-  absl::StatusOr<v1::RunResult> done = ReadResult(e.output().directory(), plan_.suite, e.name());
-  if (!done.ok()) return 0;
-  const std::string path = absl::StrCat(p.run_dir, "/", e.name(), ".json");
-  if (std::string why = ResultDiffers(*done, e, &host_.schema()); !why.empty()) {
-    std::cout << "  rerun: the result at " << path << " is of another experiment (" << why << ")\n";
-    return 0;
-  }
-  if (std::string why = ChangedModule(*done, e); !why.empty()) {
-    std::cout << "  rerun: the result at " << path << " was made from another module (" << why << ")\n";
-    return 0;
-  }
-  if (std::string why = ChangedPluginBuild(*done, host_); !why.empty()) {
-    std::cout << "  rerun: the result at " << path << " was made with other plugins (" << why << ")\n";
-    return 0;
-  }
-  // A worker's own result, not yet joined to the repetitions before it, is one.
-  if (done->repetitions_size() == 0) *done->add_repetitions() = RepetitionOf(*done);
-  const int kept = done->repetitions_size();
-  if (kept < Repetitions(p)) {
-    // Where repetitions go only where they decide, the others may not run (#64).
-    std::cout << "  kept: " << kept << " of " << Repetitions(p) << " repetitions from " << path << "; "
-              << (SparesRepetitions() ? "up to " : "the other ") << Repetitions(p) - kept
-              << (SparesRepetitions() ? " more run where they can change the recommendation (--all_repetitions: all)"
-                                      : " run")
-              << "\n";
-  } else {
-    std::cout << "  skipped: completed before (" << path << ")\n";
-  }
-  Keep(p, *done, /*fresh=*/false);
-  ran_ += std::min(kept, Repetitions(p));
-  return kept;
-}
-
 int SuiteRunner::Kept(const PlannedRun& p) const {
   auto it = kept_.find(p.index);
   return it == kept_.end() ? 0 : it->second;
-}
-
-// Trains `p` in this process: alone, or as this rank of a job another launcher started.
-bool SuiteRunner::TrainHere(const PlannedRun& p, const PluginSet& plugins, const std::string& label, int& exit) {
-  const v1::Experiment& e = p.run.experiment;
-  const bool together = InJob() && p.processes > 1;
-  c10::intrusive_ptr<c10d::Store> store;
-  if (together) store = PrefixedStore(absl::StrCat("ddplab_run_", p.index, "_", repetition_, "/"), job_store_);
-  absl::StatusOr<v1::RunResult> result =
-      TrainAndWrite(in_, plugins, e, SuiteOf(p), label, together ? in_.worker : std::nullopt, store);
-  if (!result.ok() && StopRequested() != 0 && absl::IsCancelled(result.status())) {
-    std::cerr << "vit_ddp: " << e.name() << ": " << result.status().message() << "\n";
-    stopped_by_ = StopRequested();
-    return false;
-  }
-  if (!result.ok()) {
-    Failed(e.name(), std::string(result.status().message()));
-    exit = 1;
-    return !together;  // a rank of a job stops: its launcher ends the others
-  }
-  ++ran_;
-  if (!Speaks()) return true;
-  if (!together) MergeRunTraces(p.run_dir, e.name(), 1);
-  Keep(p, *result, /*fresh=*/true);
-  return true;
-}
-
-// Keeps `result` for the report; a `fresh` one (just run) joins the repetitions before it
-// and is written again with them.
-void SuiteRunner::Keep(const PlannedRun& p, v1::RunResult result, bool fresh) {
-  const v1::Experiment& e = p.run.experiment;
-  result.set_origin(p.run.origin);
-  if (p.convergence) *result.mutable_convergence() = *p.convergence;
-  if (fresh) {
-    result.clear_repetitions();
-    if (auto before = results_.find(p.index); before != results_.end()) {
-      *result.mutable_repetitions() = before->second.repetitions();
-    }
-    *result.add_repetitions() = RepetitionOf(result);
-    if (absl::StatusOr<std::string> written = WriteRunResult(result, e.output().directory()); !written.ok()) {
-      std::cerr << "vit_ddp: " << e.name() << ": result not updated: " << written.status().message() << "\n";
-      ++unwritten_;
-    }
-  }
-  results_[p.index] = result;
 }
 
 // A run that failed: said now, and listed in the report.

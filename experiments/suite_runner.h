@@ -23,10 +23,9 @@
 #include "absl/status/statusor.h"
 #include "core/config/convergence.h"
 #include "core/record/device_report.h"
-#include "core/launch/distributed.h"
-#include "core/launch/launcher.h"
-#include "core/launch/worker_pool.h"
 #include "core/plugin/plugin_host.h"
+#include "core/run/invocation.h"
+#include "core/run/one_run.h"
 #include "ddplab/v1/experiment.pb.h"
 #include "ddplab/v1/report.pb.h"
 #include "ddplab/v1/result.pb.h"
@@ -35,27 +34,10 @@
 
 namespace ddplab {
 
-// The environment variable through which the launcher hands a worker its run.
-inline constexpr char kWorkerTaskVariable[] = "DDPLAB_WORKER_TASK";
-
-// What one invocation works with: the flags' and the environment's answers.
-struct Invocation {
-  const char* argv0 = nullptr;
-  std::optional<WorkerEnv> worker;  // this process's place in a job, if it is in one
-  DeviceReport device;
-  std::string nsys;                 // --profile=nsys: its path
-  bool torch_profile = false;
-  int profile_steps = 3;
-  bool skip_completed = false;
-  bool all_repetitions = false;  // not only where they decide (Note [Repetitions that decide])
-  std::vector<std::string> plugin_dirs;
-  LaunchOptions launch;             // nnodes, node_rank, master_addr, master_port
-
-};
-
 class SuiteRunner {
  public:
-  SuiteRunner(const Invocation& in, PluginHost& host, const Plan& plan) : in_(in), host_(host), plan_(plan) {}
+  SuiteRunner(const Invocation& in, PluginHost& host, const Plan& plan)
+      : in_(in), host_(host), plan_(plan), runs_(in, host) {}
   // Runs every run the plan selects; the invocation's exit code (0: all ran and were
   // written; 128 + N: stopped by signal N).
   int RunAll();
@@ -82,22 +64,7 @@ class SuiteRunner {
   absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> RunForTuner(const std::vector<v1::Experiment>& experiments,
                                                                          int repetitions, int& exit);
   const std::string& SuiteOf(const PlannedRun& p) const { return p.suite.empty() ? plan_.suite : p.suite; }
-  int SkipCompleted(const PlannedRun& p);
   int Kept(const PlannedRun& p) const;  // repetitions of `p` kept from before
-  // How the workers of `p` are started (suite_launch.cc); runs of the same `key` can share
-  // one pool of workers.
-  struct WorkerLaunch {
-    std::vector<std::string> args;
-    EnvironmentList env;  // besides the run itself
-    LaunchOptions options;
-    bool pooled = false;
-    std::string key;
-  };
-  WorkerLaunch LaunchOf(const PlannedRun& p) const;
-  // The runs that share `p`'s transport (Note [Repetitions that decide]): its pool's key,
-  // or "here".
-  std::string TransportOf(const PlannedRun& p) const;
-  bool Launch(const PlannedRun& p, const std::string& label);  // suite_launch.cc
   // The runs of one transport with their repetitions; false when the suite must stop.
   bool RunTransport(const std::vector<const PlannedRun*>& runs, int& exit);
   std::vector<bool> Undecided(const std::vector<const PlannedRun*>& runs) const;
@@ -109,8 +76,7 @@ class SuiteRunner {
   // The runs compared for repetitions and the convergence check: processes, device, transport.
   static std::string RaceOf(const PlannedRun& p);
   bool UpTo() const;  // the progress line's total is the most that may run
-  bool TrainHere(const PlannedRun& p, const PluginSet& plugins, const std::string& label, int& exit);
-  void Keep(const PlannedRun& p, v1::RunResult result, bool fresh);
+  RunRequest RequestOf(const PlannedRun& p) const;  // what its run now due asks of core
   void Announce(const PlannedRun& p, const PluginSet& plugins);
   bool InJob() const { return in_.worker.has_value(); }
   bool Speaks() const { return !in_.worker || in_.worker->rank == 0; }
@@ -124,7 +90,6 @@ class SuiteRunner {
   const Invocation& in_;
   PluginHost& host_;
   const Plan& plan_;
-  c10::intrusive_ptr<c10d::Store> job_store_;  // in a job: every rank's, for the whole suite
   int ran_ = 0, failed_ = 0, stopped_by_ = 0;
   int unwritten_ = 0;  // results and reports that could not be written (their runs ran)
   double seconds_ = 0;  // spent in the runs timed_ counts (not skipped), for the ETA
@@ -141,8 +106,7 @@ class SuiteRunner {
   bool checks_spared_ = false;  // the convergence check may leave lossy runs out
   std::vector<ConvergenceCheck> checks_;  // what the convergence check may train, asked once
   std::map<int, absl::StatusOr<PluginSet>> configured_;  // by run index (Note [Configured once])
-  std::unique_ptr<WorkerPool> pool_;  // the workers of the transport now running
-  std::string pool_key_, pool_nccl_prefix_;
+  OneRun runs_;  // each run, top to bottom (core/run/one_run.h)
 };
 
 // The machine a report describes: this node's, and the most nodes a run of `plan` used.

@@ -6,44 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/config/experiment.h"  // kDefaultTimeoutSeconds
-#include "core/training/trainer.h"
-#include "experiments/run_paths.h"
+#include "core/run/one_run.h"  // TrainAndWrite
 #include "google/protobuf/text_format.h"
-#include "tune/allreduce_sweep.h"
 
 namespace ddplab {
-
-absl::StatusOr<v1::RunResult> TrainAndWrite(const Invocation& in, const PluginSet& plugins, const v1::Experiment& e,
-                                            const std::string& suite, const std::string& label,
-                                            const std::optional<WorkerEnv>& worker,
-                                            c10::intrusive_ptr<c10d::Store> store) {
-  const int rank = worker ? worker->rank : 0;
-  const bool speaks = rank == 0;
-  const std::string run_dir = absl::StrCat(e.output().directory(), "/", suite);
-  TrainOptions train;
-  train.suite = suite;
-  train.plugins = &plugins;
-  train.worker = worker;
-  train.store = std::move(store);
-  if (speaks) train.progress_label = label;
-  train.trace_path = TracePart(run_dir, e.name(), rank);
-  if (e.profiling().allreduce_sweep()) train.after_steps = tune::SweepIntoResult;
-  if (in.torch_profile) {
-    // A folder per run, holding its ranks' traces alone: HTA reads every trace in a folder.
-    const std::string traces = absl::StrCat(run_dir, "/", e.name(), ".torch_traces");
-    if (absl::Status s = MakeDirectories(traces); !s.ok()) return s;
-    train.torch_profile_path = absl::StrCat(traces, "/rank", rank, ".json");
-    train.torch_profile_steps = in.profile_steps;
-  }
-  absl::StatusOr<v1::RunResult> result = Train(e, train);
-  if (!result.ok() || !speaks) return result;
-  std::cout << FormatRunSummary(*result);
-  absl::StatusOr<std::string> written = WriteRunResult(*result, e.output().directory());
-  if (!written.ok()) return absl::Status(written.status().code(), absl::StrCat("result not written: ", written.status().message()));
-  std::cout << "  result: " << *written << "\n";
-  std::cout.flush();
-  return result;
-}
 
 namespace {
 

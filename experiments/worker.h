@@ -15,18 +15,9 @@
 #include "core/launch/distributed.h"
 #include "core/launch/worker_pool.h"
 #include "core/plugin/plugin_host.h"
-#include "ddplab/v1/experiment.pb.h"
-#include "ddplab/v1/result.pb.h"
-#include "experiments/suite_runner.h"  // Invocation
+#include "core/run/invocation.h"
 
 namespace ddplab {
-
-// Trains `e` in this process; where this process speaks (rank 0), prints its summary and
-// writes its result. An error says what failed: training, or writing the result.
-absl::StatusOr<v1::RunResult> TrainAndWrite(const Invocation& in, const PluginSet& plugins, const v1::Experiment& e,
-                                            const std::string& suite, const std::string& label,
-                                            const std::optional<WorkerEnv>& worker,
-                                            c10::intrusive_ptr<c10d::Store> store);
 
 // Trains the run `text` holds (a v1::WorkerTask in text format) as one worker of
 // ddplab's launcher; the process's exit code.

@@ -422,21 +422,4 @@ absl::Status WriteReport(const v1::SuiteReport& report, const std::string& direc
   return absl::OkStatus();
 }
 
-std::string NcclTransportFromLog(absl::string_view log) {
-  bool p2p = false, shm = false, net = false;
-  for (absl::string_view line : absl::StrSplit(log, '\n')) {
-    size_t via = line.find(" via ");
-    if (via == absl::string_view::npos || !absl::StrContains(line, "Channel")) continue;
-    absl::string_view how = line.substr(via + 5);
-    p2p |= absl::StartsWith(how, "P2P");
-    shm |= absl::StartsWith(how, "SHM");
-    net |= absl::StartsWith(how, "NET");
-  }
-  std::vector<std::string> used;
-  if (p2p) used.push_back("P2P");
-  if (shm) used.push_back("SHM");
-  if (net) used.push_back("NET");
-  return absl::StrJoin(used, "+");
-}
-
 }  // namespace ddplab

@@ -73,10 +73,6 @@ std::string FormatRecommendations(const v1::SuiteReport& report);
 // whole, or none replaced.
 absl::Status WriteReport(const v1::SuiteReport& report, const std::string& directory);
 
-// Which transports NCCL's channels used, from its log (NCCL_DEBUG=INFO): "P2P", "SHM",
-// "NET", or several joined by "+" ("P2P+SHM"), or "" when the log names none. Channel
-// lines read like "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read".
-std::string NcclTransportFromLog(absl::string_view log);
 
 namespace internal_report {
 // The recommendation over `rows` (runs of several processes on one transport); `on_cpus`:

@@ -1,6 +1,6 @@
-// SuiteRunner's runs of several processes on this node's workers: started for the run,
-// or handed to a pool of workers that runs every run of its transport (Note [Persistent
-// workers], core/launch/worker_pool.h).
+// A run of several processes on this node's workers (OneRun::Launch): started for the
+// run, or handed to a pool of workers that runs every run of its transport (Note
+// [Persistent workers], core/launch/worker_pool.h).
 #include <cstdlib>
 #include <iostream>
 
@@ -9,20 +9,20 @@
 #include "core/launch/distributed.h"
 #include "core/launch/launcher.h"
 #include "core/record/run_files.h"  // WriteRunResult
-#include "experiments/run_paths.h"
-#include "experiments/suite_runner.h"
+#include "core/run/one_run.h"
+#include "core/run/run_dir.h"
 #include "google/protobuf/text_format.h"
 
 namespace ddplab {
 
-SuiteRunner::WorkerLaunch SuiteRunner::LaunchOf(const PlannedRun& p) const {
-  const v1::Experiment& e = p.run.experiment;
+OneRun::WorkerLaunch OneRun::LaunchOf(const RunRequest& r) const {
+  const v1::Experiment& e = *r.experiment;
   WorkerLaunch w;
   if (!in_.nsys.empty()) {
     w.args = {in_.nsys, "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
-              "--trace=cuda,nvtx,osrt,nccl", absl::StrCat("--output=", p.run_dir, "/", e.name(), "_rank%q{RANK}")};
+              "--trace=cuda,nvtx,osrt,nccl", absl::StrCat("--output=", r.run_dir, "/", e.name(), "_rank%q{RANK}")};
   }
-  w.args.push_back(SelfPath(in_.argv0));
+  w.args.push_back(in_.self);
   // One flag: a repeated --plugin_dir replaces the one before it.
   if (!in_.plugin_dirs.empty()) w.args.push_back(absl::StrCat("--plugin_dir=", absl::StrJoin(in_.plugin_dirs, ",")));
   if (in_.torch_profile) {
@@ -33,25 +33,25 @@ SuiteRunner::WorkerLaunch SuiteRunner::LaunchOf(const PlannedRun& p) const {
   // run sets them again as it makes its communicator.)
   if (!in_.device.gpus.empty()) w.env = NcclEnvironment(e.distributed());
   w.options = in_.launch;
-  w.options.nproc_per_node = p.per_node;
+  w.options.nproc_per_node = r.per_node;
   // nsys profiles one run a process; a pool is of one node.
   w.pooled = in_.nsys.empty() && w.options.nnodes == 1;
-  w.key = absl::StrCat(absl::StrJoin(w.args, " "), "\n", p.run_dir, "\n", w.options.nproc_per_node, "\n");
+  w.key = absl::StrCat(absl::StrJoin(w.args, " "), "\n", r.run_dir, "\n", w.options.nproc_per_node, "\n");
   for (const auto& [name, value] : w.env) absl::StrAppend(&w.key, name, "=", value, "\n");
   return w;
 }
 
-std::string SuiteRunner::TransportOf(const PlannedRun& p) const { return p.launch ? LaunchOf(p).key : "here"; }
+std::string OneRun::TransportOf(const RunRequest& r) const { return r.launch ? LaunchOf(r).key : "here"; }
 
-// Starts the workers of `p` (or hands `p` to its pool): this binary again, with the run
-// handed over. False when the suite must stop (the launcher was signalled).
-bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
-  const v1::Experiment& e = p.run.experiment;
-  const WorkerLaunch w = LaunchOf(p);
+// Starts the workers of `r` (or hands `r` to its pool): this binary again, with the run
+// handed over. The suite stops when the launcher was signalled.
+void OneRun::Launch(const RunRequest& r, RunOutcome& out) {
+  const v1::Experiment& e = *r.experiment;
+  const WorkerLaunch w = LaunchOf(r);
   v1::WorkerTask task;
-  task.set_suite(SuiteOf(p));
+  task.set_suite(r.suite);
   *task.mutable_experiment() = e;
-  task.set_progress_label(label);
+  task.set_progress_label(r.label);
   google::protobuf::TextFormat::Printer printer;
   printer.SetSingleLineMode(true);
   std::string text;
@@ -63,7 +63,7 @@ bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
   if (w.pooled && pool_ && !pool_->ended() && pool_key_ == w.key) nccl_log_prefix = pool_nccl_prefix_;
   if (std::getenv("NCCL_DEBUG") == nullptr && !in_.device.gpus.empty()) {
     env.emplace_back("NCCL_DEBUG", "INFO");
-    env.emplace_back("NCCL_DEBUG_FILE", absl::StrCat(p.run_dir, "/", nccl_log_prefix, "%h.%p.log"));
+    env.emplace_back("NCCL_DEBUG_FILE", absl::StrCat(r.run_dir, "/", nccl_log_prefix, "%h.%p.log"));
   }
   LaunchResult result;
   if (w.pooled) {
@@ -72,8 +72,8 @@ bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
       ScopedEnvironment scoped(env);
       absl::StatusOr<std::unique_ptr<WorkerPool>> started = WorkerPool::Start(w.args, w.options);
       if (!started.ok()) {
-        Failed(e.name(), std::string(started.status().message()));
-        return true;
+        out.failure = std::string(started.status().message());
+        return;
       }
       pool_ = *std::move(started);
       pool_key_ = w.key;
@@ -85,36 +85,34 @@ bool SuiteRunner::Launch(const PlannedRun& p, const std::string& label) {
     ScopedEnvironment scoped(env);
     result = ddplab::Launch(w.args, w.options);
   }
-  MergeRunTraces(p.run_dir, e.name(), p.per_node * w.options.nnodes);
+  MergeRunTraces(r.run_dir, e.name(), r.per_node * w.options.nnodes);
   if (result.signal != 0) {
     std::cerr << "vit_ddp: " << e.name() << ": " << result.message << "; the suite stops here\n";
-    stopped_by_ = result.signal;
+    out.stopped_by = result.signal;
+    out.go_on = false;
     // A worker may have written its own result over the repetitions before it: they go
     // back, for --skip_completed to keep.
-    if (auto before = results_.find(p.index); before != results_.end()) {
-      (void)WriteRunResult(before->second, e.output().directory());
-    }
-    return false;
+    if (r.before != nullptr) (void)WriteRunResult(*r.before, e.output().directory());
+    return;
   }
   if (result.exit_code != 0) {
-    Failed(e.name(), result.message);
-    return true;
+    out.failure = result.message;
+    return;
   }
-  absl::StatusOr<v1::RunResult> r = ReadResult(e.output().directory(), SuiteOf(p), e.name());
-  if (!r.ok()) {
-    if (w.options.node_rank == 0) Failed(e.name(), std::string(r.status().message()));
-    return true;
+  absl::StatusOr<v1::RunResult> written = ReadResult(e.output().directory(), r.suite, e.name());
+  if (!written.ok()) {
+    if (w.options.node_rank == 0) out.failure = std::string(written.status().message());
+    return;
   }
   // Each worker reads its plugins' files anew: a rebuild during the suite is refused here,
   // not mixed into its rows.
-  if (std::string other = RanAnotherBuild(*r, host_); !other.empty()) {
-    Failed(e.name(), other);
-    return true;
+  if (std::string other = RanAnotherBuild(*written, host_); !other.empty()) {
+    out.failure = other;
+    return;
   }
-  ++ran_;
-  if (std::string used = NcclTransport(p.run_dir, nccl_log_prefix); !used.empty()) r->set_nccl_transport(used);
-  Keep(p, *r, /*fresh=*/true);
-  return true;
+  out.ran = true;
+  if (std::string used = NcclTransport(r.run_dir, nccl_log_prefix); !used.empty()) written->set_nccl_transport(used);
+  Keep(r, *written, /*fresh=*/true, out);
 }
 
 }  // namespace ddplab
