@@ -1,6 +1,7 @@
 // The suite's convergence check (Note [The convergence check], core/config/convergence.h):
 // after every other run, the exact reference and the lossy configurations whose verdict
-// decides the recommendation (Note [Checks that decide], repetitions.h), or each of them.
+// decides the recommendation (Note [Checks that decide], repetitions.h), or each of them,
+// as the study's walk hands them over (studies/convergence/check_walk.h).
 
 #include <algorithm>
 #include <iostream>
@@ -15,20 +16,11 @@
 #include "absl/strings/str_join.h"
 #include "core/config/convergence.h"
 #include "core/report/report.h"
+#include "studies/convergence/check_walk.h"
 #include "studies/repetitions/repetitions.h"
 #include "experiments/suite_runner.h"
 
 namespace ddplab {
-
-// Note [Down the list]
-// By default the check trains, per race (transport and process count), the fastest lossy
-// configuration that beats every exact one there: the would-be recommendation. Where it
-// is judged worse, the next lossy one that still beats every exact one would be the
-// recommendation, and the check trains it next, and so on down the list, until one is
-// within, none is left, or `max_lossy_checked` of the race are checked. The
-// recommendation is then the fastest that is exact or judged within
-// (core/report/recommend.cc). A job of several processes checks every lossy configuration
-// at once instead: its ranks would each have to agree on the verdicts.
 
 // False when the suite must stop.
 bool SuiteRunner::RunConvergence(int& exit) {
@@ -38,66 +30,32 @@ bool SuiteRunner::RunConvergence(int& exit) {
     return true;
   }
   const ConvergenceSettings s = ResolveConvergence(*plan_.convergence);
-  const std::vector<ConvergenceCheck>& checks = checks_;
+  // Which to train, and in which order, is the study's (Note [Down the list]).
+  std::vector<CheckCandidate> candidates;
+  for (const ConvergenceCheck& c : checks_) candidates.push_back({c.run->run.origin, c.exact});
   const bool every = ChecksEveryLossy();
-  const std::map<std::string, std::vector<std::string>> contenders = every ? decltype(contenders)() : Contenders();
-  std::set<std::string> chosen;  // the lossy origins to check first
-  for (const auto& [race, origins] : contenders) chosen.insert(origins.front());  // the would-be recommendation
-  std::vector<ConvergenceCheck> run;
-  std::vector<std::string> left;
-  for (const ConvergenceCheck& c : checks) {
-    if (c.exact || every || chosen.count(c.run->run.origin) > 0) {
-      run.push_back(c);
-    } else {
-      left.push_back(c.run->run.origin);
-    }
-  }
-  if (run.size() == 1 && run.front().exact) run.clear();  // nothing to compare with the reference
-  // The progress line's total: what may still run down the list stays in it until the
-  // walk ends.
-  int reachable = static_cast<int>(run.size());
-  for (const auto& [race, origins] : contenders) {
-    reachable += std::min(static_cast<int>(origins.size()), s.max_lossy_checked) - 1;
-  }
-  if (run.empty()) reachable = 0;
-  spared_ += s.seeds * static_cast<int>(checks.size() - reachable);
-  if (run.empty()) return SayLeftOut(left);
+  CheckWalk walk(std::move(candidates), every ? std::map<std::string, std::vector<std::string>>() : Contenders(), every,
+                 s.max_lossy_checked);
+  std::vector<size_t> batch = walk.First();
+  spared_ += s.seeds * static_cast<int>(checks_.size() - walk.reachable());
+  if (batch.empty()) return SayLeftOut(walk.left());
   if (Speaks()) {
-    std::cout << "\n== the convergence check: " << s.seeds * run.size() << " run(s) of " << s.steps
+    std::cout << "\n== the convergence check: " << s.seeds * batch.size() << " run(s) of " << s.steps
               << " steps on the learnable task (" << s.exact << " with " << s.seeds << " seeds)\n";
   }
-  if (!RunChecks(run, s, exit)) return false;
-  int checked_count = static_cast<int>(run.size());
-  // Down the list, race by race, while the last one checked is judged worse.
-  std::map<std::string, size_t> checked;  // by race: how many of its contenders
-  for (const auto& [race, origins] : contenders) checked[race] = 1;
-  for (;;) {
-    const std::map<std::string, bool> worse = JudgedWorse();
-    std::vector<ConvergenceCheck> more;
-    for (const auto& [race, origins] : contenders) {
-      size_t& k = checked[race];
-      auto last = worse.find(origins[k - 1]);
-      if (last == worse.end() || !last->second || k >= origins.size() || static_cast<int>(k) >= s.max_lossy_checked) {
-        continue;
+  for (; !batch.empty(); batch = walk.Next(JudgedWorse())) {
+    for (const std::string& why : walk.TakeSaid()) {
+      if (Speaks()) {
+        std::cout << "\n== the convergence check goes down the list: " << why << ": it trains next (" << s.seeds
+                  << " run(s))\n";
       }
-      for (const ConvergenceCheck& c : checks) {
-        if (c.exact || c.run->run.origin != origins[k]) continue;
-        more.push_back(c);
-        left.erase(std::remove(left.begin(), left.end(), origins[k]), left.end());
-        if (Speaks()) {
-          std::cout << "\n== the convergence check goes down the list: " << origins[k - 1]
-                    << " trains worse, and " << origins[k] << " is the next lossy configuration faster than every"
-                    << " exact one there: it trains next (" << s.seeds << " run(s))\n";
-        }
-      }
-      ++k;
     }
-    if (more.empty()) break;
-    checked_count += static_cast<int>(more.size());
-    if (!RunChecks(more, s, exit)) return false;
+    std::vector<ConvergenceCheck> run;
+    for (size_t i : batch) run.push_back(checks_[i]);
+    if (!RunChecks(run, s, exit)) return false;
   }
-  spared_ += s.seeds * (reachable - checked_count);
-  return SayLeftOut(left);
+  spared_ += s.seeds * (walk.reachable() - walk.checked());
+  return SayLeftOut(walk.left());
 }
 
 // Trains `checks` once per seed; false when the suite must stop.

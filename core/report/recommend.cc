@@ -87,7 +87,7 @@ void SayPyTorch(const v1::ReportRow& r, v1::Recommendation& rec) {
 
 // For a lossy `best` (by_rate's first): its error and its convergence verdict in words,
 // and the row to recommend: `best` where the check judged it within, else the fastest
-// that is exact or judged within (Note [Down the list], experiments/suite_convergence.cc),
+// that is exact or judged within (Note [Down the list], studies/convergence/check_walk.h),
 // or none.
 const v1::ReportRow* TrustedOrFallback(const v1::ReportRow& best, const std::vector<const v1::ReportRow*>& by_rate,
                                        const std::string& one, v1::Recommendation& rec) {
@@ -133,7 +133,7 @@ const v1::ReportRow* TrustedOrFallback(const v1::ReportRow& best, const std::vec
     absl::StrAppend(&out, ".");
   }
   if (!trusted) {
-    // Down the list (Note [Down the list], experiments/suite_convergence.cc): the
+    // Down the list (Note [Down the list], studies/convergence/check_walk.h): the
     // fastest that is exact or judged within.
     use = exact;
     for (const v1::ReportRow* r : by_rate) {
