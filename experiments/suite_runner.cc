@@ -226,7 +226,7 @@ bool SuiteRunner::Run(const PlannedRun& p, int& exit) {
   }
   ran_ += done.ran;
   if (done.result) results_[p.index] = *std::move(done.result);
-  if (!done.failure.empty()) Failed(e.name(), done.failure);
+  if (done.failed) Failed(e.name(), done.failure);
   unwritten_ += done.unwritten;
   if (done.stopped_by != 0) stopped_by_ = done.stopped_by;
   if (done.exit != 0) exit = done.exit;

@@ -4,7 +4,7 @@
 //   ddplab::Invocation in;
 //   in.argv0 = argv[0];
 //   in.worker = ddplab::WorkerFromEnvironment();   // this process's place in a job, if any
-//   ddplab::OneRun runs(in, host, job_store);      // core/run/one_run.h
+//   ddplab::OneRun runs(in, host);                 // core/run/one_run.h
 #ifndef DDPLAB_CORE_RUN_INVOCATION_H_
 #define DDPLAB_CORE_RUN_INVOCATION_H_
 

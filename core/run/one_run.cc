@@ -131,6 +131,7 @@ void OneRun::TrainHere(const RunRequest& r, const PluginSet& plugins, RunOutcome
     return;
   }
   if (!result.ok()) {
+    out.failed = true;
     out.failure = std::string(result.status().message());
     out.exit = 1;
     out.go_on = !together;  // a rank of a job stops: its launcher ends the others

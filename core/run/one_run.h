@@ -56,9 +56,10 @@ struct RunOutcome {
   int exit = 0;         // the invocation's exit code, where this run sets it
   int stopped_by = 0;   // the signal that stopped it, if one did
   int kept = 0;         // repetitions kept from a result from before (it did not run)
-  bool ran = false;     // it ran and this process holds its result
+  bool ran = false;     // it ran (rank 0 of a job holds its result, the other ranks none)
   std::optional<v1::RunResult> result;  // kept, or run: with its repetitions, as written
-  std::string failure;  // why it failed, for the report; "" if it did not
+  bool failed = false;  // it failed: said, and listed in the report
+  std::string failure;  // why
   bool unwritten = false;  // its result could not be written (it ran all the same)
 };
 
@@ -91,7 +92,8 @@ class OneRun {
   };
   WorkerLaunch LaunchOf(const RunRequest& r) const;
   void Launch(const RunRequest& r, RunOutcome& out);  // one_run_launch.cc
-  // Joins `result` (just run) to the repetitions before it and writes it whole.
+  // Keeps `result` for the report: one kept from before as it is; a fresh one (just run)
+  // joined to the repetitions before it and written whole.
   void Keep(const RunRequest& r, v1::RunResult result, bool fresh, RunOutcome& out) const;
 
   const Invocation& in_;

@@ -72,6 +72,7 @@ void OneRun::Launch(const RunRequest& r, RunOutcome& out) {
       ScopedEnvironment scoped(env);
       absl::StatusOr<std::unique_ptr<WorkerPool>> started = WorkerPool::Start(w.args, w.options);
       if (!started.ok()) {
+        out.failed = true;
         out.failure = std::string(started.status().message());
         return;
       }
@@ -96,17 +97,22 @@ void OneRun::Launch(const RunRequest& r, RunOutcome& out) {
     return;
   }
   if (result.exit_code != 0) {
+    out.failed = true;
     out.failure = result.message;
     return;
   }
   absl::StatusOr<v1::RunResult> written = ReadResult(e.output().directory(), r.suite, e.name());
   if (!written.ok()) {
-    if (w.options.node_rank == 0) out.failure = std::string(written.status().message());
+    if (w.options.node_rank == 0) {
+      out.failed = true;
+      out.failure = std::string(written.status().message());
+    }
     return;
   }
   // Each worker reads its plugins' files anew: a rebuild during the suite is refused here,
   // not mixed into its rows.
   if (std::string other = RanAnotherBuild(*written, host_); !other.empty()) {
+    out.failed = true;
     out.failure = other;
     return;
   }
