@@ -16,7 +16,6 @@
 #include "core/config/convergence.h"
 #include "core/config/experiment.h"  // kDefaultTimeoutSeconds
 #include "core/launch/launcher.h"
-#include "core/record/content_digest.h"
 #include "core/report/report.h"
 #include "core/training/trainer.h"
 #include "experiments/cli.h"  // Printable
