@@ -147,30 +147,32 @@ bool WriteTensors(const std::string& path, const std::vector<at::Tensor>& tensor
   return static_cast<bool>(out.flush());
 }
 
-// A bucket of `gradients` (the manifest's order) laid out in `order`, at `step`. With
-// `hand_over`, the gradients are handed over where they lie and the bucket holds NaN
-// until the hook writes it whole.
+// A bucket of `gradients` (the manifest's order) laid out in `order`, at `step`, packed
+// by the chain's `codec` as the engine's layout packs it (Note [A codec's bytes]). The
+// buffer holds NaN before it is packed, so that a codec that packs nothing hands over a
+// bucket the hook must write whole.
 GradBucket MakeBucket(const std::vector<at::Tensor>& gradients, const std::vector<size_t>& order, int64_t step,
-                      const BucketFormat& format) {
+                      const BucketCodec& codec) {
   GradBucket bucket;
   bucket.index = 0;
   bucket.is_last = true;
   bucket.step = step;
-  std::vector<at::Tensor> flat;
+  std::vector<at::Tensor> grads;
   int64_t offset = 0;
   for (size_t i : order) {
     bucket.parameters.push_back(i);
     bucket.offsets.push_back(offset);
     bucket.sizes.push_back(gradients[i].sizes().vec());
     offset += gradients[i].numel();
-    flat.push_back(gradients[i].reshape(-1));
-    if (!format.filled) bucket.gradients.push_back(gradients[i].clone());
+    grads.push_back(gradients[i].clone());
   }
-  const at::ScalarType dtype = format.dtype == at::ScalarType::Undefined ? at::kFloat : format.dtype;
-  bucket.buffer = format.filled ? at::cat(flat).to(dtype) : at::full({offset}, std::nan(""), dtype);
-  for (size_t k = 0; format.filled && k < order.size(); ++k) {
-    bucket.gradients.push_back(bucket.buffer.narrow(0, bucket.offsets[k], Numel(bucket.sizes[k])).view(bucket.sizes[k]));
+  bucket.buffer = codec.Buffer(offset, gradients[order[0]].options());
+  bucket.buffer.fill_(std::nan(""));
+  std::vector<at::Tensor> parts;
+  for (size_t k = 0; k < order.size(); ++k) {
+    parts.push_back(bucket.buffer.narrow(0, bucket.offsets[k], Numel(bucket.sizes[k])).view(bucket.sizes[k]));
   }
+  bucket.gradients = codec.Pack(grads, parts);
   return bucket;
 }
 
@@ -199,7 +201,8 @@ absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugins
 int ReduceSteps(const Case& c, const Run& run, const PluginSet& set, compat::CollectiveGroup& group, int rank,
                 int world) {
   std::unique_ptr<CommHook> hook = MakeHookChain(set.engine_parts().hooks, CommContext{&group, rank, world, false, {}});
-  const BucketFormat format = hook->Format();
+  std::shared_ptr<const BucketCodec> codec = hook->Codec();
+  if (!codec) codec = std::make_shared<const BucketCodec>();
   const std::string dir = absl::GetFlag(FLAGS_dir);
   for (int64_t step = 0; step < c.steps; ++step) {
     const std::string suffix = absl::StrCat("_r", rank, "_s", step, ".f32");
@@ -208,7 +211,7 @@ int ReduceSteps(const Case& c, const Run& run, const PluginSet& set, compat::Col
       std::cerr << gradients.status() << "\n";
       return 23;
     }
-    GradBucket bucket = MakeBucket(*gradients, run.orders[static_cast<size_t>(step)], step, format);
+    GradBucket bucket = MakeBucket(*gradients, run.orders[static_cast<size_t>(step)], step, *codec);
     c10::intrusive_ptr<c10::ivalue::Future> future = hook->Run(bucket);
     future->wait();
     if (future->hasError()) {

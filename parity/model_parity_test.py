@@ -31,6 +31,10 @@ import sys
 import tempfile
 import unittest
 
+# The comparison is on the CPU: CUDA hidden before torch is imported, since PyTorch's
+# PowerSGD hook synchronizes CUDA wherever it sees a GPU, and then fails on CPU tensors.
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp

@@ -2,12 +2,14 @@
 // are copied into it as backward produces them, and the average is copied back into the
 // parameters' own gradients.
 //
-// Gradients are held and copied in together, one kernel for many small tensors, once a
-// bucket is complete or holds kMaxHeldBytes (Note [Held gradients]). A flat buffer in
-// another dtype than the gradients (what the hook chain asked for) has each gradient
-// copied into it at once, as it comes in: a bucket in the gradients' dtype is then never
-// written. For a chain that reads gradients where they lie (BucketFormat::filled false),
-// nothing is copied: the held gradients are handed over.
+// What the bytes are is the hook chain's codec's (Note [A codec's bytes],
+// extension_points.h): it makes each flat buffer, packs gradients into it and unpacks the
+// average; the layout keeps the buffers and decides when to pack. Gradients are held and
+// packed together, one kernel for many small tensors, once a bucket is complete or holds
+// kMaxHeldBytes (Note [Held gradients]). A flat buffer in another dtype than the
+// gradients has each gradient packed at once, as it comes in: a bucket in the gradients'
+// dtype is then never written. A codec that packs nothing (GradientsWhereTheyLie) has the
+// held gradients handed over as they are.
 //
 // Layouts that keep flat buckets too wrap it (plugins/bucket_view): they hold a CopyLayout,
 // pass the calls they do not change on to it, and read its buckets through the accessors
@@ -16,7 +18,7 @@
 // its own, changed only through Put and MarkUnused.
 //
 //   std::unique_ptr<ddplab::GradientLayout> layout = std::make_unique<ddplab::CopyLayout>(params);
-//   layout->Build(buckets, format);
+//   layout->Build(buckets, hook->Codec());  // nullptr: core's copy
 //
 //   // A layout of a plugin's own, around it:
 //   ddplab::CopyLayout flat_(params);
@@ -24,6 +26,7 @@
 #ifndef DDPLAB_CORE_ENGINE_COPY_LAYOUT_H_
 #define DDPLAB_CORE_ENGINE_COPY_LAYOUT_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,7 +47,8 @@ class CopyLayout : public GradientLayout {
   // `params` outlive the layout.
   explicit CopyLayout(std::vector<at::Tensor>& params) : params_(params) {}
 
-  void Build(const std::vector<LayoutBucket>& buckets, const BucketFormat& format) override;
+  // `codec` nullptr: core's (BucketCodec itself).
+  void Build(const std::vector<LayoutBucket>& buckets, std::shared_ptr<const BucketCodec> codec) override;
   void ZeroGrad() override;
   void Collect(size_t bucket, size_t slot) override;
   void MarkUnused(size_t bucket, size_t slot) override;
@@ -56,7 +60,9 @@ class CopyLayout : public GradientLayout {
 
   // What a layout that wraps this one reads (Build made them; valid until the next Build).
   size_t buckets() const { return flats_.size(); }
-  // Bucket `bucket`'s flat buffer, in the dtype the chain asked for (BucketFormat::dtype).
+  // The chain's codec the buffers were built with (core's where the chain named none).
+  const BucketCodec& codec() const { return *codec_; }
+  // Bucket `bucket`'s flat buffer, as the chain's codec made it (BucketCodec::Buffer).
   const at::Tensor& buffer(size_t bucket) const { return flats_[bucket].buffer; }
   // Its parameters (indices into `params`) and, per slot, the view of the buffer shaped
   // like the slot's parameter.
@@ -68,14 +74,17 @@ class CopyLayout : public GradientLayout {
   // its parameter.
   std::vector<at::Tensor> PartsOf(size_t bucket, const at::Tensor& result) const { return Parts(flats_[bucket], result); }
   // Puts `grad`, the slot's gradient, on its way into the buffer, as Collect does with the
-  // parameter's own: copied in at once where the buffer is in another dtype, else held.
+  // parameter's own: packed at once where the buffer is in another dtype, else held.
   void Put(size_t bucket, size_t slot, const at::Tensor& grad) { Take(flats_[bucket], slot, grad); }
 
  private:
   struct Flat {
     LayoutBucket def;
-    at::Tensor buffer;              // in BucketFormat::dtype
+    at::Tensor buffer;              // the codec's (BucketCodec::Buffer)
     std::vector<at::Tensor> views;  // of `buffer`, per slot, shaped like the parameter
+    // Per slot, what the hook reads as its gradient once packed (BucketCodec::Pack): its
+    // view, or where a codec packs nothing, the gradient itself.
+    std::vector<at::Tensor> packed;
     std::vector<bool> unused;       // MarkUnused
     // Gradients not in the buffer yet, and their slots.
     std::vector<size_t> held;
@@ -83,17 +92,16 @@ class CopyLayout : public GradientLayout {
     int64_t held_bytes = 0;
   };
 
-  // Puts `grad` (slot's gradient) on its way into the buffer: copied in at once when the
-  // buffer is in another dtype, else held (and the held ones copied in past
-  // kMaxHeldBytes, unless they are to be handed over).
+  // Puts `grad` (slot's gradient) on its way into the buffer: packed at once when the
+  // buffer is in another dtype, else held (and the held ones packed past kMaxHeldBytes).
   void Take(Flat& flat, size_t slot, const at::Tensor& grad);
-  // Copies the held gradients into the buffer.
+  // Packs the held gradients (the codec's Pack).
   void Flush(Flat& flat);
   // `result`'s part for each slot, shaped like its parameter.
   std::vector<at::Tensor> Parts(const Flat& flat, const at::Tensor& result) const;
 
   std::vector<at::Tensor>& params_;
-  BucketFormat format_;
+  std::shared_ptr<const BucketCodec> codec_;
   std::vector<Flat> flats_;
 };
 

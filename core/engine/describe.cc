@@ -10,10 +10,10 @@
 namespace ddplab {
 namespace internal_engine {
 
-std::string Describe(const BucketPlanner& planner, const GradientLayout& layout, const BucketFormat& format,
+std::string Describe(const BucketPlanner& planner, const GradientLayout& layout, const BucketCodec* codec,
                      size_t hooks) {
   std::string out = absl::StrCat(planner.Describe(), ", ", layout.Describe());
-  if (format.dtype != at::ScalarType::Undefined) absl::StrAppend(&out, ", sent as ", c10::toString(format.dtype));
+  if (codec && !codec->Describe().empty()) absl::StrAppend(&out, ", ", codec->Describe());
   if (hooks == 0) return absl::StrCat(out, ", averaged by all-reduce");
   return absl::StrCat(out, ", through ", hooks, hooks == 1 ? " hook" : " hooks", " around all-reduce");
 }
@@ -24,8 +24,8 @@ std::string DescribeEngine(const EngineParts& parts) {
   std::vector<at::Tensor> none;
   std::unique_ptr<GradientLayout> layout = parts.layout ? parts.layout(none) : std::make_unique<CopyLayout>(none);
   const CapPlanner default_planner;
-  // Without a process group no hook is made: the format is not known here.
-  return internal_engine::Describe(parts.planner ? *parts.planner : default_planner, *layout, BucketFormat(),
+  // Without a process group no hook is made: the codec is not known here.
+  return internal_engine::Describe(parts.planner ? *parts.planner : default_planner, *layout, nullptr,
                                    parts.hooks.size());
 }
 

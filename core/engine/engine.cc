@@ -49,7 +49,7 @@ struct DataParallelEngine::State {
   std::unique_ptr<GradientLayout> layout;
   std::unique_ptr<CommHook> hook;      // the chain's outermost hook
   size_t hooks = 0;                    // the plugins' hooks in the chain
-  BucketFormat format;                 // what the chain asked for
+  std::shared_ptr<const BucketCodec> codec;  // the chain's (nullptr: core's)
   std::shared_ptr<GradientTap> tap;
   bool tapped = false;                 // the tap sees this step
   // Note [One process issues no collective]: nothing to do.
@@ -90,7 +90,7 @@ struct DataParallelEngine::State {
   std::string WaitAndDeliver(size_t index);
 };
 
-// Core's all-reduce, wrapped by the plugins' hooks in order; asked once for its format.
+// Core's all-reduce, wrapped by the plugins' hooks in order; asked once for its codec.
 void DataParallelEngine::State::MakeChain(const std::vector<HookWrapper>& wrappers) {
   // Called from Run, with the engine's lock held.
   auto sent = [this](size_t index, const c10::intrusive_ptr<c10d::Work>& work, int64_t bytes, at::ScalarType dtype) {
@@ -106,7 +106,7 @@ void DataParallelEngine::State::MakeChain(const std::vector<HookWrapper>& wrappe
   };
   hook = MakeHookChain(wrappers, context, sent);
   hooks = wrappers.size();
-  format = hook->Format();
+  codec = hook->Codec();
   pass_through = world == 1 && wrappers.empty();
 }
 
@@ -132,9 +132,7 @@ void DataParallelEngine::State::Plan(const std::vector<size_t>& order) {
     defs.push_back(bucket.def);
   }
   if (pass_through) return;  // nothing is ever reduced: no memory for buckets
-  BucketFormat built = format;
-  if (built.dtype == at::ScalarType::Undefined) built.dtype = params[0].scalar_type();
-  layout->Build(defs, built);
+  layout->Build(defs, codec);
   for (size_t i = 0; i < params.size(); ++i) {
     if (!expected[i]) layout->MarkUnused(bucket_of[i], slot_of[i]);
   }
@@ -470,7 +468,7 @@ std::vector<std::vector<size_t>> DataParallelEngine::buckets() const {
 
 std::string DataParallelEngine::Describe() const {
   const State& s = *state_;
-  return internal_engine::Describe(*s.planner, *s.layout, s.format, s.hooks);
+  return internal_engine::Describe(*s.planner, *s.layout, s.codec.get(), s.hooks);
 }
 
 }  // namespace ddplab

@@ -95,7 +95,7 @@ struct EngineStats {
 
 namespace internal_engine {
 // The engine's parts in words (describe.cc).
-std::string Describe(const BucketPlanner& planner, const GradientLayout& layout, const BucketFormat& format,
+std::string Describe(const BucketPlanner& planner, const GradientLayout& layout, const BucketCodec* codec,
                      size_t hooks);
 }  // namespace internal_engine
 

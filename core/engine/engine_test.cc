@@ -81,12 +81,19 @@ HookWrapper Replacing(std::function<std::unique_ptr<CommHook>()> make) {
   return [make](std::unique_ptr<CommHook>, const CommContext&) { return make(); };
 }
 
-// A codec that asks for its buckets in bfloat16, as plugins/bf16 does (its own tests
-// cover it), and passes them on.
+// A codec whose bytes are bfloat16, as plugins/bf16's (its own tests cover it): it packs
+// its buckets in bfloat16 and passes them on.
+class Bfloat16Bytes : public BucketCodec {
+ public:
+  at::Tensor Buffer(int64_t numel, const at::TensorOptions& gradients) const override {
+    return at::zeros({numel}, gradients.dtype(at::kBFloat16));
+  }
+  std::string Describe() const override { return "sent as BFloat16"; }
+};
 class Bfloat16 : public HookWrapperBase {
  public:
   using HookWrapperBase::HookWrapperBase;
-  BucketFormat Format() const override { return {at::kBFloat16, true}; }
+  std::shared_ptr<const BucketCodec> Codec() const override { return std::make_shared<const Bfloat16Bytes>(); }
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override { return inner_->Run(bucket); }
 };
 HookWrapper InBfloat16() {
@@ -222,6 +229,65 @@ TEST(DataParallelEngineTest, OneProcessInBfloat16RoundsTheGradients) {
   }
 }
 
+// A codec of its own bytes: it packs each gradient doubled and unpacks the average
+// halved, and a hook around it notes the buckets it is handed.
+class DoubledBytes : public BucketCodec {
+ public:
+  std::vector<at::Tensor> Pack(const std::vector<at::Tensor>& grads, const std::vector<at::Tensor>& parts) const override {
+    for (size_t k = 0; k < grads.size(); ++k) parts[k].copy_(grads[k] * 2);
+    return parts;
+  }
+  void Unpack(const std::vector<at::Tensor>& parts, const std::vector<at::Tensor>& grads) const override {
+    for (size_t k = 0; k < parts.size(); ++k) grads[k].copy_(parts[k] / 2);
+  }
+  std::string Describe() const override { return "sent doubled"; }
+};
+class Doubled : public HookWrapperBase {
+ public:
+  Doubled(std::unique_ptr<CommHook> inner, std::vector<at::Tensor>* seen)
+      : HookWrapperBase(std::move(inner)), seen_(seen) {}
+  std::shared_ptr<const BucketCodec> Codec() const override { return std::make_shared<const DoubledBytes>(); }
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
+    seen_->push_back(bucket.buffer.clone());
+    return inner_->Run(bucket);
+  }
+
+ private:
+  std::vector<at::Tensor>* seen_;
+};
+
+// The layout packs and unpacks through the chain's codec (Note [A codec's bytes]), not by
+// a rule of its own: the hook is handed the codec's bytes, the parameters get the average
+// the codec unpacks, and the engine's description says what the codec says.
+TEST(DataParallelEngineTest, TheBytesAreTheCodecs) {
+  REQUIRE_GLOO();
+  absl::StatusOr<ProcessGroupPtr> group = OneProcessGroup();
+  ASSERT_TRUE(group.ok()) << group.status();
+  at::Tensor p0 = torch::ones({3}).requires_grad_();
+  at::Tensor p1 = torch::ones({2, 2}).requires_grad_();
+  const at::Tensor x0 = torch::arange(3.0), x1 = torch::arange(4.0).view({2, 2});
+  {
+    std::vector<at::Tensor> seen;
+    EngineParts parts;  // one bucket
+    parts.hooks.push_back([&seen](std::unique_ptr<CommHook> inner, const CommContext&) -> std::unique_ptr<CommHook> {
+      return std::make_unique<Doubled>(std::move(inner), &seen);
+    });
+    DataParallelEngine engine({p0, p1}, *group, parts);
+    EXPECT_NE(engine.Describe().find(", sent doubled, "), std::string::npos) << engine.Describe();
+    for (int step = 0; step < 2; ++step) {
+      engine.ZeroGrad();
+      engine.BeginStep(true);
+      ((p0 * x0).sum() + (p1 * x1).sum()).backward();
+      ASSERT_TRUE(engine.EndBackward().ok()) << step;
+      ASSERT_EQ(seen.size(), static_cast<size_t>(step + 1));
+      const at::Tensor sent = std::get<0>(seen.back().sort());  // in the bucket's order of parameters
+      EXPECT_TRUE(at::equal(sent, std::get<0>((at::cat({x0, x1.reshape(-1)}) * 2).sort()))) << step;
+      EXPECT_TRUE(at::equal(p0.grad(), x0)) << step;
+      EXPECT_TRUE(at::equal(p1.grad(), x1)) << step;
+    }
+  }
+}
+
 // A hook that fails (its future holds an error) is the step's error, naming the bucket,
 // once every bucket's future is done; not an exception out of the engine.
 class FailingHook : public CommHook {
@@ -265,7 +331,7 @@ class ReadingHook : public CommHook {
     std::vector<bool> copied;         // its part of the bucket already equals it
   };
   explicit ReadingHook(std::vector<Call>* calls) : calls_(calls) {}
-  BucketFormat Format() const override { return {at::ScalarType::Undefined, /*filled=*/false}; }
+  std::shared_ptr<const BucketCodec> Codec() const override { return std::make_shared<const GradientsWhereTheyLie>(); }
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
     Call call;
     call.handed = !bucket.gradients.empty();

@@ -13,7 +13,8 @@
 // chain of hooks ending in core's all-reduce, each plugin's hook wrapping the one below
 // (a codec such as bf16 wraps whatever reduces; PowerSGD reduces the bucket itself;
 // optimizer overlap steps the parameters when the future below it completes). The chain
-// asks, once, for the buckets it takes (BucketFormat). See docs/architecture.md.
+// says, once, how gradients are packed into its buckets (BucketCodec, Note [A codec's
+// bytes]). See docs/architecture.md.
 //
 //   // A planner that puts every parameter in one bucket.
 //   class OneBucket : public ddplab::BucketPlanner {
@@ -113,11 +114,11 @@ struct GradBucket {
   // Position in the engine's bucket order: bucket 0 (the last layers' gradients) is
   // complete first.
   size_t index = 0;
-  // The flattened gradients, contiguous, in the dtype the chain asked for (BucketFormat).
+  // The flattened gradients, contiguous, as the chain's codec packed them (BucketCodec).
   // A hook may reduce it in place. Undefined where the layout keeps no flat buffer
-  // (gradients averaged where they lie). Where the chain asked for it unfilled, only the
-  // parts that alias one of `gradients` hold their gradient yet, and a hook writes the
-  // whole result into it.
+  // (gradients averaged where they lie). Where the codec packs nothing
+  // (GradientsWhereTheyLie), only the parts that alias one of `gradients` hold their
+  // gradient yet, and a hook writes the whole result into it.
   at::Tensor buffer;
   // Per parameter, shaped like it, where its gradient is: a view of `buffer` where the
   // buffer holds it, else the tensor autograd left. On a GPU, a hook that reads them on
@@ -139,15 +140,68 @@ struct GradBucket {
   std::vector<size_t> parameters;
 };
 
-// What the chain asks of the buckets handed to it, settled once when the chain is made
-// (Note [The bucket's format], docs/architecture.md): the layout builds its buffers so.
-struct BucketFormat {
-  // The flat buffer's dtype; Undefined: the gradients' own. Gradients are copied into it
-  // as they come in, so that the buffer of the gradients' dtype is never written.
-  at::ScalarType dtype = at::ScalarType::Undefined;
-  // False: the hook reads each gradient where it lies (GradBucket::gradients) and writes
-  // the whole result into the buffer, so nothing is copied in before it runs.
-  bool filled = true;
+// Note [A codec's bytes]
+// How a bucket's gradients become the bytes its hook chain reduces, and how the reduced
+// bytes become gradients again, is the chain's to say (CommHook::Codec, asked once when
+// the chain is made); the layout keeps the buffers and calls it. The layout holds
+// gradients as they arrive and packs those it holds together (Note [Held gradients]),
+// except that a gradient is packed at once where the buffer the codec made is in another
+// dtype than it (a conversion reads each gradient once, held or not; held and cast with
+// the others, bf16 measured 0.3% slower, bench/NOTES.md). What the codecs shipped do:
+// - core's (the default, this class): a buffer in the gradients' dtype, the gradients
+//   copied in, many in one kernel, and the average copied back;
+// - a codec that sends bfloat16 (bf16) or float16: a buffer in its dtype, so that each
+//   gradient is rounded into its bucket as it arrives and a float32 bucket is never
+//   written; the average is widened back;
+// - a hook that reads each gradient where autograd left it and writes the whole result
+//   into the buffer (PowerSGD, fp8, bf16_fp32_sum: GradientsWhereTheyLie): nothing is
+//   packed, which saves a copy of every gradient (+0.85% for PowerSGD rank 1 over NVLink,
+//   bench/NOTES.md).
+// A wrapper that keeps the bucket as it is passes its inner hook's codec on
+// (HookWrapperBase).
+//
+//   // A codec's bytes in float16: each gradient rounded in, the average widened back.
+//   class Float16Bytes : public ddplab::BucketCodec {
+//    public:
+//     at::Tensor Buffer(int64_t numel, const at::TensorOptions& gradients) const override {
+//       return at::zeros({numel}, gradients.dtype(at::kHalf));
+//     }
+//     std::string Describe() const override { return "sent as Half"; }
+//   };
+class BucketCodec {
+ public:
+  virtual ~BucketCodec() = default;
+  // The flat buffer of a bucket of `numel` elements, for gradients with `gradients`'
+  // options (device, dtype).
+  virtual at::Tensor Buffer(int64_t numel, const at::TensorOptions& gradients) const {
+    return at::zeros({numel}, gradients);
+  }
+  // Packs `grads` (gradients as autograd left them) into `parts` (their parts of the
+  // buffer, shaped alike) and returns what the hook reads as each gradient
+  // (GradBucket::gradients). The default copies them in, many in one kernel, rounding
+  // into the buffer's dtype, and returns `parts`.
+  virtual std::vector<at::Tensor> Pack(const std::vector<at::Tensor>& grads, const std::vector<at::Tensor>& parts) const {
+    compat::CopyEach(parts, grads);
+    return parts;
+  }
+  // Writes the bucket's average, `parts` (of the result, shaped like each gradient), into
+  // `grads` (the parameters' own gradients). The default copies, many in one kernel.
+  virtual void Unpack(const std::vector<at::Tensor>& parts, const std::vector<at::Tensor>& grads) const {
+    compat::CopyEach(grads, parts);
+  }
+  // What the engine's description adds, e.g. "sent as BFloat16"; "" for nothing.
+  virtual std::string Describe() const { return ""; }
+};
+
+// The codec of a hook that reads each gradient where autograd left it
+// (GradBucket::gradients) and writes the whole result into the buffer: nothing is packed
+// (Note [A codec's bytes]). The buffer is the gradients' dtype and holds, before the hook
+// writes it, whatever it held.
+class GradientsWhereTheyLie : public BucketCodec {
+ public:
+  std::vector<at::Tensor> Pack(const std::vector<at::Tensor>& grads, const std::vector<at::Tensor>&) const override {
+    return grads;
+  }
 };
 
 // One bucket as a layout sees it: its parameters, and where each starts in a flat buffer.
@@ -164,7 +218,9 @@ class GradientLayout {
   virtual ~GradientLayout() = default;
   // (Re)builds for `buckets`, before the first step and after the rebuild (gradients
   // accumulated so far, in micro-steps, stay the parameters' gradients).
-  virtual void Build(const std::vector<LayoutBucket>& buckets, const BucketFormat& format) = 0;
+  // `codec` (the chain's, Note [A codec's bytes]) makes the flat buffers and packs
+  // gradients into them.
+  virtual void Build(const std::vector<LayoutBucket>& buckets, std::shared_ptr<const BucketCodec> codec) = 0;
   // Before a step's first backward: gradients go (or are zeroed).
   virtual void ZeroGrad() = 0;
   // Parameter `slot` of bucket `bucket` has its gradient for this step (param.grad()).
@@ -173,7 +229,7 @@ class GradientLayout {
   virtual void MarkUnused(size_t bucket, size_t slot) = 0;
   // The bucket is complete: fills `out.buffer` and `out.gradients`.
   virtual void HandOver(size_t bucket, GradBucket& out) = 0;
-  // The average: `result` flat, in the bucket's dtype; undefined when the reduction
+  // The average: `result` flat, as the buffer (the codec unpacks it); undefined when the reduction
   // averaged `out.gradients` in place. Puts it where the parameters' gradients are.
   virtual void Deliver(size_t bucket, const at::Tensor& result) = 0;
   // Bytes held by flat buffers, and by the parameters' gradients outside them.
@@ -211,8 +267,9 @@ struct CommContext {
 // gradients rounded to bfloat16 or scaled; `gradients` then views of that buffer, or left
 // as they were. The hook below completes its future with that buffer reduced, and the
 // codec completes its own with the bucket's result in the bucket's dtype (ReducedGradients
-// reads it). Or it asks for the bucket in its dtype (Format()), so that the layout rounds
-// each gradient in as it arrives and nothing is converted in Run (bf16, fp16 at scale 1).
+// reads it). Or it packs the bucket in its dtype itself (Codec(), Note [A codec's bytes]),
+// so that each gradient is rounded in as it arrives and nothing is converted in Run (bf16,
+// fp16 at scale 1).
 // A codec that only scales values still takes a flat buffer: a layout that keeps none
 // (zero_copy) refuses every codec.
 
@@ -228,9 +285,10 @@ class CommHook {
   // buffer (a Tensor of the bucket's shape), or with `bucket.gradients` averaged in place
   // where there is no buffer.
   virtual c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) = 0;
-  // What this hook asks of its buckets (a wrapper: what the hook below it asks, or its
-  // own). Asked once, before the first step.
-  virtual BucketFormat Format() const { return {}; }
+  // How gradients are packed into this hook's buckets and its result unpacked (Note [A
+  // codec's bytes]; a wrapper: the hook below it's, or its own). nullptr: core's copy.
+  // Asked once, before the first step.
+  virtual std::shared_ptr<const BucketCodec> Codec() const { return nullptr; }
   // Figures for the run's result (e.g. "compression_ratio"), read after the run.
   virtual std::map<std::string, double> Stats() const { return {}; }
   // Backward has returned and every bucket of the step has been handed over; the engine
@@ -255,12 +313,12 @@ inline std::vector<at::Tensor> ReducedGradients(const c10::IValue& value, bool f
   return out;
 }
 
-// A hook that wraps the one below it: Format and Stats are the inner hook's unless
-// overridden.
+// A hook that wraps the one below it: Codec, Stats and BackwardDone are the inner
+// hook's unless overridden.
 class HookWrapperBase : public CommHook {
  public:
   explicit HookWrapperBase(std::unique_ptr<CommHook> inner) : inner_(std::move(inner)) {}
-  BucketFormat Format() const override { return inner_->Format(); }
+  std::shared_ptr<const BucketCodec> Codec() const override { return inner_->Codec(); }
   std::map<std::string, double> Stats() const override { return inner_->Stats(); }
   void BackwardDone() override { inner_->BackwardDone(); }
 

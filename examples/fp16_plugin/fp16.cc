@@ -2,6 +2,7 @@
 // float32, with float16's range (above 65504 overflows, below 6e-8 flushes to zero). A
 // codec: it wraps whatever reduces the bucket, as fp16_compress_wrapper does.
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "core/plugin/plugin_api.h"
@@ -11,15 +12,24 @@ namespace {
 
 using Config = ddplab::examples::fp16::v1::Config;
 
+// Buckets in float16, packed and unpacked by rounding copies (Note [A codec's bytes]).
+class Float16Bytes : public ddplab::BucketCodec {
+ public:
+  at::Tensor Buffer(int64_t numel, const at::TensorOptions& gradients) const override {
+    return at::zeros({numel}, gradients.dtype(at::kHalf));
+  }
+  std::string Describe() const override { return "sent as Half"; }
+};
+
 class Fp16Hook : public ddplab::HookWrapperBase {
  public:
   Fp16Hook(std::unique_ptr<ddplab::CommHook> inner, double scale) : HookWrapperBase(std::move(inner)), scale_(scale) {}
 
-  // Unscaled, buckets are float16: each gradient is rounded into its bucket as autograd
-  // hands it over, and a float32 bucket is never written. Scaled, the bucket stays as
-  // the hook below wants it, and is scaled and rounded here.
-  ddplab::BucketFormat Format() const override {
-    return scale_ == 1 ? ddplab::BucketFormat{at::kHalf, /*filled=*/true} : inner_->Format();
+  // Unscaled, buckets are float16 (Float16Bytes): each gradient is rounded into its
+  // bucket as autograd hands it over, and a float32 bucket is never written. Scaled, the
+  // bucket stays as the hook below wants it, and is scaled and rounded here.
+  std::shared_ptr<const ddplab::BucketCodec> Codec() const override {
+    return scale_ == 1 ? std::make_shared<const Float16Bytes>() : inner_->Codec();
   }
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(ddplab::GradBucket& bucket) override {

@@ -1,10 +1,14 @@
 // bf16: gradients travel in bfloat16 (PyTorch's bf16_compress_hook), half the bytes of
 // float32. A codec, as bf16_compress_wrapper: it wraps whatever reduces the bucket
 // (core's all-reduce, or PowerSGD, which then computes in bfloat16 as under PyTorch's
-// wrapper). It asks for its buckets in bfloat16, so that each gradient is rounded into
-// the bucket as autograd hands it over and the float32 bucket is never written; the
-// bucket is averaged in bfloat16 (NCCL divides inside the reduction) and written back
-// into the float32 gradients. A bucket handed over in another dtype is rounded here.
+// wrapper). Its bytes are bfloat16 (Note [A codec's bytes]): each gradient is rounded
+// into a bfloat16 bucket as autograd hands it over and a float32 bucket is never
+// written; the bucket is averaged in bfloat16 (NCCL divides inside the reduction) and
+// widened back into the float32 gradients. A bucket handed over in another dtype is
+// rounded here.
+#include <memory>
+#include <string>
+
 #include "core/plugin/plugin_api.h"
 #include "plugins/bf16/bf16.pb.h"
 
@@ -12,11 +16,20 @@ namespace {
 
 using ddplab::GradBucket;
 
+// Buckets in bfloat16; packed and unpacked by rounding copies (BucketCodec's own).
+class Bf16Bytes : public ddplab::BucketCodec {
+ public:
+  at::Tensor Buffer(int64_t numel, const at::TensorOptions& gradients) const override {
+    return at::zeros({numel}, gradients.dtype(at::kBFloat16));
+  }
+  std::string Describe() const override { return "sent as BFloat16"; }
+};
+
 class Bf16Hook : public ddplab::HookWrapperBase {
  public:
   using HookWrapperBase::HookWrapperBase;
 
-  ddplab::BucketFormat Format() const override { return {at::kBFloat16, /*filled=*/true}; }
+  std::shared_ptr<const ddplab::BucketCodec> Codec() const override { return std::make_shared<const Bf16Bytes>(); }
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
     if (!bucket.buffer.defined() || bucket.buffer.scalar_type() == at::kBFloat16) return inner_->Run(bucket);

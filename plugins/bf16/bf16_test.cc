@@ -21,8 +21,9 @@ TEST(Bf16PluginTest, WrapsTheHookAndSamplesWhenAsked) {
             "buckets of 25 MiB, the first 1 MiB, gradients copied into flat buckets, through 1 hook around all-reduce");
   REQUIRE_GLOO();  // the hook's process group
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
-  EXPECT_EQ(hook->Format().dtype, at::kBFloat16);
-  EXPECT_TRUE(hook->Format().filled);
+  const testing::Packing packing = testing::PackOneGradient(*hook);
+  EXPECT_EQ(packing.buffer_dtype, at::kBFloat16);
+  EXPECT_TRUE(packing.packed) << "each gradient is rounded into the bucket";
 }
 
 // Lossy is what bf16 is, whether or not its error is sampled: the convergence check

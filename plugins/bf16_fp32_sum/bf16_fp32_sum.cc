@@ -35,6 +35,7 @@
 // rank, so the collectives match), while backward goes on.
 #include <exception>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -103,8 +104,10 @@ class Bf16Fp32SumHook : public ddplab::CommHook {
     return future;
   }
 
-  // Reads the gradients where autograd left them: nothing is copied into the bucket.
-  ddplab::BucketFormat Format() const override { return {at::ScalarType::Undefined, /*filled=*/false}; }
+  // Reads the gradients where autograd left them: nothing is packed into the bucket.
+  std::shared_ptr<const ddplab::BucketCodec> Codec() const override {
+    return std::make_shared<const ddplab::GradientsWhereTheyLie>();
+  }
 
   // compression_ratio: the bytes of the gradients over the bytes sent in bfloat16
   // (padding included), as an all-reduce of the float32 buckets would send them.

@@ -34,7 +34,7 @@ TEST(Bf16Fp32SumPluginTest, OneProcessRoundsOnce) {
   absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(kPlugin);
   ASSERT_TRUE(set.ok()) << set.status();
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
-  EXPECT_FALSE(hook->Format().filled) << "it reads the gradients where they lie";
+  EXPECT_TRUE(testing::PackOneGradient(*hook).handed_as_is) << "it reads the gradients where they lie";
   const at::Tensor x = (torch::arange(6.0) + 1.0 / 1024).view({2, 3});  // not representable in bfloat16
   const at::Tensor rounded = x.to(at::kBFloat16).to(at::kFloat).reshape(-1);
   GradBucket in_bucket = testing::OneGradientBucket(x, 0);

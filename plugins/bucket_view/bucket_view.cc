@@ -5,8 +5,8 @@
 //
 // A gradient layout around the default one (CopyLayout), which keeps the flat buckets:
 // the bucket buffers are the gradients' storage. Where the wire has another dtype (bf16),
-// the storage is a float32 buffer of its own beside the wire's bucket, and the average is
-// cast into it. It wraps CopyLayout rather than deriving from it: what it reads of the
+// the storage is a float32 buffer of its own beside the wire's bucket, and the codec
+// unpacks the average into it. It wraps CopyLayout rather than deriving from it: what it reads of the
 // buckets is CopyLayout's public API.
 #include "core/engine/copy_layout.h"
 #include "core/plugin/plugin_api.h"
@@ -20,9 +20,9 @@ class ViewLayout : public ddplab::GradientLayout {
  public:
   explicit ViewLayout(std::vector<at::Tensor>& params) : params_(params), flat_(params) {}
 
-  void Build(const std::vector<ddplab::LayoutBucket>& buckets, const ddplab::BucketFormat& format) override {
+  void Build(const std::vector<ddplab::LayoutBucket>& buckets, std::shared_ptr<const ddplab::BucketCodec> codec) override {
     const bool first = flat_.buckets() == 0;
-    flat_.Build(buckets, format);
+    flat_.Build(buckets, std::move(codec));
     storage_.clear();
     storage_views_.clear();
     for (size_t b = 0; b < flat_.buckets(); ++b) {
@@ -79,9 +79,10 @@ class ViewLayout : public ddplab::GradientLayout {
 
   void HandOver(size_t bucket, ddplab::GradBucket& out) override { flat_.HandOver(bucket, out); }
 
-  // The gradients are the storage's views: the average only has to be in the storage.
+  // The gradients are the storage's views: the average only has to be in the storage,
+  // unpacked by the chain's codec where it is not there already.
   void Deliver(size_t bucket, const at::Tensor& result) override {
-    if (!result.is_same(storage_[bucket])) storage_[bucket].copy_(result);
+    if (!result.is_same(storage_[bucket])) flat_.codec().Unpack({result}, {storage_[bucket]});
   }
 
   int64_t bucket_bytes() const override {

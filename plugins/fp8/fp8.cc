@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -105,8 +106,10 @@ class Fp8Hook : public ddplab::CommHook {
     return future;
   }
 
-  // Reads the gradients where autograd left them: nothing is copied into the bucket.
-  ddplab::BucketFormat Format() const override { return {at::ScalarType::Undefined, /*filled=*/false}; }
+  // Reads the gradients where autograd left them: nothing is packed into the bucket.
+  std::shared_ptr<const ddplab::BucketCodec> Codec() const override {
+    return std::make_shared<const ddplab::GradientsWhereTheyLie>();
+  }
 
   // compression_ratio: the gradients' bytes over the bytes sent per value, each way
   // (scales and padding included); wire_bytes_per_step: what each rank sends per step,

@@ -131,8 +131,10 @@ class PowerSgdHook : public ddplab::CommHook {
     return future;
   }
 
-  // Reads the gradients where autograd left them: nothing is copied into the bucket.
-  ddplab::BucketFormat Format() const override { return {at::ScalarType::Undefined, /*filled=*/false}; }
+  // Reads the gradients where autograd left them: nothing is packed into the bucket.
+  std::shared_ptr<const ddplab::BucketCodec> Codec() const override {
+    return std::make_shared<const ddplab::GradientsWhereTheyLie>();
+  }
 
   std::map<std::string, double> Stats() const override {
     std::lock_guard<std::mutex> lock(stats_mu_);

@@ -22,7 +22,7 @@ TEST(PowerSgdPluginTest, SetsTheErrorSamplingAndAHook) {
 }
 
 // bf16 wraps PowerSGD's hook (as PyTorch's bf16_compress_wrapper(powerSGD_hook)),
-// whichever is listed first: the chain asks for bfloat16 buckets, filled.
+// whichever is listed first: the chain packs bfloat16 buckets (bf16's codec).
 TEST(PowerSgdPluginTest, ComposesWithBf16) {
   REQUIRE_GLOO();  // the chain is made on a process group of one (testing::MakeHook)
   for (const char* plugins : {"plugin { bf16 {} } plugin { powersgd { matrix_approximation_rank: 1 } }",
@@ -31,8 +31,9 @@ TEST(PowerSgdPluginTest, ComposesWithBf16) {
     ASSERT_TRUE(set.ok()) << set.status();
     EXPECT_EQ(set->engine_parts().hooks.size(), 2u);
     std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
-    EXPECT_EQ(hook->Format().dtype, at::kBFloat16) << plugins;
-    EXPECT_TRUE(hook->Format().filled) << plugins;
+    const testing::Packing packing = testing::PackOneGradient(*hook);
+    EXPECT_EQ(packing.buffer_dtype, at::kBFloat16) << plugins;
+    EXPECT_TRUE(packing.packed) << plugins;
   }
 }
 
@@ -53,6 +54,14 @@ TEST(PowerSgdPluginTest, BadValuesAreReportedWhereTheyAre) {
             "must be below 2^32, as PyTorch's (numpy's RandomState takes no larger seed)");
 }
 
+// `code` as a build says it: where its LibTorch has fused optimizers, the experiment's
+// SGD on GPUs runs fused, and the code says so (core/plugin/pytorch_form.cc).
+std::string AsThisBuildSaysIt(std::string code) {
+  if (!compat::kFusedOptimizers) return code;
+  code.insert(code.rfind("ddplab only:"), "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, fused=True)\n");
+  return "import torch\n" + code;
+}
+
 // The report's PyTorch form: PowerSGDState with the same fields, under bf16's wrapper when
 // bf16 is listed, and what PyTorch has no form of.
 TEST(PowerSgdPluginTest, SaysItselfInPyTorch) {
@@ -61,23 +70,23 @@ TEST(PowerSgdPluginTest, SaysItselfInPyTorch) {
       "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook as powerSGD\n";
   EXPECT_EQ(testing::PyTorchCodeFor("plugin { bucket_sizing { bucket_cap_mb: 25 } } plugin { static_graph {} } "
                                     "plugin { bf16 {} } plugin { powersgd { matrix_approximation_rank: 4 bf16_state: true } }"),
-            head +
+            AsThisBuildSaysIt(head +
                 "model = DDP(model, device_ids=[local_rank], bucket_cap_mb=25, static_graph=True)\n"
                 "state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=4,\n"
                 "    start_powerSGD_iter=1000,  # for training: PyTorch's default; its docs advise about 10% of the steps "
                 "(this run compressed from step 2)\n"
                 "    min_compression_rate=2, use_error_feedback=True, warm_start=True, random_seed=0)\n"
                 "model.register_comm_hook(state, default_hooks.bf16_compress_wrapper(powerSGD.powerSGD_hook))\n"
-                "ddplab only: powersgd.start_powerSGD_iter below 2, powersgd.bf16_state");
+                "ddplab only: powersgd.start_powerSGD_iter below 2, powersgd.bf16_state"));
   EXPECT_EQ(testing::PyTorchCodeFor("plugin { bf16 {} } plugin { bucket_view {} }"),
-            head +
+            AsThisBuildSaysIt(head +
                 "model = DDP(model, device_ids=[local_rank], gradient_as_bucket_view=True)\n"
                 "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n"
-                "ddplab only: ");
+                "ddplab only: "));
   EXPECT_EQ(testing::PyTorchCodeFor("plugin { static_graph {} } plugin { zero_copy {} } plugin { optimizer_overlap {} }"),
-            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
-            "model = DDP(model, device_ids=[local_rank], static_graph=True)\n"
-            "ddplab only: zero_copy, optimizer_overlap");
+            AsThisBuildSaysIt("from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                              "model = DDP(model, device_ids=[local_rank], static_graph=True)\n"
+                              "ddplab only: zero_copy, optimizer_overlap"));
 }
 
 // The fields carry PyTorch's names; the old ones are refused, naming the new.
@@ -156,7 +165,7 @@ TEST(PowerSgdHookTest, ReadsTheGradientsHandedOverNotTheBucket) {
       "plugin { powersgd { matrix_approximation_rank: 64 min_compression_rate: 0.001 start_powerSGD_iter: 1 } }");
   ASSERT_TRUE(set.ok()) << set.status();
   std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
-  EXPECT_FALSE(hook->Format().filled) << "it reads the gradients where they lie";
+  EXPECT_TRUE(testing::PackOneGradient(*hook).handed_as_is) << "it reads the gradients where they lie";
   torch::manual_seed(6);
   for (int64_t step = 0; step < 2; ++step) {
     SCOPED_TRACE(step == 0 ? "before the start step" : "compressing");

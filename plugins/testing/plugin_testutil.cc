@@ -1,6 +1,7 @@
 #include "plugins/testing/plugin_testutil.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -108,6 +109,22 @@ std::unique_ptr<CommHook> MakeHook(const PluginSet& set) {
     return new ProcessGroupPtr(CreateProcessGroup(env, false, std::chrono::seconds(30)).value());
   }();
   return MakeHookChain(set.engine_parts().hooks, CommContext{group->get(), 0, 1, false, {}});
+}
+
+Packing PackOneGradient(const CommHook& hook) {
+  std::shared_ptr<const BucketCodec> codec = hook.Codec();
+  if (!codec) codec = std::make_shared<const BucketCodec>();
+  const at::Tensor grad = at::randn({2, 3});
+  const at::Tensor buffer = codec->Buffer(grad.numel(), grad.options());
+  buffer.fill_(std::nan(""));
+  const std::vector<at::Tensor> out = codec->Pack({grad}, {buffer.view(grad.sizes())});
+  Packing packing;
+  packing.buffer_dtype = buffer.scalar_type();
+  const at::Tensor in_buffer = buffer.to(at::kFloat).view(grad.sizes());
+  packing.packed = out.size() == 1 && out[0].is_alias_of(buffer) &&
+                   at::allclose(in_buffer, grad, /*rtol=*/1e-2, /*atol=*/1e-2);
+  packing.handed_as_is = out.size() == 1 && out[0].is_same(grad) && in_buffer.isnan().all().item<bool>();
+  return packing;
 }
 
 GradBucket OneGradientBucket(const at::Tensor& values, int64_t step) {

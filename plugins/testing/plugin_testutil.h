@@ -49,6 +49,17 @@ std::string RefusedTogether(const std::string& mine, const std::string& theirs);
 // would make it (the group lives as long as the process).
 std::unique_ptr<CommHook> MakeHook(const PluginSet& set);
 
+// What `hook`'s codec (Note [A codec's bytes]) does with one float32 gradient, as the
+// layout calls it: the dtype of the buffer it makes, and whether it packs the gradient
+// into it (its values there, handed over as the buffer's view) or packs nothing (the
+// buffer untouched, the gradient itself handed over).
+struct Packing {
+  at::ScalarType buffer_dtype = at::ScalarType::Undefined;
+  bool packed = false;
+  bool handed_as_is = false;
+};
+Packing PackOneGradient(const CommHook& hook);
+
 // A bucket of one gradient of `sizes`, holding `values`.
 GradBucket OneGradientBucket(const at::Tensor& values, int64_t step);
 

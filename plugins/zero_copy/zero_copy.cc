@@ -13,7 +13,7 @@ namespace {
 class InPlaceLayout : public ddplab::GradientLayout {
  public:
   explicit InPlaceLayout(std::vector<at::Tensor>& params) : params_(params) {}
-  void Build(const std::vector<ddplab::LayoutBucket>& buckets, const ddplab::BucketFormat&) override {
+  void Build(const std::vector<ddplab::LayoutBucket>& buckets, std::shared_ptr<const ddplab::BucketCodec>) override {
     buckets_ = buckets;
   }
   void ZeroGrad() override {
