@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <set>
 #include <cstring>
 #include <csignal>
 #include <chrono>
@@ -124,29 +123,24 @@ int SuiteRunner::RunAll() {
   return exit != 0 ? exit : finished;
 }
 
-// The runs of one transport: every run once, then further repetitions, interleaved, for
-// those a repetition still decides (Note [Repetitions that decide], repetitions.h); all
-// of them with --all_repetitions, and in a job or across nodes, whose processes would
-// have to agree on which. A run
-// found clear of the leader is not repeated again. False when the suite must stop.
+// The runs of one transport, in the rounds the repetitions study hands out
+// (RepetitionRounds, Note [Repetitions that decide], repetitions.h): every run once, then
+// further repetitions, interleaved, for those a repetition still decides; all of them
+// with --all_repetitions, and in a job or across nodes, whose processes would have to
+// agree on which. False when the suite must stop.
 bool SuiteRunner::RunTransport(const std::vector<const PlannedRun*>& runs, int& exit) {
-  int most = 1;
-  for (const PlannedRun* p : runs) most = std::max(most, Repetitions(*p));
-  std::set<int> settled;
+  std::vector<int> wanted;
+  for (const PlannedRun* p : runs) wanted.push_back(Repetitions(*p));
+  RepetitionRounds rounds(std::move(wanted), SparesRepetitions());
+  const int spared_before = spared_;
   bool go_on = true;
-  for (repetition_ = 1; repetition_ <= most && go_on; ++repetition_) {
-    const std::vector<bool> more = repetition_ > 1 && SparesRepetitions() ? Undecided(runs) : std::vector<bool>(runs.size(), true);
-    for (size_t i = 0; i < runs.size() && go_on; ++i) {
-      const PlannedRun& p = *runs[i];
-      if (repetition_ > Repetitions(p) || repetition_ <= Kept(p) || settled.count(p.index) > 0) continue;
-      if (!more[i]) {
-        settled.insert(p.index);
-        spared_ += Repetitions(p) - std::max(repetition_ - 1, Kept(p));
-        continue;
-      }
-      go_on = Run(p, exit);
-    }
+  for (std::vector<size_t> round = rounds.Next({}, {}); go_on && !round.empty();
+       round = rounds.Next(StepsPerSecond(runs), KeptOf(runs))) {
+    repetition_ = rounds.repetition();
+    spared_ = spared_before + rounds.spared();
+    for (size_t i = 0; i < round.size() && go_on; ++i) go_on = Run(*runs[round[i]], exit);
   }
+  spared_ = spared_before + rounds.spared();
   runs_.EndWorkers();  // the next transport's workers are others
   return go_on;
 }
@@ -174,9 +168,10 @@ bool SuiteRunner::UpTo() const {
   return false;
 }
 
-// The pool's runs against the leader of their transport and process count, whichever
-// pool ran it (Note [Repetitions that decide], repetitions.h).
-std::vector<bool> SuiteRunner::Undecided(const std::vector<const PlannedRun*>& runs) const {
+// What RepetitionRounds compares: the pool's runs' repetitions so far, then those of the
+// other runs of their transport and process count, whichever pool ran them (Note
+// [Repetitions that decide], repetitions.h).
+std::vector<std::vector<double>> SuiteRunner::StepsPerSecond(const std::vector<const PlannedRun*>& runs) const {
   std::vector<const PlannedRun*> field = runs;
   for (const PlannedRun& p : plan_.runs) {
     if (p.selected && results_.count(p.index) > 0 && !runs.empty() && RaceOf(p) == RaceOf(*runs.front()) &&
@@ -192,9 +187,13 @@ std::vector<bool> SuiteRunner::Undecided(const std::vector<const PlannedRun*>& r
       for (const v1::Repetition& rep : it->second.repetitions()) r.push_back(rep.steps_per_s());
     }
   }
-  std::vector<bool> more = ddplab::Undecided(rates);
-  more.resize(runs.size());  // the pool's own
-  return more;
+  return rates;
+}
+
+std::vector<int> SuiteRunner::KeptOf(const std::vector<const PlannedRun*>& runs) const {
+  std::vector<int> kept;
+  for (const PlannedRun* p : runs) kept.push_back(Kept(*p));
+  return kept;
 }
 
 // Runs `p`; false when the suite must stop, with `exit` its code.

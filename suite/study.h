@@ -20,9 +20,13 @@
 // may read its fields; it writes its lines as a section (SuiteReport.sections), which
 // report.md prints after the table and report.json carries. Studies run in the order
 // of their names, so that a report is the same whatever order the linker gave their
-// registrations. Today a study adds to the report only: the runs it needs are the
-// suite's (the bound reads the rows and the single-process run); the repetitions, the
-// convergence check and the tuner still schedule theirs in experiments/.
+// registrations. A study registered here adds to the report only: the runs it needs are
+// the suite's (the bound reads the rows and the single-process run). The studies that
+// decide which runs train decide it in their packages, and the suite's loop
+// (experiments/suite_runner.cc) asks them batch by batch: the repetitions' rounds
+// (studies/repetitions, RepetitionRounds), the convergence check's walk down the list
+// (studies/convergence, CheckWalk); the tuner (tune/) asks for its runs through
+// tune::Runner. That loop still names those three.
 #ifndef DDPLAB_SUITE_STUDY_H_
 #define DDPLAB_SUITE_STUDY_H_
 

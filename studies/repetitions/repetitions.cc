@@ -40,6 +40,32 @@ std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s,
   return more;
 }
 
+RepetitionRounds::RepetitionRounds(std::vector<int> wanted, bool spare)
+    : wanted_(std::move(wanted)), spare_(spare), settled_(wanted_.size(), false) {
+  for (int w : wanted_) most_ = std::max(most_, w);
+}
+
+std::vector<size_t> RepetitionRounds::Next(const std::vector<std::vector<double>>& steps_per_s,
+                                           const std::vector<int>& kept) {
+  while (++repetition_ <= most_) {
+    std::vector<bool> more = repetition_ > 1 && spare_ ? Undecided(steps_per_s) : std::vector<bool>(wanted_.size(), true);
+    more.resize(wanted_.size(), false);  // the runs' own; one never measured decides nothing
+    std::vector<size_t> round;
+    for (size_t i = 0; i < wanted_.size(); ++i) {
+      const int before = i < kept.size() ? kept[i] : 0;
+      if (repetition_ > wanted_[i] || repetition_ <= before || settled_[i]) continue;
+      if (!more[i]) {
+        settled_[i] = true;
+        spared_ += wanted_[i] - std::max(repetition_ - 1, before);
+        continue;
+      }
+      round.push_back(i);
+    }
+    if (!round.empty()) return round;
+  }
+  return {};
+}
+
 std::map<std::string, std::vector<std::string>> LossyContenders(const std::vector<RacedRun>& runs, double drift) {
   std::map<std::string, double> exact;                                    // the fastest exact median, by race
   std::map<std::string, std::map<std::string, double>> lossy;            // each origin's fastest, by race

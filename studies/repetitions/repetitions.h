@@ -19,6 +19,7 @@
 #ifndef DDPLAB_STUDIES_REPETITIONS_REPETITIONS_H_
 #define DDPLAB_STUDIES_REPETITIONS_REPETITIONS_H_
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,6 +34,43 @@ inline constexpr double kDrift = 0.01;
 
 // Per run (in the order of `steps_per_s`), whether its spread overlaps the leader's.
 std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s, double drift = kDrift);
+
+// The rounds of one transport's runs (Note [Repetitions that decide]): every run once,
+// then further repetitions, interleaved, for those a repetition still decides. The
+// study decides each round; the suite trains the runs it is handed and hands back what
+// they measured.
+//
+//   ddplab::RepetitionRounds rounds({3, 3, 1}, /*spare=*/true);   // steps.repetitions
+//   for (std::vector<size_t> round = rounds.Next({}, {}); !round.empty();
+//        round = rounds.Next(steps_per_s, kept)) {
+//     for (size_t i : round) Train(i, rounds.repetition());
+//   }
+class RepetitionRounds {
+ public:
+  // `wanted[i]`: run i's repetitions (at least 1). `spare`: further repetitions only where
+  // they decide (Undecided); false: every run gets all of its own (--all_repetitions, a
+  // job, several nodes).
+  RepetitionRounds(std::vector<int> wanted, bool spare);
+  // The runs of the next round (indices into `wanted`), in order; empty when done.
+  // `steps_per_s`: per run, its repetitions so far (empty: none, or it failed or is a
+  // diagnostic run, which leads nothing); entries after the runs' own are the rest of
+  // their field (runs of the same race that other pools ran), compared with them but
+  // never handed out. `kept[i]`: run i's repetitions kept from before (--skip_completed),
+  // known once its first repetition ran.
+  std::vector<size_t> Next(const std::vector<std::vector<double>>& steps_per_s, const std::vector<int>& kept);
+  // The repetition the runs of the last round run (from 1).
+  int repetition() const { return repetition_; }
+  // Repetitions wanted that no round will run: their run was found clear of the leader.
+  int spared() const { return spared_; }
+
+ private:
+  std::vector<int> wanted_;
+  bool spare_;
+  int most_ = 1;
+  int repetition_ = 0;
+  std::vector<bool> settled_;  // clear of the leader: no more rounds
+  int spared_ = 0;
+};
 
 // Note [Checks that decide]
 // The convergence check (core/config/convergence.h) trains each configuration it checks

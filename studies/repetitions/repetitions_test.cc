@@ -62,5 +62,59 @@ TEST(LossyContendersTest, LossyRunsFasterThanEveryExactOneBeyondTheDriftFastestF
   EXPECT_TRUE(LossyContenders({{"host", "bf16", true, {11.30}}, {"host", "exact", false, {11.24}}}).empty());
 }
 
+// Every run once; then, round by round, only the runs still undecided against the
+// leader, each up to its own count; one found clear is spared the rest of its own.
+TEST(RepetitionRoundsTest, EveryRunOnceThenOnlyWhereARepetitionDecides) {
+  RepetitionRounds rounds({3, 3, 3, 1}, /*spare=*/true);
+  EXPECT_EQ(rounds.Next({}, {}), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(rounds.repetition(), 1);
+  // Run 2 is clear of the leader (run 0) beyond the drift; run 3 wanted one repetition.
+  EXPECT_EQ(rounds.Next({{12.0}, {11.9}, {10.0}, {11.95}}, {0, 0, 0, 0}), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(rounds.repetition(), 2);
+  EXPECT_EQ(rounds.spared(), 2);  // run 2's second and third
+  // Now run 1 is clear too: only the leader has a third.
+  EXPECT_EQ(rounds.Next({{12.0, 12.1}, {11.5, 11.6}, {10.0}, {11.95}}, {0, 0, 0, 0}), (std::vector<size_t>{0}));
+  EXPECT_EQ(rounds.repetition(), 3);
+  EXPECT_EQ(rounds.spared(), 3);
+  EXPECT_TRUE(rounds.Next({{12.0, 12.1, 12.0}, {11.5, 11.6}, {10.0}, {11.95}}, {0, 0, 0, 0}).empty());
+  EXPECT_EQ(rounds.spared(), 3);
+}
+
+// Without sparing (--all_repetitions, a job, several nodes) every run gets all of its
+// own, interleaved, whatever they measured.
+TEST(RepetitionRoundsTest, WithoutSparingEveryRunGetsAllOfItsOwn) {
+  RepetitionRounds rounds({2, 3}, /*spare=*/false);
+  const std::vector<std::vector<double>> far = {{1.0}, {100.0}};
+  EXPECT_EQ(rounds.Next({}, {}), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(rounds.Next(far, {0, 0}), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(rounds.Next(far, {0, 0}), (std::vector<size_t>{1}));
+  EXPECT_EQ(rounds.repetition(), 3);
+  EXPECT_TRUE(rounds.Next(far, {0, 0}).empty());
+  EXPECT_EQ(rounds.spared(), 0);
+}
+
+// Repetitions kept from before (--skip_completed) are not run again, and a run whose
+// repetitions are all kept is in no further round.
+TEST(RepetitionRoundsTest, KeptRepetitionsAreNotRunAgain) {
+  RepetitionRounds rounds({3, 3}, /*spare=*/true);
+  EXPECT_EQ(rounds.Next({}, {}), (std::vector<size_t>{0, 1}));
+  const std::vector<std::vector<double>> close = {{12.0, 12.0}, {12.0, 12.0, 12.0}};
+  // Run 0 kept 2 of its 3, run 1 all 3: round 2 has nothing to run, round 3 run 0's third.
+  EXPECT_EQ(rounds.Next(close, {2, 3}), (std::vector<size_t>{0}));
+  EXPECT_EQ(rounds.repetition(), 3);
+  EXPECT_TRUE(rounds.Next(close, {2, 3}).empty());
+  EXPECT_EQ(rounds.spared(), 0);
+}
+
+// The field: a run of the same race that another pool ran leads, and the pool's own are
+// compared with it; a run that failed (nothing measured) gets no more.
+TEST(RepetitionRoundsTest, TheFieldLeadsAndAFailedRunGetsNoMore) {
+  RepetitionRounds rounds({2, 2}, /*spare=*/true);
+  EXPECT_EQ(rounds.Next({}, {}), (std::vector<size_t>{0, 1}));
+  // Run 0 at 11.0 is clear of the field's 12.0; run 1 failed.
+  EXPECT_TRUE(rounds.Next({{11.0}, {}, {12.0, 12.0}}, {0, 0}).empty());
+  EXPECT_EQ(rounds.spared(), 2);
+}
+
 }  // namespace
 }  // namespace ddplab
