@@ -34,8 +34,9 @@ c10::intrusive_ptr<c10::ivalue::Future> AllreduceHook::Run(GradBucket& bucket) {
   return MeanFuture(std::move(mean), std::move(tensors), nccl_);
 }
 
-std::unique_ptr<CommHook> MakeHookChain(const std::vector<HookWrapper>& wrappers, const CommContext& context,
+std::unique_ptr<CommHook> MakeHookChain(const std::vector<HookWrapper>& wrappers, CommContext context,
                                         AllreduceHook::Sent sent) {
+  if (!context.collectives) context.collectives = CollectivesOver(*context.process_group, context.nccl);
   std::unique_ptr<CommHook> hook = std::make_unique<AllreduceHook>(*context.process_group, context.nccl, std::move(sent));
   for (const HookWrapper& wrap : wrappers) hook = wrap(std::move(hook), context);
   return hook;

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/engine/collectives.h"
+#include "core/engine/group_collectives.h"
 #include "core/engine/extension_points.h"
 
 namespace ddplab {
@@ -43,7 +43,9 @@ class AllreduceHook : public CommHook {
 
 // The chain the engine makes: core's all-reduce over `context`'s group, wrapped by
 // `wrappers`, innermost first (EngineParts::hooks).
-std::unique_ptr<CommHook> MakeHookChain(const std::vector<HookWrapper>& wrappers, const CommContext& context,
+// The chain of `wrappers` around core's all-reduce, each made with `context` (its
+// collectives set over its process group where unset).
+std::unique_ptr<CommHook> MakeHookChain(const std::vector<HookWrapper>& wrappers, CommContext context,
                                         AllreduceHook::Sent sent = {});
 
 }  // namespace ddplab

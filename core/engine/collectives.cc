@@ -1,6 +1,7 @@
-#include "core/engine/collectives.h"
+#include "core/engine/group_collectives.h"
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <c10/core/Event.h>
@@ -119,6 +120,30 @@ void AllGatherBytes(compat::CollectiveGroup& group, bool nccl, at::Tensor& gathe
   for (int r = 0; r < group.getSize(); ++r) outs[0].push_back(out.narrow(0, r * bytes, bytes));
   std::vector<at::Tensor> ins{in};
   group.allgather(outs, ins)->wait();
+}
+
+namespace {
+
+class GroupCollectives : public Collectives {
+ public:
+  GroupCollectives(compat::CollectiveGroup& group, bool nccl) : group_(group), nccl_(nccl) {}
+  PendingMean StartMean(at::Tensor tensor) const override { return ddplab::StartMean(group_, std::move(tensor), nccl_); }
+  PendingMean StartMeanCoalesced(std::vector<at::Tensor> tensors) const override {
+    return ddplab::StartMeanCoalesced(group_, std::move(tensors), nccl_);
+  }
+  void AllGatherBytes(at::Tensor& gathered, const at::Tensor& mine) const override {
+    ddplab::AllGatherBytes(group_, nccl_, gathered, mine);
+  }
+
+ private:
+  compat::CollectiveGroup& group_;
+  bool nccl_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Collectives> CollectivesOver(compat::CollectiveGroup& group, bool nccl) {
+  return std::make_shared<const GroupCollectives>(group, nccl);
 }
 
 }  // namespace ddplab

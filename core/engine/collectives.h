@@ -1,6 +1,8 @@
-// Collectives over c10d process groups that the backends do not all have.
+// The collectives the host offers a plugin's hooks (CommContext::collectives): c10d's over
+// the run's process group, with what the backends do not all have filled in. A plugin
+// calls them through this interface and links nothing of the host's.
 //
-//   ddplab::PendingMean mean = ddplab::StartMean(group, tensor, /*nccl=*/true);
+//   ddplab::PendingMean mean = context.collectives->StartMean(tensor);
 //   ...                  // overlap other work
 //   mean.wait();         // tensor now holds the mean over ranks (on a GPU: for the
 //                        // current stream, which waits for the reduction)
@@ -16,13 +18,7 @@
 
 namespace ddplab {
 
-// Starts averaging `tensor` over the ranks of `group`, in place and in the tensor's own
-// dtype on the wire. NCCL averages inside the reduction (ncclAvg). Gloo has no average:
-// the tensor is divided first. Gloo in LibTorch 1.x sums no 16-bit floats either: there
-// their values travel as their bytes through an all-gather and are summed in rank order
-// in float32, then rounded once. Over one rank nothing is issued (the tensor is
-// its own mean) and `work` is null; on a GPU `wait` still orders the current stream after
-// the stream current at the start. Returns what waits for the result.
+// What waits for a mean started over the ranks (Collectives::StartMean).
 struct PendingMean {
   c10::intrusive_ptr<c10d::Work> work;  // the collective, for its timing
   std::function<void()> wait;
@@ -30,19 +26,29 @@ struct PendingMean {
   // too); empty when nothing is.
   std::function<void()> finish;
 };
-PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nccl);
 
-// As StartMean for several tensors of one dtype and device, each averaged in place where
-// it lies, in one grouped collective (c10d's allreduce_coalesced: on NCCL one group of
-// all-reduces, one launch; Gloo flattens them itself). No flat copy of them is made.
-PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::Tensor> tensors,
-                               bool nccl);
-
-// Every rank's `mine` into `gathered` (the ranks' bytes of it, contiguous), in rank order,
-// as bytes: any dtype on either backend (Gloo in LibTorch 1.x has no _allgather_base: its
-// list form, into views of `gathered`). Returns once waited for (on a GPU: once the
-// current stream is ordered after it).
-void AllGatherBytes(compat::CollectiveGroup& group, bool nccl, at::Tensor& gathered, const at::Tensor& mine);
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  // Starts averaging `tensor` over the ranks, in place and in the tensor's own dtype on
+  // the wire. NCCL averages inside the reduction (ncclAvg). Gloo has no average: the
+  // tensor is divided first. Gloo in LibTorch 1.x sums no 16-bit floats either: there
+  // their values travel as their bytes through an all-gather and are summed in rank order
+  // in float32, then rounded once. Over one rank nothing is issued (the tensor is its
+  // own mean) and `work` is null; on a GPU `wait` still orders the current stream after
+  // the stream current at the start. Returns what waits for the result.
+  virtual PendingMean StartMean(at::Tensor tensor) const = 0;
+  // As StartMean for several tensors of one dtype and device, each averaged in place
+  // where it lies, in one grouped collective (c10d's allreduce_coalesced: on NCCL one
+  // group of all-reduces, one launch; Gloo flattens them itself). No flat copy of them is
+  // made.
+  virtual PendingMean StartMeanCoalesced(std::vector<at::Tensor> tensors) const = 0;
+  // Every rank's `mine` into `gathered` (the ranks' bytes of it, contiguous), in rank
+  // order, as bytes: any dtype on either backend (Gloo in LibTorch 1.x has no
+  // _allgather_base: its list form, into views of `gathered`). Returns once waited for
+  // (on a GPU: once the current stream is ordered after it).
+  virtual void AllGatherBytes(at::Tensor& gathered, const at::Tensor& mine) const = 0;
+};
 
 }  // namespace ddplab
 

@@ -99,7 +99,7 @@ void DataParallelEngine::State::MakeChain(const std::vector<HookWrapper>& wrappe
     sent_dtype = dtype;
     if (timer->timing() && work) timer->Launched(static_cast<int>(index), work);
   };
-  CommContext context{group.get(), group->getRank(), world, cuda, {}};
+  CommContext context{group.get(), group->getRank(), world, cuda, {}, nullptr};
   std::weak_ptr<State> weak = self;
   context.step = [weak](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
     if (std::shared_ptr<State> state = weak.lock()) state->Step(indices, grads);

@@ -257,6 +257,9 @@ struct CommContext {
   // land (PyTorch's _hook_then_optimizer). Parameters it steps are not stepped again
   // after backward. Valid while the engine lives.
   ParameterStep step;
+  // The host's collectives over `process_group` (collectives.h); MakeHookChain sets them
+  // where the caller left them unset.
+  std::shared_ptr<const Collectives> collectives;
 };
 
 // Note [What a codec hands below]

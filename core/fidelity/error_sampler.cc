@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "core/engine/collectives.h"
+#include "core/engine/group_collectives.h"
 
 namespace ddplab {
 namespace {

@@ -68,7 +68,7 @@ void Reduce(const CommContext& context, GradBucket& bucket) {
     return;
   }
   if (world == 2 && context.nccl) {  // Note [Two ranks round once]
-    ddplab::StartMean(*context.process_group, wire, /*nccl=*/true).wait();
+    context.collectives->StartMean(wire).wait();
     bucket.buffer.copy_(wire.narrow(0, 0, numel));
     return;
   }
@@ -82,7 +82,7 @@ void Reduce(const CommContext& context, GradBucket& bucket) {
   for (int r = 1; r < world; ++r) sum.add_(from[r]);
   const at::Tensor mine = sum.div_(world).to(at::kBFloat16);
   at::Tensor gathered = at::empty_like(wire);
-  ddplab::AllGatherBytes(*context.process_group, context.nccl, gathered, mine);
+  context.collectives->AllGatherBytes(gathered, mine);
   bucket.buffer.copy_(gathered.narrow(0, 0, numel));
 }
 

@@ -79,12 +79,12 @@ void Reduce(const Settings& s, const CommContext& context, GradBucket& bucket, a
   const at::Tensor mine = ddplab::fp8::SumParts(received, layout, s.format, s.gather_bf16, kernels);
   if (s.gather_bf16) {
     at::Tensor result = at::empty({layout.padded()}, mine.options());
-    ddplab::AllGatherBytes(*context.process_group, context.nccl, result, mine);
+    context.collectives->AllGatherBytes(result, mine);
     bucket.buffer.copy_(result.narrow(0, 0, layout.numel));
     return;
   }
   at::Tensor gathered = at::empty({layout.world, layout.part_bytes()}, received.options());
-  ddplab::AllGatherBytes(*context.process_group, context.nccl, gathered, mine);
+  context.collectives->AllGatherBytes(gathered, mine);
   ddplab::fp8::DequantizeParts(gathered, layout, s.format, kernels, bucket.buffer);
 }
 

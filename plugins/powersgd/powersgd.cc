@@ -250,7 +250,7 @@ class PowerSgdHook : public ddplab::CommHook {
     for (size_t k = 0; k < every.size(); ++k) every[k] = k;
     IntoBucket(bucket, every);
     bucket.gradients.clear();  // read (or queued to be): autograd's memory is free to go
-    ddplab::StartMean(*context_.process_group, bucket.buffer, context_.nccl).wait();
+    context_.collectives->StartMean(bucket.buffer).wait();
   }
 
   void Reduce(GradBucket& bucket) {
@@ -266,7 +266,7 @@ class PowerSgdHook : public ddplab::CommHook {
     std::optional<ddplab::PendingMean> plain_mean;
     if (!split.plain.empty()) {
       for (const at::Tensor& t : split.plain) sent_elements += t.numel();
-      plain_mean = ddplab::StartMeanCoalesced(*context_.process_group, split.plain, context_.nccl);
+      plain_mean = context_.collectives->StartMeanCoalesced(split.plain);
     }
     DrawQs(split, bucket);
     if (!split.by_shape.empty()) sent_elements += Compress(split, bucket);
@@ -394,7 +394,7 @@ class PowerSgdHook : public ddplab::CommHook {
   // Averages `t` over the ranks in place, in its own dtype (bfloat16 where the bf16
   // codec wraps this hook: P and Q are then bfloat16, as under PyTorch's
   // bf16_compress_wrapper).
-  void Mean(at::Tensor& t) const { ddplab::StartMean(*context_.process_group, t, context_.nccl).wait(); }
+  void Mean(at::Tensor& t) const { context_.collectives->StartMean(t).wait(); }
 
   // Keeps the next step's Q of a group: this step's, with its zero columns (directions P
   // dropped as dependent) replaced by a fixed random matrix of the parameter, so that a
