@@ -11,18 +11,11 @@
 // dtype is then never written. A codec that packs nothing (GradientsWhereTheyLie) has the
 // held gradients handed over as they are.
 //
-// Layouts that keep flat buckets too wrap it (plugins/bucket_view): they hold a CopyLayout,
-// pass the calls they do not change on to it, and read its buckets through the accessors
-// below. The buffers' contents are shared (a wrapper may write the average or the
-// gradients into them, through their views); its bookkeeping of what is held and unused is
-// its own, changed only through Put and MarkUnused.
+// Layouts that keep flat buckets too wrap it (plugins/bucket_view): the host makes one for
+// them as FlatBuckets (extension_points.h, LayoutFactory), whose accessors they read.
 //
 //   std::unique_ptr<ddplab::GradientLayout> layout = std::make_unique<ddplab::CopyLayout>(params);
 //   layout->Build(buckets, hook->Codec());  // nullptr: core's copy
-//
-//   // A layout of a plugin's own, around it:
-//   ddplab::CopyLayout flat_(params);
-//   void Collect(size_t b, size_t slot) override { flat_.Put(b, slot, grad); ... }
 #ifndef DDPLAB_CORE_ENGINE_COPY_LAYOUT_H_
 #define DDPLAB_CORE_ENGINE_COPY_LAYOUT_H_
 
@@ -36,7 +29,7 @@
 
 namespace ddplab {
 
-class CopyLayout : public GradientLayout {
+class CopyLayout : public FlatBuckets {
  public:
   // Note [Held gradients]: the most gradient memory a bucket holds beside itself before
   // copying it in, a bound on what holding adds to the peak whatever the bucket cap.
@@ -58,24 +51,17 @@ class CopyLayout : public GradientLayout {
   int64_t gradient_bytes() const override;
   std::string Describe() const override { return "gradients copied into flat buckets"; }
 
-  // What a layout that wraps this one reads (Build made them; valid until the next Build).
-  size_t buckets() const { return flats_.size(); }
-  // The chain's codec the buffers were built with (core's where the chain named none).
-  const BucketCodec& codec() const { return *codec_; }
-  // Bucket `bucket`'s flat buffer, as the chain's codec made it (BucketCodec::Buffer).
-  const at::Tensor& buffer(size_t bucket) const { return flats_[bucket].buffer; }
-  // Its parameters (indices into `params`) and, per slot, the view of the buffer shaped
-  // like the slot's parameter.
-  const std::vector<size_t>& parameters(size_t bucket) const { return flats_[bucket].def.params; }
-  const std::vector<at::Tensor>& views(size_t bucket) const { return flats_[bucket].views; }
-  // Whether the slot's parameter was marked unused (MarkUnused).
-  bool unused(size_t bucket, size_t slot) const { return flats_[bucket].unused[slot]; }
-  // `result` (a tensor of the bucket's size) cut into the bucket's slots, each shaped like
-  // its parameter.
-  std::vector<at::Tensor> PartsOf(size_t bucket, const at::Tensor& result) const { return Parts(flats_[bucket], result); }
-  // Puts `grad`, the slot's gradient, on its way into the buffer, as Collect does with the
-  // parameter's own: packed at once where the buffer is in another dtype, else held.
-  void Put(size_t bucket, size_t slot, const at::Tensor& grad) { Take(flats_[bucket], slot, grad); }
+  // What a layout that wraps this one reads (FlatBuckets).
+  const BucketCodec& codec() const override { return *codec_; }
+  size_t buckets() const override { return flats_.size(); }
+  const at::Tensor& buffer(size_t bucket) const override { return flats_[bucket].buffer; }
+  const std::vector<size_t>& parameters(size_t bucket) const override { return flats_[bucket].def.params; }
+  const std::vector<at::Tensor>& views(size_t bucket) const override { return flats_[bucket].views; }
+  bool unused(size_t bucket, size_t slot) const override { return flats_[bucket].unused[slot]; }
+  std::vector<at::Tensor> PartsOf(size_t bucket, const at::Tensor& result) const override {
+    return Parts(flats_[bucket], result);
+  }
+  void Put(size_t bucket, size_t slot, const at::Tensor& grad) override { Take(flats_[bucket], slot, grad); }
 
  private:
   struct Flat {
@@ -104,6 +90,11 @@ class CopyLayout : public GradientLayout {
   std::shared_ptr<const BucketCodec> codec_;
   std::vector<Flat> flats_;
 };
+
+// The host's FlatBucketsMaker (extension_points.h): a CopyLayout over `params`.
+inline std::unique_ptr<FlatBuckets> MakeFlatBuckets(std::vector<at::Tensor>& params) {
+  return std::make_unique<CopyLayout>(params);
+}
 
 }  // namespace ddplab
 

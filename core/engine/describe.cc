@@ -22,7 +22,8 @@ std::string Describe(const BucketPlanner& planner, const GradientLayout& layout,
 
 std::string DescribeEngine(const EngineParts& parts) {
   std::vector<at::Tensor> none;
-  std::unique_ptr<GradientLayout> layout = parts.layout ? parts.layout(none) : std::make_unique<CopyLayout>(none);
+  std::unique_ptr<GradientLayout> layout =
+      parts.layout ? parts.layout(none, MakeFlatBuckets) : std::make_unique<CopyLayout>(none);
   const CapPlanner default_planner;
   // Without a process group no hook is made: the codec is not known here.
   return internal_engine::Describe(parts.planner ? *parts.planner : default_planner, *layout, nullptr,

@@ -276,7 +276,7 @@ DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGr
   s.timer = CommTimer::For(s.params.empty() ? at::Device(at::kCPU) : s.params[0].device());
   s.planner = parts.planner ? parts.planner : std::make_shared<CapPlanner>();
   s.missing_gradients = parts.missing_gradients;
-  s.layout = parts.layout ? parts.layout(s.params) : std::make_unique<CopyLayout>(s.params);
+  s.layout = parts.layout ? parts.layout(s.params, MakeFlatBuckets) : std::make_unique<CopyLayout>(s.params);
   s.self = state_;
   s.tap = parts.tap;
   s.MakeChain(parts.hooks);

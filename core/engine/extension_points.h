@@ -238,9 +238,42 @@ class GradientLayout {
   virtual std::string Describe() const = 0;
 };
 
+// Flat buckets as core keeps them (its default layout, PyTorch DDP's: gradients copied
+// into flat buckets, core/engine/copy_layout.h), with what a layout that wraps them reads
+// of its buckets (plugins/bucket_view). The host makes them for a plugin's layout
+// (FlatBucketsMaker); a plugin neither derives from nor links core's layout. The
+// buffers' contents are shared (a wrapper may write the average or the gradients into
+// them, through their views); the bookkeeping of what is held and unused is theirs,
+// changed only through Put and MarkUnused.
+class FlatBuckets : public GradientLayout {
+ public:
+  // What Build made (valid until the next Build): the chain's codec (core's where the
+  // chain named none) and the buckets.
+  virtual const BucketCodec& codec() const = 0;
+  virtual size_t buckets() const = 0;
+  // Bucket `bucket`'s flat buffer, as the chain's codec made it (BucketCodec::Buffer).
+  virtual const at::Tensor& buffer(size_t bucket) const = 0;
+  // Its parameters (indices into the model's) and, per slot, the view of the buffer
+  // shaped like the slot's parameter.
+  virtual const std::vector<size_t>& parameters(size_t bucket) const = 0;
+  virtual const std::vector<at::Tensor>& views(size_t bucket) const = 0;
+  // Whether the slot's parameter was marked unused (MarkUnused).
+  virtual bool unused(size_t bucket, size_t slot) const = 0;
+  // `result` (a tensor of the bucket's size) cut into the bucket's slots, each shaped like
+  // its parameter.
+  virtual std::vector<at::Tensor> PartsOf(size_t bucket, const at::Tensor& result) const = 0;
+  // Puts `grad`, the slot's gradient, on its way into the buffer, as Collect does with
+  // the parameter's own: packed at once where the buffer is in another dtype, else held.
+  virtual void Put(size_t bucket, size_t slot, const at::Tensor& grad) = 0;
+};
+
+// The host's flat buckets over `params` (which outlive them), for a layout that wraps them.
+using FlatBucketsMaker = std::function<std::unique_ptr<FlatBuckets>(std::vector<at::Tensor>& params)>;
+
 // What makes a layout: the model's parameters (their gradients are the layout's to set),
-// valid while the engine lives.
-using LayoutFactory = std::function<std::unique_ptr<GradientLayout>(std::vector<at::Tensor>& params)>;
+// valid while the engine lives, and the host's flat buckets, should it wrap them.
+using LayoutFactory =
+    std::function<std::unique_ptr<GradientLayout>(std::vector<at::Tensor>& params, const FlatBucketsMaker& flat_buckets)>;
 
 // The experiment's optimizer over some parameters (indices into the model's), with their
 // averaged gradients (shaped like them, in any dtype: the optimizer casts).

@@ -51,9 +51,10 @@ class InPlaceLayout : public ddplab::GradientLayout {
 };
 
 void Register(const ddplab::plugins::zero_copy::v1::Config&, ddplab::PluginRegistrar& registrar) {
-  registrar.SetGradientLayout([](std::vector<at::Tensor>& params) -> std::unique_ptr<ddplab::GradientLayout> {
-    return std::make_unique<InPlaceLayout>(params);
-  });
+  registrar.SetGradientLayout(
+      [](std::vector<at::Tensor>& params, const ddplab::FlatBucketsMaker&) -> std::unique_ptr<ddplab::GradientLayout> {
+        return std::make_unique<InPlaceLayout>(params);
+      });
   registrar.Refuse(ddplab::ExtensionPoint::kCommHook, "a communication hook takes a flat bucket");
   registrar.Refuse(ddplab::ExtensionPoint::kCodec,
                    "a codec transforms a flat bucket (Note [What a codec hands below]), and zero_copy hands the "
