@@ -134,11 +134,12 @@ bool SuiteRunner::RunTransport(const std::vector<const PlannedRun*>& runs, int& 
   RepetitionRounds rounds(std::move(wanted), SparesRepetitions());
   const int spared_before = spared_;
   bool go_on = true;
-  for (std::vector<size_t> round = rounds.Next({}, {}); go_on && !round.empty();
+  for (std::vector<size_t> round = rounds.Next({}, {}); !round.empty();
        round = rounds.Next(StepsPerSecond(runs), KeptOf(runs))) {
     repetition_ = rounds.repetition();
     spared_ = spared_before + rounds.spared();
     for (size_t i = 0; i < round.size() && go_on; ++i) go_on = Run(*runs[round[i]], exit);
+    if (!go_on) break;
   }
   spared_ = spared_before + rounds.spared();
   runs_.EndWorkers();  // the next transport's workers are others

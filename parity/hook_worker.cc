@@ -201,8 +201,7 @@ absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugins
 int ReduceSteps(const Case& c, const Run& run, const PluginSet& set, compat::CollectiveGroup& group, int rank,
                 int world) {
   std::unique_ptr<CommHook> hook = MakeHookChain(set.engine_parts().hooks, CommContext{&group, rank, world, false, {}, nullptr});
-  std::shared_ptr<const BucketCodec> codec = hook->Codec();
-  if (!codec) codec = std::make_shared<const BucketCodec>();
+  const std::shared_ptr<const BucketCodec> codec = hook->Codec();
   const std::string dir = absl::GetFlag(FLAGS_dir);
   for (int64_t step = 0; step < c.steps; ++step) {
     const std::string suffix = absl::StrCat("_r", rank, "_s", step, ".f32");

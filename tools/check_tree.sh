@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks of the tree's layout that no build sees, run by CI before the tests:
+# Checks of the tree's layout that no build of a target checks, run by CI after the tests:
 # - each header's guard names its path (core/config/experiment.h:
 #   DDPLAB_CORE_CONFIG_EXPERIMENT_H_), so that a header moved or copied keeps its own;
 # - no plugin's library links a core library with sources (bazel query), and none leaves
@@ -36,7 +36,7 @@ bin=$(bazel info bazel-bin 2>/dev/null)
 for name in $plugins; do
   lib="$bin/plugins/$name/lib$name.so"
   [ -f "$lib" ] || { echo "plugins/$name: lib$name.so not built"; status=1; continue; }
-  resolved=$(nm -DC --undefined-only "$lib" | grep -E ' ddplab::' | sed 's/^ *U //')
+  resolved=$(nm -DC --undefined-only "$lib" | grep -E 'ddplab::' | sed 's/^ *U //')
   [ -z "$resolved" ] && continue
   echo "plugins/$name/lib$name.so calls core's code by symbol, resolved from the binary that loads it" \
     "(reach it through a service the host passes in):"

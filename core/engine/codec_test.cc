@@ -81,5 +81,24 @@ TEST(DataParallelEngineTest, TheBytesAreTheCodecs) {
   }
 }
 
+// The codecs the SDK offers: CastBytes makes its buffer in its dtype and says so;
+// GradientsWhereTheyLie packs nothing but a gradient of another dtype than the buffer,
+// which it converts into its part.
+TEST(BucketCodecTest, CastBytesAndGradientsWhereTheyLie) {
+  const CastBytes bf16(at::kBFloat16);
+  EXPECT_EQ(bf16.Buffer(6, torch::ones({1}).options()).scalar_type(), at::kBFloat16);
+  EXPECT_EQ(bf16.Describe(), "sent as BFloat16");
+  const GradientsWhereTheyLie lie;
+  const at::Tensor buffer = torch::full({5}, -1.0);
+  const at::Tensor same = torch::arange(3.0), other = torch::arange(2.0).to(at::kBFloat16);
+  const std::vector<at::Tensor> handed = lie.Pack({same, other}, {buffer.narrow(0, 0, 3), buffer.narrow(0, 3, 2)});
+  ASSERT_EQ(handed.size(), 2u);
+  EXPECT_TRUE(handed[0].is_same(same));
+  EXPECT_TRUE(at::equal(buffer.narrow(0, 0, 3), torch::full({3}, -1.0))) << "a gradient of the buffer's dtype is not copied";
+  EXPECT_TRUE(handed[1].is_alias_of(buffer));
+  EXPECT_EQ(handed[1].scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::equal(buffer.narrow(0, 3, 2), torch::arange(2.0)));
+}
+
 }  // namespace
 }  // namespace ddplab

@@ -12,8 +12,9 @@ void CopyLayout::Build(const std::vector<LayoutBucket>& buckets, std::shared_ptr
   for (size_t b = 0; b < buckets.size(); ++b) {
     Flat& flat = flats_[b];
     flat.def = buckets[b];
+    // The model's gradients' options: its first parameter's dtype, on the bucket's device.
     const at::Tensor& first = params_[flat.def.params[0]];
-    flat.buffer = codec_->Buffer(flat.def.numel, first.options());
+    flat.buffer = codec_->Buffer(flat.def.numel, first.options().dtype(params_[0].scalar_type()));
     flat.unused.assign(flat.def.params.size(), false);
     flat.views = Parts(flat, flat.buffer);
     flat.packed = flat.views;

@@ -49,7 +49,7 @@ struct DataParallelEngine::State {
   std::unique_ptr<GradientLayout> layout;
   std::unique_ptr<CommHook> hook;      // the chain's outermost hook
   size_t hooks = 0;                    // the plugins' hooks in the chain
-  std::shared_ptr<const BucketCodec> codec;  // the chain's (nullptr: core's)
+  std::shared_ptr<const BucketCodec> codec;  // the chain's
   std::shared_ptr<GradientTap> tap;
   bool tapped = false;                 // the tap sees this step
   // Note [One process issues no collective]: nothing to do.

@@ -83,17 +83,10 @@ HookWrapper Replacing(std::function<std::unique_ptr<CommHook>()> make) {
 
 // A codec whose bytes are bfloat16, as plugins/bf16's (its own tests cover it): it packs
 // its buckets in bfloat16 and passes them on.
-class Bfloat16Bytes : public BucketCodec {
- public:
-  at::Tensor Buffer(int64_t numel, const at::TensorOptions& gradients) const override {
-    return at::zeros({numel}, gradients.dtype(at::kBFloat16));
-  }
-  std::string Describe() const override { return "sent as BFloat16"; }
-};
 class Bfloat16 : public HookWrapperBase {
  public:
   using HookWrapperBase::HookWrapperBase;
-  std::shared_ptr<const BucketCodec> Codec() const override { return std::make_shared<const Bfloat16Bytes>(); }
+  std::shared_ptr<const BucketCodec> Codec() const override { return std::make_shared<const CastBytes>(at::kBFloat16); }
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override { return inner_->Run(bucket); }
 };
 HookWrapper InBfloat16() {

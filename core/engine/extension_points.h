@@ -158,16 +158,15 @@ struct GradBucket {
 //   packed, which saves a copy of every gradient (+0.85% for PowerSGD rank 1 over NVLink,
 //   bench/NOTES.md).
 // A wrapper that keeps the bucket as it is passes its inner hook's codec on
-// (HookWrapperBase).
+// (HookWrapperBase). A buffer in the gradients' own dtype holds their values unchanged:
+// a layout that keeps each gradient in its part of the buffer (bucket_view) has nothing
+// to pack or unpack there, and calls neither. A codec that changes values (scales them,
+// say) does it in its hook's Run, on a buffer of its own (Note [What a codec hands below]).
 //
 //   // A codec's bytes in float16: each gradient rounded in, the average widened back.
-//   class Float16Bytes : public ddplab::BucketCodec {
-//    public:
-//     at::Tensor Buffer(int64_t numel, const at::TensorOptions& gradients) const override {
-//       return at::zeros({numel}, gradients.dtype(at::kHalf));
-//     }
-//     std::string Describe() const override { return "sent as Half"; }
-//   };
+//   std::shared_ptr<const ddplab::BucketCodec> Codec() const override {
+//     return std::make_shared<const ddplab::CastBytes>(at::kHalf);
+//   }
 class BucketCodec {
  public:
   virtual ~BucketCodec() = default;
@@ -193,14 +192,37 @@ class BucketCodec {
   virtual std::string Describe() const { return ""; }
 };
 
+// Bytes in `dtype` (bf16: bfloat16): each gradient rounded into a buffer of that dtype
+// as it arrives, the average widened back; the engine's description says "sent as
+// <dtype>".
+class CastBytes : public BucketCodec {
+ public:
+  explicit CastBytes(at::ScalarType dtype) : dtype_(dtype) {}
+  at::Tensor Buffer(int64_t numel, const at::TensorOptions& gradients) const override {
+    return at::zeros({numel}, gradients.dtype(dtype_));
+  }
+  std::string Describe() const override { return std::string("sent as ") + c10::toString(dtype_); }
+
+ private:
+  at::ScalarType dtype_;
+};
+
 // The codec of a hook that reads each gradient where autograd left it
 // (GradBucket::gradients) and writes the whole result into the buffer: nothing is packed
-// (Note [A codec's bytes]). The buffer is the gradients' dtype and holds, before the hook
-// writes it, whatever it held.
+// (Note [A codec's bytes]), except a gradient of another dtype than the buffer, which is
+// converted into its part so that the hook reads every gradient in the bucket's dtype.
+// The buffer is the gradients' dtype and holds, before the hook writes it, whatever it
+// held.
 class GradientsWhereTheyLie : public BucketCodec {
  public:
-  std::vector<at::Tensor> Pack(const std::vector<at::Tensor>& grads, const std::vector<at::Tensor>&) const override {
-    return grads;
+  std::vector<at::Tensor> Pack(const std::vector<at::Tensor>& grads, const std::vector<at::Tensor>& parts) const override {
+    std::vector<at::Tensor> out = grads;
+    for (size_t k = 0; k < grads.size(); ++k) {
+      if (grads[k].scalar_type() == parts[k].scalar_type()) continue;
+      parts[k].copy_(grads[k]);
+      out[k] = parts[k];
+    }
+    return out;
   }
 };
 
@@ -322,9 +344,9 @@ class CommHook {
   // where there is no buffer.
   virtual c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) = 0;
   // How gradients are packed into this hook's buckets and its result unpacked (Note [A
-  // codec's bytes]; a wrapper: the hook below it's, or its own). nullptr: core's copy.
-  // Asked once, before the first step.
-  virtual std::shared_ptr<const BucketCodec> Codec() const { return nullptr; }
+  // codec's bytes]; a wrapper: the hook below it's, or its own). Core's copy unless a
+  // hook says otherwise. Asked once, before the first step.
+  virtual std::shared_ptr<const BucketCodec> Codec() const { return std::make_shared<const BucketCodec>(); }
   // Figures for the run's result (e.g. "compression_ratio"), read after the run.
   virtual std::map<std::string, double> Stats() const { return {}; }
   // Backward has returned and every bucket of the step has been handed over; the engine

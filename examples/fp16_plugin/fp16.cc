@@ -12,24 +12,16 @@ namespace {
 
 using Config = ddplab::examples::fp16::v1::Config;
 
-// Buckets in float16, packed and unpacked by rounding copies (Note [A codec's bytes]).
-class Float16Bytes : public ddplab::BucketCodec {
- public:
-  at::Tensor Buffer(int64_t numel, const at::TensorOptions& gradients) const override {
-    return at::zeros({numel}, gradients.dtype(at::kHalf));
-  }
-  std::string Describe() const override { return "sent as Half"; }
-};
-
 class Fp16Hook : public ddplab::HookWrapperBase {
  public:
   Fp16Hook(std::unique_ptr<ddplab::CommHook> inner, double scale) : HookWrapperBase(std::move(inner)), scale_(scale) {}
 
-  // Unscaled, buckets are float16 (Float16Bytes): each gradient is rounded into its
-  // bucket as autograd hands it over, and a float32 bucket is never written. Scaled, the
-  // bucket stays as the hook below wants it, and is scaled and rounded here.
+  // Unscaled, buckets are float16 (Note [A codec's bytes]): each gradient is rounded
+  // into its bucket as autograd hands it over, and a float32 bucket is never written.
+  // Scaled, the bucket stays as the hook below wants it, and is scaled and rounded here.
   std::shared_ptr<const ddplab::BucketCodec> Codec() const override {
-    return scale_ == 1 ? std::make_shared<const Float16Bytes>() : inner_->Codec();
+    if (scale_ != 1) return inner_->Codec();
+    return std::make_shared<const ddplab::CastBytes>(at::kHalf);
   }
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(ddplab::GradBucket& bucket) override {

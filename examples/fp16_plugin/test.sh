@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The example plugin as a plugin author builds it, outside ddplab (CI runs this):
 #  1. builds vit_ddp and notes its digest;
-#  2. builds libfp16.so in this workspace, against ddplab's plugin SDK alone;
+#  2. builds libfp16.so in this workspace, against ddplab's plugin SDK alone, and checks
+#     that it leaves none of ddplab's functions for the loader to resolve (nm);
 #  3. runs fp16_suite.textproto with --plugin_dir: both runs must give results;
 #  4. loads bad_scale.textproto: fp16's own check must be reported at the value's
 #     file:line:column;
@@ -20,6 +21,9 @@ before=$(sha256sum "$vit_ddp" | cut -d' ' -f1)
 (cd "$here" && bazel build //:fp16)
 plugins=$(mktemp -d)
 cp "$here/bazel-bin/libfp16.so" "$here/bazel-bin/libfp16.so.digest" "$plugins/"
+if resolved=$(nm -DC --undefined-only "$here/bazel-bin/libfp16.so" | grep 'ddplab::'); then
+  fail "libfp16.so calls ddplab's code by symbol, resolved from vit_ddp: $resolved"
+fi
 
 out=$(mktemp -d)
 "$vit_ddp" --plugin_dir="$plugins" --experiment="$here/fp16_suite.textproto" --output_dir="$out" \

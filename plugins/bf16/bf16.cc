@@ -7,7 +7,6 @@
 // widened back into the float32 gradients. A bucket handed over in another dtype is
 // rounded here.
 #include <memory>
-#include <string>
 
 #include "core/plugin/plugin_api.h"
 #include "plugins/bf16/bf16.pb.h"
@@ -16,20 +15,14 @@ namespace {
 
 using ddplab::GradBucket;
 
-// Buckets in bfloat16; packed and unpacked by rounding copies (BucketCodec's own).
-class Bf16Bytes : public ddplab::BucketCodec {
- public:
-  at::Tensor Buffer(int64_t numel, const at::TensorOptions& gradients) const override {
-    return at::zeros({numel}, gradients.dtype(at::kBFloat16));
-  }
-  std::string Describe() const override { return "sent as BFloat16"; }
-};
-
 class Bf16Hook : public ddplab::HookWrapperBase {
  public:
   using HookWrapperBase::HookWrapperBase;
 
-  std::shared_ptr<const ddplab::BucketCodec> Codec() const override { return std::make_shared<const Bf16Bytes>(); }
+  // Buckets in bfloat16, packed and unpacked by rounding copies.
+  std::shared_ptr<const ddplab::BucketCodec> Codec() const override {
+    return std::make_shared<const ddplab::CastBytes>(at::kBFloat16);
+  }
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
     if (!bucket.buffer.defined() || bucket.buffer.scalar_type() == at::kBFloat16) return inner_->Run(bucket);

@@ -112,8 +112,7 @@ std::unique_ptr<CommHook> MakeHook(const PluginSet& set) {
 }
 
 Packing PackOneGradient(const CommHook& hook) {
-  std::shared_ptr<const BucketCodec> codec = hook.Codec();
-  if (!codec) codec = std::make_shared<const BucketCodec>();
+  const std::shared_ptr<const BucketCodec> codec = hook.Codec();
   const at::Tensor grad = at::randn({2, 3});
   const at::Tensor buffer = codec->Buffer(grad.numel(), grad.options());
   buffer.fill_(std::nan(""));

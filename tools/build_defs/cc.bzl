@@ -54,8 +54,9 @@ CUDA_GENCODE = [
     "-gencode=arch=compute_80,code=compute_80",
 ]
 
-# For binaries that load plugins: plugins resolve the host's symbols (the plugin API,
-# the experiment schema) from the executable, as LLVM's pass plugins do.
+# For binaries that load plugins: a plugin resolves the symbols it shares with the host
+# from the executable, as LLVM's pass plugins do; none of them is ddplab's own code,
+# which reaches a plugin as services the host passes in (tools/check_tree.sh checks).
 HOST_LINKOPTS = ["-rdynamic", "-ldl"]
 
 def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", torch = True, **kwargs):
