@@ -16,6 +16,7 @@ PLUGINS = [
     "no_communication",
     "optimizer_overlap",
     "powersgd",
+    "registered_buckets",
     "static_graph",
     "zero_copy",
 ]

@@ -1,0 +1,76 @@
+#include "plugins/registered_buckets/registered_pool.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+#if defined(DDPLAB_CUDA) && defined(USE_C10D_NCCL)
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#include <torch/cuda.h>
+#endif
+
+namespace ddplab {
+namespace {
+
+// Without a NCCL group there is no pool, and the error says why.
+TEST(RegisteredPoolTest, NeedsNccl) {
+  absl::StatusOr<std::unique_ptr<RegisteredPool>> pool = RegisteredPool::Make(nullptr, false);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_NE(std::string(pool.status().message()).find("NCCL"), std::string::npos) << pool.status();
+}
+
+#if defined(DDPLAB_CUDA) && defined(USE_C10D_NCCL)
+
+// One rank's NCCL group on GPU 0, its communicator made by a first all-reduce.
+c10::intrusive_ptr<c10d::ProcessGroupNCCL> OneRankGroup() {
+  char path[] = "/tmp/registered_pool_test_XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd >= 0) close(fd);
+  std::remove(path);
+  auto store = c10::make_intrusive<c10d::FileStore>(path, 1);
+  auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, 0, 1);
+  std::vector<at::Tensor> first{at::ones({4}, at::TensorOptions().device(at::kCUDA))};
+  group->allreduce(first)->wait();
+  return group;
+}
+
+// Buckets made in the pool are registered, reduced where they lie, and registered again
+// with the buckets of a rebuild (Note [Registered once per build]); plain and as windows.
+TEST(RegisteredPoolTest, RegistersEachBuildAndReducesThere) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
+  c10::cuda::set_device(0);
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> group = OneRankGroup();
+  for (bool symmetric : {false, true}) {
+    SCOPED_TRACE(symmetric ? "windows" : "plain");
+    absl::StatusOr<std::unique_ptr<RegisteredPool>> pool = RegisteredPool::Make(group.get(), symmetric);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    const auto options = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
+    for (int build = 1; build <= 2; ++build) {
+      at::Tensor a = (*pool)->Allocate([&] { return at::arange(1 << 20, options); });
+      at::Tensor b = (*pool)->Allocate([&] { return at::zeros({3 << 20}, options.dtype(at::kBFloat16)); });
+      (*pool)->RegisterNew();
+      EXPECT_EQ((*pool)->registrations(), build);
+      const at::Tensor before = a.clone();
+      std::vector<at::Tensor> tensors{a.narrow(0, 4096, 1 << 19)};
+      c10d::AllreduceOptions avg;
+      avg.reduceOp = c10d::ReduceOp::AVG;
+      group->allreduce(tensors, avg)->wait();
+      EXPECT_TRUE(at::equal(a, before));
+      EXPECT_EQ(b.scalar_type(), at::kBFloat16);
+    }
+    EXPECT_EQ((*pool)->bytes(), 2 * ((4 << 20) + (6 << 20)));
+  }
+  group->shutdown();
+}
+
+#endif
+
+}  // namespace
+}  // namespace ddplab
