@@ -10,6 +10,7 @@
 # COMPILE_MODES=default,reduce-overhead also runs PyTorch's one GPU under torch.compile in
 # those modes, each repetition. CHECK_COMBOS= (empty) skips the graph check. BEFORE_GRAPH=1
 # runs the graph rows on the build before too (one that has plugins/cuda_graph).
+# BEFORE_CONFIGS=a,b runs only those rows on the build before (rows of a plugin it lacks).
 #
 #   bench/short_step_before_after.sh DIR BEFORE_SRC [GPUS] [REPS] [CONFIGS]   (CONFIGS "": one GPU alone)
 set -uo pipefail
@@ -43,6 +44,7 @@ args=(--out "$DIR/matrix" $amp --gpus "$GPUS" --transports nvlink --configs "$CO
 [ -n "${DEADLINE:-}" ] && args+=(--deadline "$DEADLINE")
 [ -n "${COMPILE_MODES:-}" ] && args+=(--compile_modes "$COMPILE_MODES")
 [ -n "${BEFORE_GRAPH:-}" ] && args+=(--before_graph)
+[ -n "${BEFORE_CONFIGS:-}" ] && args+=(--before_configs "$BEFORE_CONFIGS")
 python3 bench/ddp_matrix.py "${args[@]}" >"$DIR/matrix.log" 2>&1 || status=1
 echo "total: $(($(date +%s) - start)) s"
 sed -n '/^ddp on /,$p' "$DIR/matrix.log"
