@@ -162,10 +162,10 @@ CTA_SUFFIX = "_cta1"
 # NCCL_NCHANNELS_PER_NET_PEER set to N (#62: NCCL's log said 2 per peer at 4 ranks, where
 # a ring all-reduce drives 4 towards its neighbour). PyTorch's row is the configuration's.
 P2P_SUFFIX = re.compile(r"^(.+)_p2p([0-9]+)$")
-# `<config>_reg`: the flat buckets in NCCL-registered memory (plugins/registered_buckets);
-# `<config>_regsym`: registered as NCCL windows, for NCCL's symmetric kernels. PyTorch's row
-# is the configuration's: DDP's buckets are not NCCL's memory.
-REGISTERED_SUFFIXES = {"_regsym": "registered_buckets { symmetric: true }", "_reg": "registered_buckets {}"}
+# `<config>_win`: the flat buckets as NCCL windows, summed by NCCL's symmetric kernels
+# (plugins/registered_buckets). PyTorch's row is the configuration's: DDP's buckets are not
+# NCCL's memory.
+WINDOWS_SUFFIX = "_win"
 
 
 def config_entry(config):
@@ -186,11 +186,10 @@ def config_entry(config):
         extra = {"NCCL_MIN_P2P_NCHANNELS": p2p.group(2), "NCCL_NCHANNELS_PER_NET_PEER": p2p.group(2)}
         fields += "".join(f' nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in extra.items())
         return plugins, args, dict(nccl_env, **extra), fields, base or p2p.group(1)
-    for suffix, plugin in REGISTERED_SUFFIXES.items():
-        if config.endswith(suffix) and config not in CONFIGS:
-            stem = config[:-len(suffix)]
-            plugins, args, nccl_env, fields, base = config_entry(stem)
-            return f"{plugins} plugin {{ {plugin} }}", args, nccl_env, fields, base or stem
+    if config.endswith(WINDOWS_SUFFIX) and config not in CONFIGS:
+        stem = config[:-len(WINDOWS_SUFFIX)]
+        plugins, args, nccl_env, fields, base = config_entry(stem)
+        return f"{plugins} plugin {{ registered_buckets {{}} }}", args, nccl_env, fields, base or stem
     if config.endswith(CTA_SUFFIX) and config not in CONFIGS:
         stem = config[:-len(CTA_SUFFIX)]
         plugins, args, nccl_env, fields, base = config_entry(stem)

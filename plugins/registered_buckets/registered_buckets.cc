@@ -1,19 +1,23 @@
-// registered_buckets: the engine's flat buckets live in memory NCCL allocated and
-// registered with the run's communicator (registered_pool.h), so that NCCL may read and
-// write them where they lie instead of through its own staging buffers: fewer copies,
-// and fewer of the GPU's multiprocessors and memory cycles taken from backward's kernels
-// while it reduces. With `symmetric` they are NCCL windows, which NCCL's symmetric
-// kernels (2.27 and later) take. A hook around whatever reduces: its codec is the one
-// below with its buffers made in the pool, and the pool is registered at the first bucket
-// after each build of the buckets (Note [Registered once per build]). What travels is
-// unchanged, so it composes with every lever that keeps flat buckets (bucket_sizing,
-// static_graph, bucket_view, bf16, optimizer_overlap, cuda_graph); under zero_copy there
-// is no bucket to register, and a bucket without a buffer is an error naming it.
+// registered_buckets: the engine's flat buckets as NCCL windows (registered_pool.h), so
+// that NCCL reduces them with its symmetric kernels, which read and write peers' buckets
+// over NVLink where they lie, with no staging buffers and typically fewer CTAs than its
+// ring: fewer of the GPU's multiprocessors and memory cycles taken from backward's
+// kernels (Note [Why windows], registered_pool.h). Two hooks of one plugin:
+// - the reducer (kCommHook, in place of core's all-reduce): each bucket premultiplied by
+//   1/world and summed, as NCCL's own average does for floats, because NCCL's symmetric
+//   kernels sum and do not average;
+// - around the whole chain (kHookWrapper), the chain's codec with its buffers made in the
+//   pool; the pool is registered at the first bucket after each build of the buckets
+//   (Note [Registered once per build]).
+// What travels is the bucket's bytes, as with core's all-reduce: it composes with the
+// levers that keep flat buckets and leave the reduction to the all-reduce below them
+// (bucket_sizing, static_graph, bucket_view, bf16, optimizer_overlap, cuda_graph).
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/build_flags.h"
 #include "core/plugin/plugin_api.h"
@@ -41,7 +45,7 @@ class PooledCodec : public BucketCodec {
   }
   std::string Describe() const override {
     const std::string below = inner_->Describe();
-    return (below.empty() ? "" : below + ", ") + "in NCCL-registered memory";
+    return (below.empty() ? "" : below + ", ") + "as NCCL windows";
   }
 
  private:
@@ -49,29 +53,24 @@ class PooledCodec : public BucketCodec {
   std::shared_ptr<RegisteredPool> pool_;
 };
 
-class RegisteredHook : public ddplab::HookWrapperBase {
+// The chain's outermost hook: hands out the pooled codec, and registers what the pool
+// gained before the chain below reduces a bucket.
+class InWindows : public ddplab::HookWrapperBase {
  public:
-  RegisteredHook(std::unique_ptr<ddplab::CommHook> inner, std::shared_ptr<RegisteredPool> pool)
+  InWindows(std::unique_ptr<ddplab::CommHook> inner, std::shared_ptr<RegisteredPool> pool)
       : HookWrapperBase(std::move(inner)), pool_(std::move(pool)) {}
 
   std::shared_ptr<const BucketCodec> Codec() const override {
     return std::make_shared<const PooledCodec>(inner_->Codec(), pool_);
   }
-
   c10::intrusive_ptr<c10::ivalue::Future> Run(ddplab::GradBucket& bucket) override {
-    if (!bucket.buffer.defined()) {
-      throw std::invalid_argument(
-          "registered_buckets: bucket " + std::to_string(bucket.index) +
-          " has no flat buffer to register (zero_copy averages gradients where they lie); leave one of them out");
-    }
     pool_->RegisterNew();
     return inner_->Run(bucket);
   }
-
   std::map<std::string, double> Stats() const override {
     std::map<std::string, double> stats = inner_->Stats();
-    stats["registered_bytes"] = static_cast<double>(pool_->bytes());
-    stats["registrations"] = pool_->registrations();
+    stats["window_bytes"] = static_cast<double>(pool_->bytes());
+    stats["window_registrations"] = pool_->registrations();
     return stats;
   }
 
@@ -79,23 +78,54 @@ class RegisteredHook : public ddplab::HookWrapperBase {
   std::shared_ptr<RegisteredPool> pool_;
 };
 
-void Register(const ddplab::plugins::registered_buckets::v1::Config& config, ddplab::PluginRegistrar& registrar) {
+// The reducer: the bucket premultiplied by 1/world, then summed in place by NCCL.
+class PremultipliedSum : public ddplab::CommHook {
+ public:
+  PremultipliedSum(ddplab::compat::CollectiveGroup* group, int world) : group_(group), world_(world) {}
+  c10::intrusive_ptr<c10::ivalue::Future> Run(ddplab::GradBucket& bucket) override {
+    if (!bucket.buffer.defined()) {
+      throw std::invalid_argument("registered_buckets: bucket " + std::to_string(bucket.index) +
+                                  " has no flat buffer to sum as a window");
+    }
+    bucket.buffer.mul_(1.0 / world_);
+    std::vector<at::Tensor> tensors{bucket.buffer};
+    c10d::AllreduceOptions sum;
+    sum.reduceOp = c10d::ReduceOp::SUM;
+    return group_->allreduce(tensors, sum)->getFuture();
+  }
+
+ private:
+  ddplab::compat::CollectiveGroup* group_;
+  int world_;
+};
+
+void Register(const ddplab::plugins::registered_buckets::v1::Config&, ddplab::PluginRegistrar& registrar) {
   if (!DDPLAB_CUDA_BUILD) {
     registrar.Reject("it registers the buckets with NCCL, and this build has no NCCL (a CPU build)");
     return;
   }
-  const bool symmetric = config.symmetric();
+  // The chain's pool, made with its reducer (the chain's first hook) and handed to its
+  // outermost hook; chains are made one at a time.
+  auto pool = std::make_shared<std::shared_ptr<RegisteredPool>>();
+  registrar.WrapCommHook(
+      ddplab::ExtensionPoint::kCommHook,
+      [pool](std::unique_ptr<ddplab::CommHook> below, const ddplab::CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
+        // One process issues no collective (Collectives::StartMean): nothing to register.
+        pool->reset();
+        if (context.world_size == 1) return below;
+        absl::StatusOr<std::unique_ptr<RegisteredPool>> made = RegisteredPool::Make(context.process_group);
+        if (!made.ok()) throw std::invalid_argument("registered_buckets: " + std::string(made.status().message()));
+        *pool = std::move(*made);
+        return std::make_unique<PremultipliedSum>(context.process_group, context.world_size);
+      });
   registrar.WrapCommHook(
       ddplab::ExtensionPoint::kHookWrapper,
-      [symmetric](std::unique_ptr<ddplab::CommHook> inner, const ddplab::CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
-        // One process issues no collective (Collectives::StartMean): nothing to register.
-        if (context.world_size == 1) return inner;
-        absl::StatusOr<std::unique_ptr<RegisteredPool>> pool = RegisteredPool::Make(context.process_group, symmetric);
-        if (!pool.ok()) throw std::invalid_argument("registered_buckets: " + std::string(pool.status().message()));
-        return std::make_unique<RegisteredHook>(std::move(inner), std::shared_ptr<RegisteredPool>(std::move(*pool)));
+      [pool](std::unique_ptr<ddplab::CommHook> inner, const ddplab::CommContext&) -> std::unique_ptr<ddplab::CommHook> {
+        if (*pool == nullptr) return inner;
+        return std::make_unique<InWindows>(std::move(inner), *pool);
       });
   ddplab::PyTorchForm form;
-  form.not_in_pytorch = {"registered_buckets (DDP's buckets are not allocated by NCCL)"};
+  form.not_in_pytorch = {"registered_buckets (DDP's buckets are not NCCL windows)"};
   registrar.DescribeInPyTorch(form);
 }
 

@@ -1,8 +1,21 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/build_flags.h"
+#include "core/engine/allreduce_hook.h"
 #include "gtest/gtest.h"
 #include "plugins/testing/plugin_testutil.h"
+
+#if defined(DDPLAB_CUDA) && defined(USE_C10D_NCCL)
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#include <torch/cuda.h>
+#endif
 
 namespace ddplab {
 namespace {
@@ -29,13 +42,17 @@ TEST(RegisteredBucketsPluginTest, RefusesGlooInACudaBuild) {
 }
 
 // The same averages as without it, over NCCL, through the rebuild (a second
-// registration): core's all-reduce, bf16's bytes, and symmetric windows.
-TEST(RegisteredBucketsPluginTest, AveragesExactlyOnGpus) {
+// registration).
+TEST(RegisteredBucketsPluginTest, AveragesOnGpus) {
   REQUIRE_TWO_GPUS();
   EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { registered_buckets {} }") + testing::kSmallBuckets), "");
-  EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { registered_buckets { symmetric: true } }") +
-                                           testing::kSmallBuckets),
-            "");
+}
+
+// Levers that reduce the bucket themselves take the reducer's place: refused, naming both.
+TEST(RegisteredBucketsPluginTest, RefusesOtherReducers) {
+  if (!DDPLAB_CUDA_BUILD) GTEST_SKIP() << "a CPU build refuses the plugin when it is configured";
+  EXPECT_EQ(testing::RefusedTogether("registered_buckets {}", "powersgd { matrix_approximation_rank: 1 }"), "");
+  EXPECT_EQ(testing::RefusedTogether("registered_buckets {}", "zero_copy {}"), "");
 }
 
 TEST(RegisteredBucketsPluginTest, KeepsBf16sBytesOnGpus) {
@@ -45,6 +62,46 @@ TEST(RegisteredBucketsPluginTest, KeepsBf16sBytesOnGpus) {
                 {"--grad_tolerance=0.00390625", "--wire_dtype=BFloat16"}),
             "");
 }
+
+#if defined(DDPLAB_CUDA) && defined(USE_C10D_NCCL)
+// The chain on one GPU, over a group of one rank that the hooks are told has two: its
+// codec makes the buckets in the pool (bfloat16 under bf16), the first bucket registers
+// them, and the reducer premultiplies by 1/2 and sums over the one rank, so each bucket
+// comes back halved.
+TEST(RegisteredBucketsPluginTest, HalvesOverOneRankToldOfTwo) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
+  c10::cuda::set_device(0);
+  char path[] = "/tmp/registered_buckets_test_XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd >= 0) close(fd);
+  std::remove(path);
+  auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::FileStore>(path, 1), 0, 1);
+  std::vector<at::Tensor> first{at::ones({4}, at::TensorOptions().device(at::kCUDA))};
+  group->allreduce(first)->wait();
+  for (const std::string plugins : {"plugin { registered_buckets {} }", "plugin { bf16 {} } plugin { registered_buckets {} }"}) {
+    SCOPED_TRACE(plugins);
+    absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(plugins, "device: CUDA gpus_per_node: 2");
+    ASSERT_TRUE(set.ok()) << set.status();
+    std::unique_ptr<CommHook> hook =
+        MakeHookChain(set->engine_parts().hooks, CommContext{group.get(), 0, 2, true, {}, nullptr});
+    const at::Tensor grad = at::arange(1 << 16, at::TensorOptions().device(at::kCUDA)).to(at::kFloat);
+    const std::shared_ptr<const BucketCodec> codec = hook->Codec();
+    const at::Tensor buffer = codec->Buffer(grad.numel(), grad.options());
+    EXPECT_EQ(buffer.scalar_type(), plugins.find("bf16") == std::string::npos ? at::kFloat : at::kBFloat16);
+    codec->Pack({grad}, {buffer});
+    GradBucket bucket = testing::OneGradientBucket(grad, 0);
+    bucket.buffer = buffer;
+    bucket.gradients = {buffer};
+    c10::intrusive_ptr<c10::ivalue::Future> future = hook->Run(bucket);
+    future->wait();
+    const c10::IValue value = future->value();
+    const at::Tensor result = (value.isTensor() ? value.toTensor() : value.toTensorVector().at(0)).to(at::kFloat);
+    EXPECT_TRUE(at::allclose(result, grad.to(buffer.scalar_type()).to(at::kFloat) * 0.5));
+    EXPECT_EQ(hook->Stats().at("window_registrations"), 1);
+  }
+  group->shutdown();
+}
+#endif
 
 }  // namespace
 }  // namespace ddplab

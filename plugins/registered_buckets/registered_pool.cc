@@ -37,13 +37,18 @@ using MemPool = c10::cuda::MemPool;
 #endif
 using CudaAllocator = c10::cuda::CUDACachingAllocator::CUDAAllocator;
 
-// MemPool takes its allocator as a shared pointer in later LibTorch, a raw one before.
+// A pool over `allocator` whose every allocation is a segment of its own (no_split), so
+// that each tensor starts a window. MemPool takes its allocator as a shared pointer and
+// no_split in later LibTorch; before, a raw pointer and no no_split (where the caching
+// allocator rounds large blocks to whole segments).
 template <typename Pool = MemPool>
-Pool* NewPool(const std::shared_ptr<CudaAllocator>& allocator) {
-  if constexpr (std::is_constructible_v<Pool, std::shared_ptr<CudaAllocator>>) {
-    return new Pool(allocator);
+std::unique_ptr<Pool> NewPool(const std::shared_ptr<CudaAllocator>& allocator) {
+  if constexpr (std::is_constructible_v<Pool, std::shared_ptr<CudaAllocator>, bool, bool, bool>) {
+    return std::make_unique<Pool>(allocator, /*is_user_created=*/true, /*use_on_oom=*/false, /*no_split=*/true);
+  } else if constexpr (std::is_constructible_v<Pool, std::shared_ptr<CudaAllocator>>) {
+    return std::make_unique<Pool>(allocator);
   } else {
-    return new Pool(allocator.get());
+    return std::make_unique<Pool>(allocator.get());
   }
 }
 
@@ -68,16 +73,17 @@ std::shared_ptr<CudaAllocator> NcclAllocator() {
       });
 }
 
-// registerMemPool takes `symm` (windows) in later LibTorch; false where it cannot.
+// Registers `pool` as windows where registerMemPool takes `symm` (later LibTorch); false
+// where it cannot.
 template <typename Group>
-bool Register(Group& group, MemPool* pool, bool symmetric) {
+bool RegisterWindows(Group& group, MemPool* pool) {
   if constexpr (std::is_invocable_v<decltype(&Group::registerMemPool), Group*, MemPool*, bool>) {
-    group.registerMemPool(pool, symmetric);
+    group.registerMemPool(pool, /*symm=*/true);
     return true;
   } else {
-    if (symmetric) return false;
-    group.registerMemPool(pool);
-    return true;
+    (void)group;
+    (void)pool;
+    return false;
   }
 }
 
@@ -86,26 +92,24 @@ bool Register(Group& group, MemPool* pool, bool symmetric) {
 struct RegisteredPool::State {
   std::mutex mu;
   c10d::ProcessGroupNCCL* group = nullptr;
-  bool symmetric = false;
   c10::DeviceIndex device = 0;
   std::shared_ptr<CudaAllocator> allocator;
-  // Left to the process's end, never freed: buffers made in it may outlive this object,
-  // and NCCL keeps its registrations until the communicator is destroyed.
-  MemPool* pool = nullptr;
+  // Freed with this object; tensors made in it may outlive it, as a CUDA graph's pool's
+  // do, and go back to the allocator when they die.
+  std::unique_ptr<MemPool> pool;
   bool registered = false;
   bool added = false;
   int64_t bytes = 0;
   int registrations = 0;
 };
 
-absl::StatusOr<std::unique_ptr<RegisteredPool>> RegisteredPool::Make(compat::CollectiveGroup* group, bool symmetric) {
+absl::StatusOr<std::unique_ptr<RegisteredPool>> RegisteredPool::Make(compat::CollectiveGroup* group) {
   auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(group);
   if (nccl == nullptr) {
     return absl::FailedPreconditionError("the run's collectives are not NCCL's (a CPU run, over Gloo)");
   }
   auto state = std::make_unique<State>();
   state->group = nccl;
-  state->symmetric = symmetric;
   state->device = c10::cuda::current_device();
   try {
     state->allocator = NcclAllocator();
@@ -122,7 +126,7 @@ at::Tensor RegisteredPool::Allocate(const std::function<at::Tensor()>& make) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.registered) {
-    s.group->deregisterMemPool(s.pool);
+    s.group->deregisterMemPool(s.pool.get());
     s.registered = false;
   }
   c10::cuda::CUDAGuard guard(s.device);
@@ -150,7 +154,7 @@ void RegisteredPool::RegisterNew() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.added) return;
-  if (!Register(*s.group, s.pool, s.symmetric)) {
+  if (!RegisterWindows(*s.group, s.pool.get())) {
     throw std::runtime_error("this LibTorch's c10d registers no NCCL windows (registerMemPool takes no `symm`)");
   }
   s.registered = true;
@@ -165,7 +169,7 @@ struct RegisteredPool::State {
   int registrations = 0;
 };
 
-absl::StatusOr<std::unique_ptr<RegisteredPool>> RegisteredPool::Make(compat::CollectiveGroup*, bool) {
+absl::StatusOr<std::unique_ptr<RegisteredPool>> RegisteredPool::Make(compat::CollectiveGroup*) {
   return absl::FailedPreconditionError("this build has no NCCL (a CPU build)");
 }
 
@@ -176,7 +180,19 @@ void RegisteredPool::RegisterNew() {}
 #endif  // DDPLAB_REGISTERED_POOL
 
 RegisteredPool::RegisteredPool(std::unique_ptr<State> state) : state_(std::move(state)) {}
-RegisteredPool::~RegisteredPool() = default;
+
+RegisteredPool::~RegisteredPool() {
+#if DDPLAB_REGISTERED_POOL
+  // The windows go before their memory can. Once the group is shut down its communicator
+  // has taken them with it, and c10d says so by throwing: nothing is left to do then.
+  if (state_ && state_->registered) {
+    try {
+      state_->group->deregisterMemPool(state_->pool.get());
+    } catch (const std::exception&) {
+    }
+  }
+#endif
+}
 int64_t RegisteredPool::bytes() const { return state_->bytes; }
 int RegisteredPool::registrations() const { return state_->registrations; }
 

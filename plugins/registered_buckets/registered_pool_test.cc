@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -21,7 +22,7 @@ namespace {
 
 // Without a NCCL group there is no pool, and the error says why.
 TEST(RegisteredPoolTest, NeedsNccl) {
-  absl::StatusOr<std::unique_ptr<RegisteredPool>> pool = RegisteredPool::Make(nullptr, false);
+  absl::StatusOr<std::unique_ptr<RegisteredPool>> pool = RegisteredPool::Make(nullptr);
   ASSERT_FALSE(pool.ok());
   EXPECT_NE(std::string(pool.status().message()).find("NCCL"), std::string::npos) << pool.status();
 }
@@ -41,32 +42,38 @@ c10::intrusive_ptr<c10d::ProcessGroupNCCL> OneRankGroup() {
   return group;
 }
 
-// Buckets made in the pool are registered, reduced where they lie, and registered again
-// with the buckets of a rebuild (Note [Registered once per build]); plain and as windows.
+// Buckets made in the pool, each at the start of a segment, are registered as windows,
+// summed where they lie, and registered again with the buckets of a rebuild (Note
+// [Registered once per build]); the pool's windows go with it.
 TEST(RegisteredPoolTest, RegistersEachBuildAndReducesThere) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
   c10::cuda::set_device(0);
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> group = OneRankGroup();
-  for (bool symmetric : {false, true}) {
-    SCOPED_TRACE(symmetric ? "windows" : "plain");
-    absl::StatusOr<std::unique_ptr<RegisteredPool>> pool = RegisteredPool::Make(group.get(), symmetric);
+  {
+    absl::StatusOr<std::unique_ptr<RegisteredPool>> pool = RegisteredPool::Make(group.get());
     ASSERT_TRUE(pool.ok()) << pool.status();
     const auto options = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
     for (int build = 1; build <= 2; ++build) {
       at::Tensor a = (*pool)->Allocate([&] { return at::arange(1 << 20, options); });
       at::Tensor b = (*pool)->Allocate([&] { return at::zeros({3 << 20}, options.dtype(at::kBFloat16)); });
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data_ptr()) % 4096, 0u);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data_ptr()) % 4096, 0u);
       (*pool)->RegisterNew();
       EXPECT_EQ((*pool)->registrations(), build);
       const at::Tensor before = a.clone();
-      std::vector<at::Tensor> tensors{a.narrow(0, 4096, 1 << 19)};
-      c10d::AllreduceOptions avg;
-      avg.reduceOp = c10d::ReduceOp::AVG;
-      group->allreduce(tensors, avg)->wait();
+      std::vector<at::Tensor> tensors{a};
+      c10d::AllreduceOptions sum;
+      sum.reduceOp = c10d::ReduceOp::SUM;
+      group->allreduce(tensors, sum)->wait();
       EXPECT_TRUE(at::equal(a, before));
       EXPECT_EQ(b.scalar_type(), at::kBFloat16);
     }
     EXPECT_EQ((*pool)->bytes(), 2 * ((4 << 20) + (6 << 20)));
   }
+  // The group still reduces after the pool and its windows are gone.
+  std::vector<at::Tensor> after{at::ones({8}, at::TensorOptions().device(at::kCUDA))};
+  group->allreduce(after)->wait();
+  EXPECT_TRUE(at::equal(after[0].cpu(), at::ones({8})));
   group->shutdown();
 }
 
