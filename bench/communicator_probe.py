@@ -58,7 +58,10 @@ def threads():
 
 def make_group(torch):
     import torch.distributed as dist
-    store = dist.FileStore(tempfile.mktemp(prefix="communicator_probe_"), 1)
+    fd, path = tempfile.mkstemp(prefix="communicator_probe_")
+    os.close(fd)
+    os.remove(path)
+    store = dist.FileStore(path, 1)
     torch.cuda.set_device(0)
     dist.init_process_group("nccl", store=store, rank=0, world_size=1)
     t = torch.ones(1 << 20, device="cuda")
@@ -115,6 +118,9 @@ def one_run(a):
         "rlimit_stack": resource.getrlimit(resource.RLIMIT_STACK)[0],
         "threads": threads(),
     }), flush=True)
+    if a.mode.startswith("comm"):
+        import torch.distributed as dist
+        dist.destroy_process_group()
 
 
 def drive(a):
@@ -129,7 +135,8 @@ def drive(a):
         for rep in range(a.reps):
             for label, mode, env in modes:
                 cmd = [sys.executable, __file__, "--one", "--mode", mode, "--label", label,
-                       "--warmup", str(a.warmup), "--measured", str(a.measured)]
+                       "--warmup", str(a.warmup), "--measured", str(a.measured),
+                       "--phase_steps", str(a.phase_steps)]
                 r = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
                 line = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
                 if r.returncode != 0 or not line.startswith("{"):

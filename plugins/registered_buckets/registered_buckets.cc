@@ -6,9 +6,8 @@
 // - the reducer (kCommHook, in place of core's all-reduce): each bucket premultiplied by
 //   1/world and summed, as NCCL's own average does for floats, because NCCL's symmetric
 //   kernels sum and do not average;
-// - around the whole chain (kHookWrapper), the chain's codec with its buffers made in the
-//   pool; the pool is registered at the first bucket after each build of the buckets
-//   (Note [Registered once per build]).
+// - around the chain (kHookWrapper), the chain's codec with its buffers made in the pool,
+//   each registered as a window as it is made (Note [Registered once per build]).
 // What travels is the bucket's bytes, as with core's all-reduce: it composes with the
 // levers that keep flat buckets and leave the reduction to the all-reduce below them
 // (bucket_sizing, static_graph, bucket_view, bf16, optimizer_overlap, cuda_graph).
@@ -53,8 +52,9 @@ class PooledCodec : public BucketCodec {
   std::shared_ptr<RegisteredPool> pool_;
 };
 
-// The chain's outermost hook: hands out the pooled codec, and registers what the pool
-// gained before the chain below reduces a bucket.
+// Around the chain (wrappers listed after it, and the error sampler, may wrap it in
+// turn, and pass its codec on): hands out the pooled codec, and tells the pool when its
+// buckets are reduced, so that the next buckets it makes are a rebuild's.
 class InWindows : public ddplab::HookWrapperBase {
  public:
   InWindows(std::unique_ptr<ddplab::CommHook> inner, std::shared_ptr<RegisteredPool> pool)
@@ -64,13 +64,13 @@ class InWindows : public ddplab::HookWrapperBase {
     return std::make_shared<const PooledCodec>(inner_->Codec(), pool_);
   }
   c10::intrusive_ptr<c10::ivalue::Future> Run(ddplab::GradBucket& bucket) override {
-    pool_->RegisterNew();
+    pool_->InUse();
     return inner_->Run(bucket);
   }
   std::map<std::string, double> Stats() const override {
     std::map<std::string, double> stats = inner_->Stats();
     stats["window_bytes"] = static_cast<double>(pool_->bytes());
-    stats["window_registrations"] = pool_->registrations();
+    stats["windows"] = pool_->windows();
     return stats;
   }
 
@@ -104,8 +104,8 @@ void Register(const ddplab::plugins::registered_buckets::v1::Config&, ddplab::Pl
     registrar.Reject("it registers the buckets with NCCL, and this build has no NCCL (a CPU build)");
     return;
   }
-  // The chain's pool, made with its reducer (the chain's first hook) and handed to its
-  // outermost hook; chains are made one at a time.
+  // The chain's pool, made with its reducer (the chain's first hook) and handed over to
+  // the hook around it; chains are made one at a time.
   auto pool = std::make_shared<std::shared_ptr<RegisteredPool>>();
   registrar.WrapCommHook(
       ddplab::ExtensionPoint::kCommHook,
@@ -121,8 +121,11 @@ void Register(const ddplab::plugins::registered_buckets::v1::Config&, ddplab::Pl
   registrar.WrapCommHook(
       ddplab::ExtensionPoint::kHookWrapper,
       [pool](std::unique_ptr<ddplab::CommHook> inner, const ddplab::CommContext&) -> std::unique_ptr<ddplab::CommHook> {
-        if (*pool == nullptr) return inner;
-        return std::make_unique<InWindows>(std::move(inner), *pool);
+        // The chain's hooks own the pool from here: the plugin's configuration, which
+        // outlives runs, keeps none.
+        std::shared_ptr<RegisteredPool> mine = std::exchange(*pool, nullptr);
+        if (mine == nullptr) return inner;
+        return std::make_unique<InWindows>(std::move(inner), std::move(mine));
       });
   ddplab::PyTorchForm form;
   form.not_in_pytorch = {"registered_buckets (DDP's buckets are not NCCL windows)"};

@@ -41,8 +41,8 @@ TEST(RegisteredBucketsPluginTest, RefusesGlooInACudaBuild) {
   EXPECT_NE(failure.find("registered_buckets: the run's collectives are not NCCL's"), std::string::npos) << failure;
 }
 
-// The same averages as without it, over NCCL, through the rebuild (a second
-// registration).
+// The same averages as without it, over NCCL, before and after the rebuild (its buckets
+// in a second pool).
 TEST(RegisteredBucketsPluginTest, AveragesOnGpus) {
   REQUIRE_TWO_GPUS();
   EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { registered_buckets {} }") + testing::kSmallBuckets), "");
@@ -53,13 +53,18 @@ TEST(RegisteredBucketsPluginTest, RefusesOtherReducers) {
   if (!DDPLAB_CUDA_BUILD) GTEST_SKIP() << "a CPU build refuses the plugin when it is configured";
   EXPECT_EQ(testing::RefusedTogether("registered_buckets {}", "powersgd { matrix_approximation_rank: 1 }"), "");
   EXPECT_EQ(testing::RefusedTogether("registered_buckets {}", "zero_copy {}"), "");
+  EXPECT_EQ(testing::RefusedTogether("registered_buckets {}", "fp8 {}"), "");
+  EXPECT_EQ(testing::RefusedTogether("registered_buckets {}", "bf16_fp32_sum {}"), "");
+  EXPECT_EQ(testing::RefusedTogether("registered_buckets {}", "no_communication {}"), "");
 }
 
-TEST(RegisteredBucketsPluginTest, KeepsBf16sBytesOnGpus) {
+// Under bf16 the windows hold bfloat16 buckets, averaged within bf16's rounding. (What was
+// sent is not recorded under this reducer: core's all-reduce records it.)
+TEST(RegisteredBucketsPluginTest, AveragesBf16sBytesOnGpus) {
   REQUIRE_TWO_GPUS();
   EXPECT_EQ(testing::TrainAndCompareOnGpus(
                 std::string("plugin { bf16 {} } plugin { registered_buckets {} }") + testing::kSmallBuckets,
-                {"--grad_tolerance=0.00390625", "--wire_dtype=BFloat16"}),
+                {"--grad_tolerance=0.00390625"}),
             "");
 }
 
@@ -97,7 +102,7 @@ TEST(RegisteredBucketsPluginTest, HalvesOverOneRankToldOfTwo) {
     const c10::IValue value = future->value();
     const at::Tensor result = (value.isTensor() ? value.toTensor() : value.toTensorVector().at(0)).to(at::kFloat);
     EXPECT_TRUE(at::allclose(result, grad.to(buffer.scalar_type()).to(at::kFloat) * 0.5));
-    EXPECT_EQ(hook->Stats().at("window_registrations"), 1);
+    EXPECT_EQ(hook->Stats().at("windows"), 1);
   }
   group->shutdown();
 }

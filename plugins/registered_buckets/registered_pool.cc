@@ -5,6 +5,7 @@
 #include <thread>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -39,8 +42,7 @@ using CudaAllocator = c10::cuda::CUDACachingAllocator::CUDAAllocator;
 
 // A pool over `allocator` whose every allocation is a segment of its own (no_split), so
 // that each tensor starts a window. MemPool takes its allocator as a shared pointer and
-// no_split in later LibTorch; before, a raw pointer and no no_split (where the caching
-// allocator rounds large blocks to whole segments).
+// no_split in later LibTorch; before, a raw pointer and no no_split.
 template <typename Pool = MemPool>
 std::unique_ptr<Pool> NewPool(const std::shared_ptr<CudaAllocator>& allocator) {
   if constexpr (std::is_constructible_v<Pool, std::shared_ptr<CudaAllocator>, bool, bool, bool>) {
@@ -53,8 +55,8 @@ std::unique_ptr<Pool> NewPool(const std::shared_ptr<CudaAllocator>& allocator) {
 }
 
 // NCCL's own allocator (ncclMemAlloc: cuMem memory NCCL can register, as windows too).
-// c10d's ProcessGroupNCCL::getMemAllocator offers it only where the GPU supports
-// multicast, which runs here keep off (NVLS), so the pool takes one of its own.
+// c10d's ProcessGroupNCCL::getMemAllocator offers it only where the GPU reports multicast
+// support, which a machine may not (or may keep NVLS off), so the pool takes one of its own.
 std::shared_ptr<CudaAllocator> NcclAllocator() {
   return torch::cuda::CUDAPluggableAllocator::createCustomAllocator(
       [](size_t size, int device, cudaStream_t) {
@@ -91,16 +93,32 @@ bool RegisterWindows(Group& group, MemPool* pool) {
 
 struct RegisteredPool::State {
   std::mutex mu;
-  c10d::ProcessGroupNCCL* group = nullptr;
+  // Owned: the pool's windows are the group's communicator's, and go before it.
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> group;
   c10::DeviceIndex device = 0;
   std::shared_ptr<CudaAllocator> allocator;
-  // Freed with this object; tensors made in it may outlive it, as a CUDA graph's pool's
-  // do, and go back to the allocator when they die.
+  // This build's pool. Tensors made in it may outlive it, as a CUDA graph's pool's do,
+  // and go back to the allocator when they die.
   std::unique_ptr<MemPool> pool;
-  bool registered = false;
-  bool added = false;
+  bool registered = false;  // the pool holds windows
+  bool in_use = false;      // a bucket of this build was reduced: the next Allocate rebuilds
   int64_t bytes = 0;
-  int registrations = 0;
+  int windows = 0;
+
+  // Ends the pool's windows once nothing can still be reducing in them (NCCL tears a
+  // window down on a stream of its own, without waiting for the collectives on it). After
+  // the group is shut down its communicator has taken them with it, and c10d says so by
+  // throwing: nothing is left to do then.
+  void EndWindows() {
+    if (!registered) return;
+    registered = false;
+    try {
+      c10::cuda::CUDAGuard guard(device);
+      c10::cuda::device_synchronize();
+      group->deregisterMemPool(pool.get());
+    } catch (const std::exception&) {
+    }
+  }
 };
 
 absl::StatusOr<std::unique_ptr<RegisteredPool>> RegisteredPool::Make(compat::CollectiveGroup* group) {
@@ -108,13 +126,21 @@ absl::StatusOr<std::unique_ptr<RegisteredPool>> RegisteredPool::Make(compat::Col
   if (nccl == nullptr) {
     return absl::FailedPreconditionError("the run's collectives are not NCCL's (a CPU run, over Gloo)");
   }
+  if constexpr (!std::is_invocable_v<decltype(&c10d::ProcessGroupNCCL::registerMemPool), c10d::ProcessGroupNCCL*,
+                                     MemPool*, bool>) {
+    return absl::FailedPreconditionError("this LibTorch's c10d registers no NCCL windows (registerMemPool takes no `symm`)");
+  }
   auto state = std::make_unique<State>();
-  state->group = nccl;
+  state->group = c10::intrusive_ptr<c10d::ProcessGroupNCCL>::reclaim_copy(nccl);
   state->device = c10::cuda::current_device();
   try {
-    state->allocator = NcclAllocator();
     c10::cuda::CUDAGuard guard(state->device);
+    state->allocator = NcclAllocator();
     state->pool = NewPool(state->allocator);
+    // Windows are the communicator's: one all-reduce makes it (c10d makes it at a
+    // group's first collective), on every rank at once, as every rank makes its hooks.
+    std::vector<at::Tensor> one{at::zeros({1}, at::TensorOptions().device(at::kCUDA, state->device))};
+    nccl->allreduce(one)->wait();
   } catch (const std::exception& e) {
     return absl::FailedPreconditionError(
         absl::StrCat("NCCL's memory pool could not be made: ", compat::WhatWithoutBacktrace(e)));
@@ -125,11 +151,20 @@ absl::StatusOr<std::unique_ptr<RegisteredPool>> RegisteredPool::Make(compat::Col
 at::Tensor RegisteredPool::Allocate(const std::function<at::Tensor()>& make) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.registered) {
-    s.group->deregisterMemPool(s.pool.get());
-    s.registered = false;
-  }
   c10::cuda::CUDAGuard guard(s.device);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(s.device).stream(), &capture);
+  if (capture != cudaStreamCaptureStatusNone) {
+    throw std::runtime_error(
+        "registered_buckets: the buckets are being made inside a CUDA graph's capture, where windows cannot be "
+        "registered (with cuda_graph, let eager_steps leave the engine's rebuild outside the capture: 2 or more)");
+  }
+  if (s.in_use) {  // a rebuild: a pool of its own, so that its segments are new and in order
+    s.EndWindows();
+    s.pool = NewPool(s.allocator);
+    s.in_use = false;
+    s.bytes = 0;
+  }
   const auto thread = std::this_thread::get_id();
   // As c10d's own ProcessGroupNCCL::allocateTensor: this thread's allocations go to the
   // pool while `make` runs.
@@ -145,37 +180,34 @@ at::Tensor RegisteredPool::Allocate(const std::function<at::Tensor()>& make) {
   }
   c10::cuda::CUDACachingAllocator::endAllocateToPool(s.device, s.pool->id());
   c10::cuda::CUDACachingAllocator::releasePool(s.device, s.pool->id());
-  s.added = true;
+  // The new segment as a window at once, so that every rank registers its windows in
+  // the order it allocates them (Note [Registered once per build]).
+  RegisterWindows(*s.group, s.pool.get());
+  s.registered = true;
+  ++s.windows;
   if (made.defined()) s.bytes += made.numel() * made.element_size();
   return made;
 }
 
-void RegisteredPool::RegisterNew() {
-  State& s = *state_;
-  std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.added) return;
-  if (!RegisterWindows(*s.group, s.pool.get())) {
-    throw std::runtime_error("this LibTorch's c10d registers no NCCL windows (registerMemPool takes no `symm`)");
-  }
-  s.registered = true;
-  s.added = false;
-  ++s.registrations;
+void RegisteredPool::InUse() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->in_use = true;
 }
 
 #else  // !DDPLAB_REGISTERED_POOL
 
 struct RegisteredPool::State {
   int64_t bytes = 0;
-  int registrations = 0;
+  int windows = 0;
 };
 
 absl::StatusOr<std::unique_ptr<RegisteredPool>> RegisteredPool::Make(compat::CollectiveGroup*) {
-  return absl::FailedPreconditionError("this build has no NCCL (a CPU build)");
+  return absl::FailedPreconditionError("this build has no NCCL");
 }
 
 at::Tensor RegisteredPool::Allocate(const std::function<at::Tensor()>& make) { return make(); }
 
-void RegisteredPool::RegisterNew() {}
+void RegisteredPool::InUse() {}
 
 #endif  // DDPLAB_REGISTERED_POOL
 
@@ -183,17 +215,11 @@ RegisteredPool::RegisteredPool(std::unique_ptr<State> state) : state_(std::move(
 
 RegisteredPool::~RegisteredPool() {
 #if DDPLAB_REGISTERED_POOL
-  // The windows go before their memory can. Once the group is shut down its communicator
-  // has taken them with it, and c10d says so by throwing: nothing is left to do then.
-  if (state_ && state_->registered) {
-    try {
-      state_->group->deregisterMemPool(state_->pool.get());
-    } catch (const std::exception&) {
-    }
-  }
+  if (state_) state_->EndWindows();  // the windows go before their memory can
 #endif
 }
+
 int64_t RegisteredPool::bytes() const { return state_->bytes; }
-int RegisteredPool::registrations() const { return state_->registrations; }
+int RegisteredPool::windows() const { return state_->windows; }
 
 }  // namespace ddplab

@@ -7,17 +7,18 @@
 //
 //   absl::StatusOr<std::unique_ptr<RegisteredPool>> pool = RegisteredPool::Make(group);
 //   at::Tensor bucket = (*pool)->Allocate([&] { return at::zeros({n}, cuda_float); });
-//   (*pool)->RegisterNew();   // collective; once the communicator exists
+//   (*pool)->InUse();         // its buckets are reduced: the next Allocate is a rebuild's
 //   group->allreduce(...)     // on `bucket`: NCCL may take its symmetric kernels
 //
 // Note [Registered once per build]
-// Registration is per pool, not per tensor: RegisterNew registers every segment the pool
-// holds, and Allocate after a registration first deregisters them all, so that the next
-// RegisterNew registers old and new segments alike (c10d deregisters only what it
-// registered). The engine allocates its buckets twice (before the first step and after
-// the rebuild), so a run registers twice. Registering windows is collective: every rank
-// allocates and registers in the same order, as the engine's buckets are the same on
-// every rank.
+// Registering a window is collective, and NCCL places each rank's windows by the order in
+// which that rank registered them: every rank must register the same buckets in the same
+// order. So each bucket is registered as it is allocated, one new segment at a time (the
+// order of the engine's buckets, the same on every rank; c10d's registerMemPool would
+// register a pool's segments in an order of the allocator's, which differs between
+// processes). The engine allocates its buckets twice, before the first step and after the
+// rebuild: the rebuild's go into a new pool of their own, after the first build's windows
+// are ended (once the device is idle) and their pool is let go.
 //
 // Note [Why windows]
 // NCCL (2.27 to 2.29) never reads a plainly registered buffer (ncclCommRegister) in an
@@ -49,16 +50,17 @@ class RegisteredPool {
   RegisteredPool(const RegisteredPool&) = delete;
   RegisteredPool& operator=(const RegisteredPool&) = delete;
 
-  // Runs `make` with every CUDA allocation of this thread going to the pool, and returns
-  // what it made. Deregisters the pool first where it was registered (Note [Registered
-  // once per build]).
+  // Runs `make` with every CUDA allocation of this thread going to the pool, registers
+  // what it made as a window (collective), and returns it. After InUse, a rebuild's first
+  // allocation first ends the windows before and starts a new pool (Note [Registered once
+  // per build]). Throws inside a CUDA graph's capture, and with c10d's message where the
+  // communicator refuses.
   at::Tensor Allocate(const std::function<at::Tensor()>& make);
-  // Registers the pool's segments as windows where Allocate added any since the last
-  // call; throws with c10d's message where the communicator refuses.
-  void RegisterNew();
-  // Bytes allocated through Allocate, and how many times the pool was registered.
+  // The buckets allocated so far are being reduced.
+  void InUse();
+  // Bytes allocated by this build, and windows registered over the pool's life.
   int64_t bytes() const;
-  int registrations() const;
+  int windows() const;
 
  private:
   struct State;

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -42,9 +41,9 @@ c10::intrusive_ptr<c10d::ProcessGroupNCCL> OneRankGroup() {
   return group;
 }
 
-// Buckets made in the pool, each at the start of a segment, are registered as windows,
-// summed where they lie, and registered again with the buckets of a rebuild (Note
-// [Registered once per build]); the pool's windows go with it.
+// Buckets made in the pool are registered as windows as they are made, summed where they
+// lie, and after InUse a rebuild's buckets go into a pool of their own, registered anew
+// (Note [Registered once per build]); the windows go with the pool, and the group goes on.
 TEST(RegisteredPoolTest, RegistersEachBuildAndReducesThere) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
   c10::cuda::set_device(0);
@@ -53,13 +52,14 @@ TEST(RegisteredPoolTest, RegistersEachBuildAndReducesThere) {
     absl::StatusOr<std::unique_ptr<RegisteredPool>> pool = RegisteredPool::Make(group.get());
     ASSERT_TRUE(pool.ok()) << pool.status();
     const auto options = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
+    std::vector<at::Tensor> kept;
     for (int build = 1; build <= 2; ++build) {
       at::Tensor a = (*pool)->Allocate([&] { return at::arange(1 << 20, options); });
       at::Tensor b = (*pool)->Allocate([&] { return at::zeros({3 << 20}, options.dtype(at::kBFloat16)); });
-      EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data_ptr()) % 4096, 0u);
-      EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data_ptr()) % 4096, 0u);
-      (*pool)->RegisterNew();
-      EXPECT_EQ((*pool)->registrations(), build);
+      EXPECT_EQ((*pool)->windows(), 2 * build);
+      EXPECT_EQ((*pool)->bytes(), (4 << 20) + (6 << 20));
+      for (const at::Tensor& t : kept) EXPECT_NE(t.data_ptr(), a.data_ptr());  // the rebuild's are new
+      (*pool)->InUse();
       const at::Tensor before = a.clone();
       std::vector<at::Tensor> tensors{a};
       c10d::AllreduceOptions sum;
@@ -67,8 +67,8 @@ TEST(RegisteredPoolTest, RegistersEachBuildAndReducesThere) {
       group->allreduce(tensors, sum)->wait();
       EXPECT_TRUE(at::equal(a, before));
       EXPECT_EQ(b.scalar_type(), at::kBFloat16);
+      kept = {a, b};
     }
-    EXPECT_EQ((*pool)->bytes(), 2 * ((4 << 20) + (6 << 20)));
   }
   // The group still reduces after the pool and its windows are gone.
   std::vector<at::Tensor> after{at::ones({8}, at::TensorOptions().device(at::kCUDA))};
