@@ -1,6 +1,3 @@
-#include <unistd.h>
-
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -8,12 +5,10 @@
 #include "core/build_flags.h"
 #include "core/engine/allreduce_hook.h"
 #include "gtest/gtest.h"
+#include "plugins/registered_buckets/one_rank_group.h"
 #include "plugins/testing/plugin_testutil.h"
 
 #if defined(DDPLAB_CUDA) && defined(USE_C10D_NCCL)
-#include <c10/cuda/CUDAFunctions.h>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/cuda.h>
 #endif
 
@@ -75,14 +70,7 @@ TEST(RegisteredBucketsPluginTest, AveragesBf16sBytesOnGpus) {
 // comes back halved.
 TEST(RegisteredBucketsPluginTest, HalvesOverOneRankToldOfTwo) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
-  c10::cuda::set_device(0);
-  char path[] = "/tmp/registered_buckets_test_XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd >= 0) close(fd);
-  std::remove(path);
-  auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::FileStore>(path, 1), 0, 1);
-  std::vector<at::Tensor> first{at::ones({4}, at::TensorOptions().device(at::kCUDA))};
-  group->allreduce(first)->wait();
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> group = testing::OneRankNcclGroup();
   for (const std::string plugins : {"plugin { registered_buckets {} }", "plugin { bf16 {} } plugin { registered_buckets {} }"}) {
     SCOPED_TRACE(plugins);
     absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(plugins, "device: CUDA gpus_per_node: 2");

@@ -75,18 +75,16 @@ std::shared_ptr<CudaAllocator> NcclAllocator() {
       });
 }
 
-// Registers `pool` as windows where registerMemPool takes `symm` (later LibTorch); false
-// where it cannot.
+// Whether c10d registers windows: registerMemPool takes `symm` in later LibTorch.
+template <typename Group = c10d::ProcessGroupNCCL>
+constexpr bool TakesWindows() {
+  return std::is_invocable_v<decltype(&Group::registerMemPool), Group*, MemPool*, bool>;
+}
+
+// Registers `pool`'s new segments as windows (Make refuses a c10d that cannot).
 template <typename Group>
-bool RegisterWindows(Group& group, MemPool* pool) {
-  if constexpr (std::is_invocable_v<decltype(&Group::registerMemPool), Group*, MemPool*, bool>) {
-    group.registerMemPool(pool, /*symm=*/true);
-    return true;
-  } else {
-    (void)group;
-    (void)pool;
-    return false;
-  }
+void RegisterWindows(Group& group, MemPool* pool) {
+  if constexpr (TakesWindows<Group>()) group.registerMemPool(pool, /*symm=*/true);
 }
 
 }  // namespace
@@ -126,8 +124,7 @@ absl::StatusOr<std::unique_ptr<RegisteredPool>> RegisteredPool::Make(compat::Col
   if (nccl == nullptr) {
     return absl::FailedPreconditionError("the run's collectives are not NCCL's (a CPU run, over Gloo)");
   }
-  if constexpr (!std::is_invocable_v<decltype(&c10d::ProcessGroupNCCL::registerMemPool), c10d::ProcessGroupNCCL*,
-                                     MemPool*, bool>) {
+  if constexpr (!TakesWindows()) {
     return absl::FailedPreconditionError("this LibTorch's c10d registers no NCCL windows (registerMemPool takes no `symm`)");
   }
   auto state = std::make_unique<State>();

@@ -1,18 +1,13 @@
 #include "plugins/registered_buckets/registered_pool.h"
 
-#include <unistd.h>
-
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "plugins/registered_buckets/one_rank_group.h"
 
 #if defined(DDPLAB_CUDA) && defined(USE_C10D_NCCL)
-#include <c10/cuda/CUDAFunctions.h>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/cuda.h>
 #endif
 
@@ -28,26 +23,12 @@ TEST(RegisteredPoolTest, NeedsNccl) {
 
 #if defined(DDPLAB_CUDA) && defined(USE_C10D_NCCL)
 
-// One rank's NCCL group on GPU 0, its communicator made by a first all-reduce.
-c10::intrusive_ptr<c10d::ProcessGroupNCCL> OneRankGroup() {
-  char path[] = "/tmp/registered_pool_test_XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd >= 0) close(fd);
-  std::remove(path);
-  auto store = c10::make_intrusive<c10d::FileStore>(path, 1);
-  auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, 0, 1);
-  std::vector<at::Tensor> first{at::ones({4}, at::TensorOptions().device(at::kCUDA))};
-  group->allreduce(first)->wait();
-  return group;
-}
-
 // Buckets made in the pool are registered as windows as they are made, summed where they
 // lie, and after InUse a rebuild's buckets go into a pool of their own, registered anew
 // (Note [Registered once per build]); the windows go with the pool, and the group goes on.
 TEST(RegisteredPoolTest, RegistersEachBuildAndReducesThere) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU";
-  c10::cuda::set_device(0);
-  c10::intrusive_ptr<c10d::ProcessGroupNCCL> group = OneRankGroup();
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> group = testing::OneRankNcclGroup();
   {
     absl::StatusOr<std::unique_ptr<RegisteredPool>> pool = RegisteredPool::Make(group.get());
     ASSERT_TRUE(pool.ok()) << pool.status();
