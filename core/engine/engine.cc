@@ -16,6 +16,7 @@
 #include "core/engine/allreduce_hook.h"
 #include "core/engine/comm_timer.h"
 #include "core/engine/copy_layout.h"
+#include "core/gradient_targets/gradient_targets.h"
 
 // Note [One process issues no collective]: NCCL's first collective makes a communicator,
 // and once one has been made in a process every later step of it is 1.2-1.5% slower
@@ -77,8 +78,10 @@ struct DataParallelEngine::State {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
   std::vector<std::string> names;  // the parameters', where given (SetParameterNames)
 
+  ~State() { NameTargets(/*none=*/true); }
   void MakeChain(const std::vector<HookWrapper>& wrappers);
   void Plan(const std::vector<size_t>& order);
+  void NameTargets(bool none);
   void ResetStep();
   void MarkReady(size_t i);
   void LaunchReady();
@@ -242,6 +245,16 @@ std::string DataParallelEngine::State::AcceptMissing() {
   return "";
 }
 
+// Note [Gradients written where they go]: each parameter's next gradient may be written
+// where the layout, as built now, names a place for it (none once `none`, or where one
+// process issues no collective).
+void DataParallelEngine::State::NameTargets(bool none) {
+  if (pass_through) return;
+  for (size_t i = 0; i < params.size(); ++i) {
+    gradient_targets::Set(params[i], none ? at::Tensor() : layout->Target(bucket_of[i], slot_of[i]));
+  }
+}
+
 // Waits for bucket `index` (on a GPU: the current stream waits) and puts its average in
 // place; a hook's failure as the error.
 std::string DataParallelEngine::State::WaitAndDeliver(size_t index) {
@@ -312,6 +325,7 @@ absl::Status DataParallelEngine::ShutDown() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.shut_down) return absl::OkStatus();
   s.shut_down = true;
+  s.NameTargets(/*none=*/true);
   return ShutDownProcessGroup(*s.group);
 }
 
@@ -384,6 +398,7 @@ void DataParallelEngine::BeginStep(bool sync) {
     UpdateBucketStats();
   }
   s.ResetStep();
+  s.NameTargets(/*none=*/false);
   if (sync) {
     std::lock_guard<std::mutex> step_lock(s.step_mu);
     s.stepped.assign(s.params.size(), false);

@@ -249,6 +249,11 @@ class GradientLayout {
   virtual void Collect(size_t bucket, size_t slot) = 0;
   // That parameter gets no gradient for the rest of the run: its share is zeros.
   virtual void MarkUnused(size_t bucket, size_t slot) = 0;
+  // Where the slot's parameter's next gradient may be written by the operation that makes
+  // it, in place of a tensor of its own (Note [Gradients written where they go],
+  // core/gradient_targets): a tensor shaped like the parameter, which Collect then finds
+  // in place. Undefined (the default): nowhere, the gradient is collected as it comes.
+  virtual at::Tensor Target(size_t /*bucket*/, size_t /*slot*/) const { return at::Tensor(); }
   // The bucket is complete: fills `out.buffer` and `out.gradients`.
   virtual void HandOver(size_t bucket, GradBucket& out) = 0;
   // The average: `result` flat, as the buffer (the codec unpacks it); undefined when the reduction

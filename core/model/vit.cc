@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/gradient_targets/gradient_targets.h"
 #include "core/torch_compat.h"
 
 namespace ddplab {
@@ -33,24 +34,34 @@ namespace {
 // autocast's exactly (the same rounding, and the same gradients in float32); what
 // changes is that the block's eight gradients reach their parameters together, once the
 // block's first linear layer has its gradient, rather than one by one within the block.
+// Each cast back is written where the parameter's gradient goes, where the engine names a
+// place (Note [Gradients written where they go], core/gradient_targets).
 // Measured: bench/NOTES.md, "A block's casts together".
 struct CastTogether : public torch::autograd::Function<CastTogether> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, at::TensorList tensors,
                                                 int64_t dtype) {
     ctx->saved_data["from"] = static_cast<int64_t>(tensors.front().scalar_type());
+    // The tensors themselves (parameters: held, not saved for their values), to find
+    // their gradients' targets in the backward.
+    ctx->saved_data["inputs"] = c10::List<at::Tensor>(tensors.vec());
     return CastEach(tensors, static_cast<at::ScalarType>(dtype));
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto from = static_cast<at::ScalarType>(ctx->saved_data["from"].toInt());
-    std::vector<at::Tensor> defined;
-    std::vector<size_t> where;
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (grads[i].defined()) defined.push_back(grads[i]), where.push_back(i);
-    }
+    const c10::List<at::Tensor> inputs = ctx->saved_data["inputs"].toTensorList();
+    std::vector<at::Tensor> defined, cast;
     torch::autograd::variable_list out(grads.size() + 1);  // and none for dtype
-    std::vector<at::Tensor> cast = CastEach(defined, from);
-    for (size_t i = 0; i < cast.size(); ++i) out[where[i]] = cast[i];
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      // Note [Gradients written where they go]
+      at::Tensor into = gradient_targets::Take(inputs.get(i));
+      if (!into.defined()) into = at::empty(grads[i].sizes(), grads[i].options().dtype(from));
+      defined.push_back(grads[i]);
+      cast.push_back(into);
+      out[i] = into;
+    }
+    if (!cast.empty()) compat::CopyEach(cast, defined);
     return out;
   }
   static std::vector<at::Tensor> CastEach(at::TensorList tensors, at::ScalarType dtype) {

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <torch/cuda.h>
+
+#include "core/gradient_targets/gradient_targets.h"
 #include "core/model/initial_weights.h"
 #include "core/torch_compat.h"
 #include "gtest/gtest.h"
@@ -138,6 +141,70 @@ TEST(VitTest, ABlocksCastsTogetherAreAutocastsExactly) {
   // Without autocast the block uses its float32 parameters as they are.
   at::Tensor plain = block->forward(x);
   EXPECT_EQ(plain.scalar_type(), at::kFloat);
+}
+
+// Note [Gradients written where they go]: under autocast a block writes the gradients of
+// the parameters it casts into their targets, the same values as without, and the
+// parameters' gradients are then those targets' memory. A parameter that already has a
+// gradient accumulates into it as autograd does, its target untouched. On the CPU, and on
+// a GPU where there is one (autograd's device thread, CUDA's multi-tensor cast).
+void WritesGradientsWhereTheyGo(at::Device device) {
+  torch::manual_seed(3);
+  VitEncoderBlock block(16, 2, 32);
+  block->to(device);
+  at::Tensor x = torch::randn({3, 5, 16}).to(device);
+  std::vector<at::Tensor> params = block->parameters();
+  auto backward = [&] {
+    compat::AutocastScope autocast(device.type(), at::kBFloat16);
+    at::Tensor out = block->forward(x);
+    out.pow(2).sum().backward();
+  };
+  backward();
+  std::vector<at::Tensor> want;
+  for (const at::Tensor& p : params) want.push_back(p.grad().clone());
+  int64_t numel = 0;
+  for (const at::Tensor& p : params) numel += p.numel();
+  at::Tensor bucket = torch::full({numel}, 7.0, torch::TensorOptions().device(device));
+  std::vector<at::Tensor> views(params.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    views[i] = bucket.narrow(0, offset, params[i].numel()).view(params[i].sizes());
+    offset += params[i].numel();
+    params[i].mutable_grad() = at::Tensor();
+    gradient_targets::Set(params[i], views[i]);
+  }
+  backward();
+  int written = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(at::equal(params[i].grad(), want[i])) << i;
+    if (params[i].grad().is_alias_of(bucket)) {
+      ++written;
+      EXPECT_TRUE(at::equal(views[i], want[i])) << i;
+    } else {
+      EXPECT_TRUE(at::equal(views[i], torch::full_like(views[i], 7.0))) << i;  // the layer norms'
+    }
+    gradient_targets::Set(params[i], at::Tensor());
+  }
+  EXPECT_EQ(written, 8);  // the four linear layers' weights and biases
+  // The next backward accumulates, its targets left alone.
+  std::vector<at::Tensor> unused;
+  for (const at::Tensor& p : params) {
+    unused.push_back(torch::zeros_like(p));
+    gradient_targets::Set(p, unused.back());
+  }
+  backward();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(at::allclose(params[i].grad(), want[i] * 2)) << i;
+    EXPECT_TRUE(at::equal(unused[i], torch::zeros_like(unused[i]))) << i;
+    gradient_targets::Set(params[i], at::Tensor());
+  }
+}
+
+TEST(VitTest, ABlockWritesGradientsWhereTheyGo) { WritesGradientsWhereTheyGo(at::kCPU); }
+
+TEST(VitTest, ABlockWritesGradientsWhereTheyGoOnAGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU";
+  WritesGradientsWhereTheyGo(at::Device(at::kCUDA, 0));
 }
 
 // torchvision lists vit_l_32 at 15.38 GFLOPS, vit_b_16 at 17.56, vit_b_32 at 4.41: their

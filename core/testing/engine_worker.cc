@@ -25,7 +25,7 @@
 // still held, 19 the engine did (not) update the parameters against --expect_updated,
 // 24 the unused parameter (--unused_parameter) was given a gradient other than zero,
 // 25 the result (--result_dir) could not be written, 26 --precision=bf16's forward did
-// not compute in bfloat16.
+// not compute in bfloat16, 27 the gradients' targets were not as --expect_targets says.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -42,6 +42,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "core/engine/engine.h"
+#include "core/gradient_targets/gradient_targets.h"
 #include "core/config/experiment.h"
 #include "core/fidelity/error_sampler.h"
 #include "core/fidelity/fidelity_result.h"
@@ -76,6 +77,10 @@ ABSL_FLAG(int, batch, 4, "samples per rank per micro-step");
 ABSL_FLAG(bool, cuda, false, "on the GPU of LOCAL_RANK over NCCL instead of the CPU over Gloo");
 ABSL_FLAG(bool, expect_views, false, "every gradient is a view into a bucket after a synced step");
 ABSL_FLAG(bool, expect_no_bucket_memory, false, "the buckets hold no memory");
+ABSL_FLAG(std::string, expect_targets, "",
+          "all: every parameter has a target for its gradient when a step begins (Note [Gradients written "
+          "where they go]), and under bf16 the encoder blocks' casts take some; none: no parameter has one; "
+          "empty: not checked");
 ABSL_FLAG(bool, expect_updated, false, "the engine updates the parameters itself, per bucket");
 ABSL_FLAG(int, world, 0,
           "a pool's task only: the run's ranks, the job's first ones (0: all of them); the others sit it out");
@@ -272,6 +277,7 @@ class WorkerRun {
                                    " references, ", last_grad_.storage().use_count(), " to its storage)"));
     }
     last_grad_ = at::Tensor();
+    if (int failed = CheckTargets(step, micro, /*begun=*/true); failed != 0) return failed;
     at::Tensor loss;
     {
       ForwardPrecision scope(precision_, g_device);
@@ -282,6 +288,7 @@ class WorkerRun {
       loss = at::cross_entropy_loss(logits, mine.labels) / accumulate_;
     }
     loss.backward();
+    if (int failed = CheckTargets(step, micro, /*begun=*/false); failed != 0) return failed;
     if (absl::Status s = engine_->EndBackward(); !s.ok()) return Fail(12, s.ToString());
     if (absl::GetFlag(FLAGS_expect_views) && micro == accumulate_ - 1) {
       // After the synced micro-step every gradient is its bucket's view again.
@@ -305,6 +312,25 @@ class WorkerRun {
       reference_loss = at::cross_entropy_loss(reference_->forward(at::cat(images)), at::cat(labels)) / accumulate_;
     }
     reference_loss.backward();
+    return 0;
+  }
+
+  // Note [Gradients written where they go]: the targets the engine names at a step's
+  // beginning, and what the model's backward took of them by its end (the first micro-step).
+  int CheckTargets(int step, int micro, bool begun) {
+    const std::string expect = absl::GetFlag(FLAGS_expect_targets);
+    if (micro != 0 || expect.empty()) return 0;
+    const bool expected = expect == "all";
+    int with = 0;
+    for (const at::Tensor& p : model_->parameters()) with += gradient_targets::Has(p) ? 1 : 0;
+    const int all = static_cast<int>(model_->parameters().size());
+    if (begun && with != (expected ? all : 0)) {
+      return Fail(27, absl::StrCat("step ", step, ": ", with, " of ", all, " parameters have a gradient target, want ",
+                                   expected ? all : 0));
+    }
+    if (!begun && expected && precision_ == v1::BF16_AUTOCAST && with == all) {
+      return Fail(27, absl::StrCat("step ", step, ": under bf16 the backward took no gradient target"));
+    }
     return 0;
   }
 

@@ -78,6 +78,12 @@ class ViewLayout : public ddplab::GradientLayout {
     params_[flat_->parameters(bucket)[slot]].mutable_grad() = storage_views_[bucket][slot];
   }
 
+  // The gradient's view, in the gradients' dtype (the wire's buffer, or the storage beside
+  // it): written there, Collect finds it in place (Note [Gradients written where they go]).
+  at::Tensor Target(size_t bucket, size_t slot) const override {
+    return flat_->unused(bucket, slot) ? at::Tensor() : storage_views_[bucket][slot];
+  }
+
   void HandOver(size_t bucket, ddplab::GradBucket& out) override { flat_->HandOver(bucket, out); }
 
   // The gradients are the storage's views: the average only has to be in the storage,

@@ -31,6 +31,17 @@ TEST(BucketViewPluginTest, AveragesExactlyIntoTheGradientsViews) {
             "");
 }
 
+// Note [Gradients written where they go]: under bf16 autocast the encoder blocks write
+// their gradients into the views, which with bf16 on the wire are a float32 buffer of
+// their own beside it. (precision_test.cc checks the lossless combinations.)
+TEST(BucketViewPluginTest, Bf16WireWithGradientsWrittenIntoTheViews) {
+  REQUIRE_GLOO();
+  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { bucket_view {} } plugin { bf16 {} }",
+                                     {"--expect_views", "--expect_targets=all", "--precision=bf16",
+                                      "--grad_tolerance=0.024", "--wire_dtype=BFloat16"}),
+            "");
+}
+
 // In bfloat16 on the wire: the views are a float32 buffer of their own.
 TEST(BucketViewPluginTest, WithBf16TheViewsGetTheRoundedAverage) {
   REQUIRE_GLOO();

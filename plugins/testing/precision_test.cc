@@ -26,17 +26,21 @@ struct Combination {
   std::vector<std::string> checks;
 };
 
+// With bucket views every gradient has its view as its target, which under bf16 the
+// encoder blocks' casts write (Note [Gradients written where they go]); no other layout
+// names one.
 std::vector<Combination> LosslessCombinations() {
   const std::string small = testing::kSmallBuckets;
+  const std::string none = "--expect_targets=none", all = "--expect_targets=all";
   return {
-      {"", {}},  // the engine's defaults
-      {small, {}},
-      {small + " plugin { bucket_view {} }", {"--expect_views"}},
-      {"plugin { static_graph {} }", {}},
-      {small + " plugin { optimizer_overlap {} }", {"--expect_updated"}},
-      {"plugin { zero_copy {} }", {"--expect_no_bucket_memory"}},
+      {"", {none}},  // the engine's defaults
+      {small, {none}},
+      {small + " plugin { bucket_view {} }", {"--expect_views", all}},
+      {"plugin { static_graph {} }", {none}},
+      {small + " plugin { optimizer_overlap {} }", {"--expect_updated", none}},
+      {"plugin { zero_copy {} }", {"--expect_no_bucket_memory", none}},
       {small + " plugin { bucket_view {} } plugin { static_graph {} } plugin { optimizer_overlap {} }",
-       {"--expect_views", "--expect_updated"}},
+       {"--expect_views", "--expect_updated", all}},
   };
 }
 
@@ -68,7 +72,11 @@ TEST(PrecisionTest, Bf16AutocastWithAdamWOnThreeRanks) {
 }
 
 // The lossy plugins take float32 gradients under bf16 autocast as under float32: each
-// within its own rounding (bf16: 2^-8; fp8's E4M3: 0.13, fp8_test.cc) besides autocast's;
+// within its own rounding (bf16: 2^-8; fp8's E4M3: 0.13, fp8_test.cc) besides autocast's
+// (bf16: 0.024 passed on the CPUs CI had run on; an AMD EPYC with AVX2 alone, whose
+// bfloat16 products LibTorch computes by other kernels, gave 0.0251 at the third step
+// with AdamW, on the tree before and after a change that did not touch this path, so
+// 0.03: a lost or doubled bucket is off by far more);
 // PowerSGD, whose low-rank result has no such bound, trains with the ranks' parameters
 // equal (the worker's check of every run).
 TEST(PrecisionTest, LossyPluginsUnderBf16AutocastWithAdamW) {
@@ -79,7 +87,7 @@ TEST(PrecisionTest, LossyPluginsUnderBf16AutocastWithAdamW) {
     flags.push_back(tolerance);
     return flags;
   };
-  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { bf16 {} }", with("--grad_tolerance=0.024")), "");
+  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { bf16 {} }", with("--grad_tolerance=0.03")), "");
   EXPECT_EQ(testing::TrainAndCompare(2, "plugin { fp8 {} }", with("--grad_tolerance=0.15")), "");
   EXPECT_EQ(testing::TrainAndCompare(2, "plugin { powersgd { matrix_approximation_rank: 2 } }", with("--grad_tolerance=-1")),
             "");
