@@ -73,6 +73,52 @@ struct CastTogether : public torch::autograd::Function<CastTogether> {
   }
 };
 
+// A linear layer on its float32 parameters whose backward writes the weight's and the
+// bias's gradients where the engine names a place for them (Note [Gradients written
+// where they go]), else into tensors of their own as LibTorch's. Its products and sum are
+// those of LibTorch's backward of at::linear (addmm's on the input's rows), in the same
+// order, so the values are LibTorch's bit for bit (VitTest.ALinearLayersGradientsAre
+// LibTorchs); the forward is at::linear itself.
+struct LinearIntoTargets : public torch::autograd::Function<LinearIntoTargets> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias) {
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["bias"] = bias;  // its identity, to find its gradient's target
+    return at::linear(x, weight, bias);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const at::Tensor& weight = saved[1];
+    const at::Tensor bias = ctx->saved_data["bias"].toTensor();
+    const at::Tensor g = grads[0].reshape({-1, weight.size(0)});
+    const at::Tensor rows = x.reshape({-1, weight.size(1)});
+    at::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) dx = g.mm(weight).view(x.sizes());
+    if (ctx->needs_input_grad(1)) {
+      dw = gradient_targets::Take(weight);
+      dw = dw.defined() ? at::mm_out(dw, g.t(), rows) : g.t().mm(rows);
+    }
+    if (ctx->needs_input_grad(2)) {
+      db = gradient_targets::Take(bias);
+      db = db.defined() ? at::sum_out(db, g, {0}) : g.sum(0);
+    }
+    return {dx, dw, db};
+  }
+};
+
+// x W^T + b: through LinearIntoTargets where W and b are parameters being trained (not
+// autocast's casts of them, which write their gradients themselves: Note [A block's
+// casts together]).
+at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!at::GradMode::is_enabled() || !weight.requires_grad() || !weight.is_leaf() || !bias.defined() ||
+      !bias.is_leaf() || weight.dim() != 2 || x.dim() < 2 || compat::AutocastDtype(x.device().type())) {
+    return at::linear(x, weight, bias);
+  }
+  return LinearIntoTargets::apply(x, weight, bias);
+}
+
 // `tensors` as the forward uses them: cast together to autocast's dtype where autocast is
 // on for their device and they are of another floating dtype, as they are otherwise.
 std::vector<at::Tensor> CastForAutocast(std::vector<at::Tensor> tensors) {
@@ -126,12 +172,12 @@ at::Tensor VitSelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& 
   // gradient copied into its slice, and the three summed, then a copy back to the
   // projection's layout (9 kernels a block on a GPU). unbind's is one stack, written
   // straight in the projection's layout. Measured: bench/NOTES.md, "q, k and v unbound".
-  std::vector<at::Tensor> qkv = at::linear(x, in_weight, in_bias)
+  std::vector<at::Tensor> qkv = Linear(x, in_weight, in_bias)
                                     .view({n, s, 3, num_heads_, h / num_heads_})
                                     .unbind(2);
   at::Tensor out = compat::ScaledDotProductAttention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
                                                      qkv[2].transpose(1, 2));
-  return at::linear(out.transpose(1, 2).reshape({n, s, h}), out_weight, out_bias);
+  return Linear(out.transpose(1, 2).reshape({n, s, h}), out_weight, out_bias);
 }
 
 std::vector<at::Tensor> VitSelfAttentionImpl::projections() const {
@@ -162,7 +208,7 @@ at::Tensor VitEncoderBlockImpl::forward(const at::Tensor& x) {
   for (const VitLinear& linear : {mlp_in_, mlp_out_}) w.insert(w.end(), {linear->weight, linear->bias});
   w = CastForAutocast(std::move(w));
   at::Tensor y = x + self_attention_->forward(ln_1_->forward(x), w[0], w[1], w[2], w[3]);
-  return y + at::linear(at::gelu(at::linear(ln_2_->forward(y), w[4], w[5])), w[6], w[7]);
+  return y + Linear(at::gelu(Linear(ln_2_->forward(y), w[4], w[5])), w[6], w[7]);
 }
 
 VitImpl::VitImpl(const VitConfig& config, bool initialize) : config_(config) {

@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -93,12 +94,11 @@ TEST(VitTest, SelfAttentionMatchesTheFormula) {
   EXPECT_TRUE(at::allclose(got, want, 1e-5, 1e-6));
 }
 
-// Note [A block's casts together]: under bf16 autocast a block's forward, loss and every
-// parameter's gradient are bit for bit those of autocast's own casts, one per linear
-// layer's weight and bias (the block written out with the float32 parameters). The block
-// written out also indexes q, k and v from the permuted projection, so the gradients are
-// those of Note [q, k and v unbound]'s indexing too.
-TEST(VitTest, ABlocksCastsTogetherAreAutocastsExactly) {
+// A block's output and every parameter's gradient against the block written out with
+// its float32 parameters and at::linear, under bf16 autocast or not, bit for bit. The
+// block written out also indexes q, k and v from the permuted projection, so the
+// gradients are those of Note [q, k and v unbound]'s indexing too.
+void ExpectTheBlockWrittenOut(bool autocast) {
   torch::manual_seed(2);
   VitEncoderBlock block(16, 2, 32);
   for (auto& p : block->parameters()) p.data().normal_(0.0, 0.5);
@@ -119,12 +119,13 @@ TEST(VitTest, ABlocksCastsTogetherAreAutocastsExactly) {
   };
   std::vector<std::vector<at::Tensor>> grads;
   std::vector<at::Tensor> outs;
-  for (bool together : {true, false}) {
+  for (bool ours : {true, false}) {
     for (auto& p : block->parameters()) p.mutable_grad() = at::Tensor();
     at::Tensor out;
     {
-      compat::AutocastScope autocast(at::kCPU, at::kBFloat16);
-      out = together ? block->forward(x) : reference();
+      std::optional<compat::AutocastScope> scope;
+      if (autocast) scope.emplace(at::kCPU, at::kBFloat16);
+      out = ours ? block->forward(x) : reference();
     }
     out.pow(2).sum().backward();
     outs.push_back(out);
@@ -138,24 +139,30 @@ TEST(VitTest, ABlocksCastsTogetherAreAutocastsExactly) {
     EXPECT_EQ(grads[0][i].scalar_type(), at::kFloat) << i;
     EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << i;
   }
-  // Without autocast the block uses its float32 parameters as they are.
-  at::Tensor plain = block->forward(x);
-  EXPECT_EQ(plain.scalar_type(), at::kFloat);
 }
 
-// Note [Gradients written where they go]: under autocast a block writes the gradients of
-// the parameters it casts into their targets, the same values as without, and the
-// parameters' gradients are then those targets' memory. A parameter that already has a
-// gradient accumulates into it as autograd does, its target untouched. On the CPU, and on
-// a GPU where there is one (autograd's device thread, CUDA's multi-tensor cast).
-void WritesGradientsWhereTheyGo(at::Device device) {
+// Note [A block's casts together]: under bf16 autocast those of autocast's own casts, one
+// per linear layer's weight and bias.
+TEST(VitTest, ABlocksCastsTogetherAreAutocastsExactly) { ExpectTheBlockWrittenOut(/*autocast=*/true); }
+
+// In float32 the linear layers' backward is LinearIntoTargets' (Note [Gradients written
+// where they go]): LibTorch's own values.
+TEST(VitTest, ALinearLayersGradientsAreLibTorchs) { ExpectTheBlockWrittenOut(/*autocast=*/false); }
+
+// Note [Gradients written where they go]: a block writes its linear layers' gradients into
+// their targets (under autocast its casts back, in float32 its products), the same values
+// as without, and the parameters' gradients are then those targets' memory. A parameter
+// that already has a gradient accumulates into it as autograd does, its target untouched.
+// On the CPU, and on a GPU where there is one (autograd's device thread, CUDA's kernels).
+void WritesGradientsWhereTheyGo(at::Device device, bool autocast) {
   torch::manual_seed(3);
   VitEncoderBlock block(16, 2, 32);
   block->to(device);
   at::Tensor x = torch::randn({3, 5, 16}).to(device);
   std::vector<at::Tensor> params = block->parameters();
   auto backward = [&] {
-    compat::AutocastScope autocast(device.type(), at::kBFloat16);
+    std::optional<compat::AutocastScope> scope;
+    if (autocast) scope.emplace(device.type(), at::kBFloat16);
     at::Tensor out = block->forward(x);
     out.pow(2).sum().backward();
   };
@@ -200,11 +207,19 @@ void WritesGradientsWhereTheyGo(at::Device device) {
   }
 }
 
-TEST(VitTest, ABlockWritesGradientsWhereTheyGo) { WritesGradientsWhereTheyGo(at::kCPU); }
+TEST(VitTest, ABlockWritesGradientsWhereTheyGo) {
+  for (bool autocast : {true, false}) {
+    SCOPED_TRACE(autocast ? "bf16 autocast" : "float32");
+    WritesGradientsWhereTheyGo(at::kCPU, autocast);
+  }
+}
 
 TEST(VitTest, ABlockWritesGradientsWhereTheyGoOnAGpu) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU";
-  WritesGradientsWhereTheyGo(at::Device(at::kCUDA, 0));
+  for (bool autocast : {true, false}) {
+    SCOPED_TRACE(autocast ? "bf16 autocast" : "float32");
+    WritesGradientsWhereTheyGo(at::Device(at::kCUDA, 0), autocast);
+  }
 }
 
 // torchvision lists vit_l_32 at 15.38 GFLOPS, vit_b_16 at 17.56, vit_b_32 at 4.41: their

@@ -93,5 +93,26 @@ TEST(PrecisionTest, LossyPluginsUnderBf16AutocastWithAdamW) {
             "");
 }
 
+// The plugins that read each gradient where it lies and write their result into the
+// bucket, with bucket views under bf16 autocast: the blocks' gradients are then in the
+// bucket already (Note [Gradients written where they go]), read there and overwritten
+// by the result; the same tolerances as above.
+TEST(PrecisionTest, GradientsReadFromTheirTargetsUnderBf16Autocast) {
+  REQUIRE_GLOO();
+  const std::string views = std::string(testing::kSmallBuckets) + " plugin { bucket_view {} } plugin { static_graph {} } ";
+  const std::vector<std::string> amp{"--precision=bf16", "--optimizer=adamw", "--lr=0.001", "--expect_views",
+                                     "--expect_targets=all"};
+  const auto with = [&amp](const std::string& tolerance) {
+    std::vector<std::string> flags = amp;
+    flags.push_back(tolerance);
+    return flags;
+  };
+  EXPECT_EQ(testing::TrainAndCompare(2, views + "plugin { fp8 {} }", with("--grad_tolerance=0.15")), "");
+  EXPECT_EQ(testing::TrainAndCompare(2, views + "plugin { bf16_fp32_sum {} }", with("--grad_tolerance=0.03")), "");
+  EXPECT_EQ(testing::TrainAndCompare(2, views + "plugin { powersgd { matrix_approximation_rank: 2 } }",
+                                     with("--grad_tolerance=-1")),
+            "");
+}
+
 }  // namespace
 }  // namespace ddplab
