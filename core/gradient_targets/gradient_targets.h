@@ -17,9 +17,10 @@
 // gradients that is 0.9 ms a step on an H200, some 6% of amp_study's step as one CUDA
 // graph (bench/NOTES.md, "Gradients written where they go"). Where a gradient's last
 // operation writes a fresh tensor anyway, as under autocast the cast of a bfloat16
-// gradient back to float32 does (Note [A block's casts together], core/model/vit.cc),
-// it can write into the bucket instead: it takes the parameter's target and returns a new
-// alias of it. autograd makes a gradient that nothing else holds the parameter's
+// gradient back to float32 does (Note [A block's casts together], core/model/vit.cc), and
+// in float32 a linear layer's product and sum (LinearIntoTargets, the same file), it can
+// write into the bucket instead: it takes the parameter's target and returns a new alias
+// of it. autograd makes a gradient that nothing else holds the parameter's
 // gradient as it is (AccumulateGrad: no copy), and the layout finds it already in place.
 // Anything else falls back to the copy, never to a wrong gradient:
 // - a target is given only while the parameter has no gradient (the step's first
