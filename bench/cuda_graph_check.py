@@ -10,7 +10,12 @@ reduce shows in the next step's loss. Prints a table (the largest relative diffe
 any step's loss, both runs' steps/s) and exits non-zero where a difference passes
 --tolerance or a run fails. Run from the repository root after building vit_ddp.
 
+With --against BINARY (another build's vit_ddp), each run, eager and as a graph, is
+compared with the same run of that build instead: a change that should not move a value
+(say, where gradients are written) shows a difference at --tolerance 0.
+
   python3 bench/cuda_graph_check.py --out DIR [--gpus 2] [--model VIT_B_32] [--combos a,b]
+  python3 bench/cuda_graph_check.py --out DIR --gpus 1 --against BEFORE/vit_ddp --tolerance 0
 """
 import argparse
 import json
@@ -27,6 +32,8 @@ COMBOS = {
     "fp8": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { fp8 { sample_error_every: 0 } }",
     "zero_copy": "plugin { bucket_sizing { bucket_cap_mb: 4 } } plugin { static_graph {} } plugin { zero_copy {} }",
     "optimizer_overlap": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { optimizer_overlap {} }",
+    # The engine on with one GPU (a hook in the chain): bucket views, nothing sent.
+    "no_comm": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { no_communication {} }",
 }
 TRAINING = {
     "sgd": "optimizer { sgd { learning_rate: 0.01 momentum: 0.9 } }",
@@ -70,6 +77,7 @@ def main():
     p.add_argument("--training", default="sgd,amp")
     p.add_argument("--tolerance", type=float, default=1e-3, help="largest relative difference of a step's loss")
     p.add_argument("--binary", default="bazel-bin/experiments/vit_ddp")
+    p.add_argument("--against", default="", help="another build's vit_ddp: each run against its own there")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     rows, failed = [], 0
@@ -83,23 +91,29 @@ def main():
                                          gpus=a.gpus, force="force_engine: true" if a.gpus == 1 else "",
                                          plugins=plugins)
                 runs[mode] = train(a.out, name, text, a.binary)
-            (eager, eager_error), (graph, graph_error) = runs["eager"], runs["graph"]
-            if eager is None or graph is None:
-                failed += 1
-                rows.append((combo, training, "FAILED", eager_error or graph_error))
-                continue
-            diff = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(eager["loss"], graph["loss"]))
-            ok = diff <= a.tolerance and len(eager["loss"]) == len(graph["loss"])
-            failed += not ok
-            rows.append((combo, training, "ok" if ok else "DIFFERS",
-                         f"max rel loss diff {diff:.2e}, loss {eager['loss'][-1]:.4f} / {graph['loss'][-1]:.4f}, "
-                         f"steps/s {eager['steps_per_s']:.2f} eager, {graph['steps_per_s']:.2f} graph"))
+                if a.against:
+                    runs[mode + " against"] = train(os.path.join(a.out, "against"), name, text, a.against)
+            pairs = [("eager", "graph")] if not a.against else [("eager against", "eager"), ("graph against", "graph")]
+            for first, second in pairs:
+                (x, x_error), (y, y_error) = runs[first], runs[second]
+                label = training if not a.against else f"{training} {second}"
+                if x is None or y is None:
+                    failed += 1
+                    rows.append((combo, label, "FAILED", x_error or y_error))
+                    continue
+                diff = max(abs(u - v) / max(abs(u), 1e-12) for u, v in zip(x["loss"], y["loss"]))
+                ok = diff <= a.tolerance and len(x["loss"]) == len(y["loss"])
+                failed += not ok
+                rows.append((combo, label, "ok" if ok else "DIFFERS",
+                             f"max rel loss diff {diff:.2e}, loss {x['loss'][-1]:.4f} / {y['loss'][-1]:.4f}, "
+                             f"steps/s {x['steps_per_s']:.2f} {first}, {y['steps_per_s']:.2f} {second}"))
     with open(os.path.join(a.out, "check.json"), "w") as f:
         json.dump(rows, f, indent=1)
-    print(f"cuda_graph against eager, {a.model}, {a.gpus} GPU(s), batch {a.batch} per GPU")
+    against = f"each run against {a.against}" if a.against else "cuda_graph against eager"
+    print(f"{against}, {a.model}, {a.gpus} GPU(s), batch {a.batch} per GPU")
     for combo, training, verdict, detail in rows:
         print(f"{combo:18s} {training:4s} {verdict:8s} {detail.strip()}")
-    print(f"{len(rows) - failed} of {len(rows)} as without the graph")
+    print(f"{len(rows) - failed} of {len(rows)} as " + ("the other build's" if a.against else "without the graph"))
     return 1 if failed else 0
 
 
