@@ -247,9 +247,11 @@ std::string DataParallelEngine::State::AcceptMissing() {
 
 // Note [Gradients written where they go]: each parameter's next gradient may be written
 // where the layout, as built now, names a place for it (none once `none`, or where one
-// process issues no collective).
+// process issues no collective, or once shut down). The parameters' names are cleared
+// whichever engine named them: a second engine over the same parameters, made before
+// the first is gone, loses its targets (speed only) until its next step.
 void DataParallelEngine::State::NameTargets(bool none) {
-  if (pass_through) return;
+  if (pass_through || (shut_down && !none)) return;
   for (size_t i = 0; i < params.size(); ++i) {
     gradient_targets::Set(params[i], none ? at::Tensor() : layout->Target(bucket_of[i], slot_of[i]));
   }

@@ -25,8 +25,12 @@
 // Anything else falls back to the copy, never to a wrong gradient:
 // - a target is given only while the parameter has no gradient (the step's first
 //   backward; later micro-steps accumulate into the gradient as before), and once;
-// - only where the target has the parameter's shape, dtype and device and both are
-//   contiguous (the gradient autograd takes as it is);
+// - only where the target has the parameter's shape, dtype and device, both are
+//   contiguous (the gradient autograd takes as it is), and the target starts where a
+//   fresh tensor of its device would (256 bytes on a GPU: a product into memory aligned
+//   less may take another cuBLAS kernel, and under TF32 give other values; 64 on a CPU),
+//   so that the values are those the operation writes into a tensor of its own;
+// - not while autograd records the backward (create_graph);
 // - where autograd keeps the alias from being taken (another reference to it), it
 //   copies it into a new tensor, and the engine copies that into the bucket as before.
 #ifndef DDPLAB_CORE_GRADIENT_TARGETS_GRADIENT_TARGETS_H_
@@ -42,8 +46,9 @@ void Set(const at::Tensor& param, const at::Tensor& target);
 
 // `param`'s target, forgotten once taken, as a new alias for an operation to write
 // `param`'s gradient into and return: undefined where there is none, where `param`
-// already has a gradient, or where the target and `param` differ in shape, dtype or
-// device or either is not contiguous. Thread-safe.
+// already has a gradient, where the target and `param` differ in shape, dtype or device,
+// either is not contiguous or the target is not aligned as a fresh tensor, or while
+// autograd records (GradMode on). Thread-safe.
 at::Tensor Take(const at::Tensor& param);
 
 // Whether `param` has a target (for tests).

@@ -8,11 +8,17 @@
 namespace ddplab {
 namespace {
 
+// Take is asked from a backward, where autograd records nothing.
+class GradientTargetsTest : public ::testing::Test {
+ protected:
+  torch::NoGradGuard no_grad_;
+};
+
 // A target is given once, as a new alias of the memory it names.
-TEST(GradientTargetsTest, TakenOnceAsANewAlias) {
+TEST_F(GradientTargetsTest, TakenOnceAsANewAlias) {
   at::Tensor param = torch::zeros({2, 3}, torch::requires_grad());
-  at::Tensor bucket = torch::zeros({8});
-  at::Tensor view = bucket.narrow(0, 2, 6).view({2, 3});
+  at::Tensor bucket = torch::zeros({24});
+  at::Tensor view = bucket.narrow(0, 16, 6).view({2, 3});  // 64 bytes in, as a fresh tensor
   gradient_targets::Set(param, view);
   EXPECT_TRUE(gradient_targets::Has(param));
   at::Tensor into = gradient_targets::Take(param);
@@ -25,9 +31,10 @@ TEST(GradientTargetsTest, TakenOnceAsANewAlias) {
   EXPECT_FALSE(gradient_targets::Take(param).defined());
 }
 
-// Not to a parameter that already has a gradient (a later micro-step accumulates), and not
-// where the target could not be the parameter's gradient as it is.
-TEST(GradientTargetsTest, NoneWhereTheGradientCouldNotGoThere) {
+// Not to a parameter that already has a gradient (a later micro-step accumulates), not
+// where the target could not be the parameter's gradient as it is or is not aligned as a
+// fresh tensor, and not while autograd records.
+TEST_F(GradientTargetsTest, NoneWhereTheGradientCouldNotGoThere) {
   at::Tensor param = torch::zeros({2, 3}, torch::requires_grad());
   param.mutable_grad() = torch::ones({2, 3});
   gradient_targets::Set(param, torch::zeros({2, 3}));
@@ -35,14 +42,19 @@ TEST(GradientTargetsTest, NoneWhereTheGradientCouldNotGoThere) {
   EXPECT_FALSE(gradient_targets::Has(param));  // forgotten all the same
   param.mutable_grad() = at::Tensor();
   for (const at::Tensor& wrong : {torch::zeros({3, 2}), torch::zeros({2, 3}, torch::kDouble),
-                                  torch::zeros({3, 2}).t()}) {
+                                  torch::zeros({3, 2}).t(), torch::zeros({7}).narrow(0, 1, 6).view({2, 3})}) {
     gradient_targets::Set(param, wrong);
     EXPECT_FALSE(gradient_targets::Take(param).defined()) << wrong.sizes() << " " << wrong.scalar_type();
+  }
+  gradient_targets::Set(param, torch::zeros({2, 3}));
+  {
+    torch::AutoGradMode recording(true);
+    EXPECT_FALSE(gradient_targets::Take(param).defined());
   }
 }
 
 // An undefined target clears the parameter's; other parameters keep theirs.
-TEST(GradientTargetsTest, ClearedByAnUndefinedTarget) {
+TEST_F(GradientTargetsTest, ClearedByAnUndefinedTarget) {
   at::Tensor a = torch::zeros({4}, torch::requires_grad());
   at::Tensor b = torch::zeros({4}, torch::requires_grad());
   gradient_targets::Set(a, torch::zeros({4}));
@@ -56,10 +68,10 @@ TEST(GradientTargetsTest, ClearedByAnUndefinedTarget) {
 // What the note relies on: autograd makes a gradient that nothing else holds the
 // parameter's gradient as it is, so an operation that returns the target's alias leaves
 // the gradient in the target's memory.
-TEST(GradientTargetsTest, AutogradKeepsTheAliasAsTheGradient) {
+TEST(GradientTargetsAutogradTest, KeepsTheAliasAsTheGradient) {
   at::Tensor param = torch::randn({5}, torch::requires_grad());
-  at::Tensor bucket = torch::full({7}, -1.0);
-  gradient_targets::Set(param, bucket.narrow(0, 1, 5));
+  at::Tensor bucket = torch::full({22}, -1.0);
+  gradient_targets::Set(param, bucket.narrow(0, 16, 5));
   struct Doubled : public torch::autograd::Function<Doubled> {
     static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, at::Tensor x) {
       ctx->saved_data["x"] = x;
@@ -76,11 +88,11 @@ TEST(GradientTargetsTest, AutogradKeepsTheAliasAsTheGradient) {
   Doubled::apply(param)[0].sum().backward();
   ASSERT_TRUE(param.grad().defined());
   EXPECT_TRUE(param.grad().is_alias_of(bucket));
-  EXPECT_TRUE(at::equal(bucket, torch::tensor({-1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 2.0f, -1.0f})));
+  EXPECT_TRUE(at::equal(bucket.narrow(0, 15, 7), torch::tensor({-1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 2.0f, -1.0f})));
   // A second backward accumulates into that gradient, as autograd does.
-  gradient_targets::Set(param, bucket.narrow(0, 1, 5));
+  gradient_targets::Set(param, bucket.narrow(0, 16, 5));
   Doubled::apply(param)[0].sum().backward();
-  EXPECT_TRUE(at::equal(bucket, torch::tensor({-1.0f, 4.0f, 4.0f, 4.0f, 4.0f, 4.0f, -1.0f})));
+  EXPECT_TRUE(at::equal(bucket.narrow(0, 15, 7), torch::tensor({-1.0f, 4.0f, 4.0f, 4.0f, 4.0f, 4.0f, -1.0f})));
 }
 
 }  // namespace

@@ -73,29 +73,28 @@ struct CastTogether : public torch::autograd::Function<CastTogether> {
   }
 };
 
-// A linear layer on its float32 parameters whose backward writes the weight's and the
-// bias's gradients where the engine names a place for them (Note [Gradients written
-// where they go]), else into tensors of their own as LibTorch's. Its products and sum are
-// those of LibTorch's backward of at::linear (addmm's on the input's rows), in the same
-// order, so the values are LibTorch's bit for bit (VitTest.ALinearLayersGradientsAre
-// LibTorchs); the forward is at::linear itself.
+// A linear layer on its float32 parameters, over rows [M, in], whose backward writes the
+// weight's and the bias's gradients where the engine names a place for them (Note
+// [Gradients written where they go]), else into tensors of their own as LibTorch's. Its
+// products and sum are those of LibTorch's backward of at::linear (addmm's on the
+// input's rows), in the same order, so the values are LibTorch's bit for bit
+// (VitTest.ALinearLayersGradientsAreLibTorchs); the forward is at::linear itself.
 struct LinearIntoTargets : public torch::autograd::Function<LinearIntoTargets> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& rows, const at::Tensor& weight,
                             const at::Tensor& bias) {
-    ctx->save_for_backward({x, weight});
+    ctx->save_for_backward({rows, weight});
     ctx->saved_data["bias"] = bias;  // its identity, to find its gradient's target
-    return at::linear(x, weight, bias);
+    return at::linear(rows, weight, bias);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& x = saved[0];
+    const at::Tensor& rows = saved[0];
     const at::Tensor& weight = saved[1];
     const at::Tensor bias = ctx->saved_data["bias"].toTensor();
-    const at::Tensor g = grads[0].reshape({-1, weight.size(0)});
-    const at::Tensor rows = x.reshape({-1, weight.size(1)});
+    const at::Tensor& g = grads[0];
     at::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) dx = g.mm(weight).view(x.sizes());
+    if (ctx->needs_input_grad(0)) dx = g.mm(weight);
     if (ctx->needs_input_grad(1)) {
       dw = gradient_targets::Take(weight);
       dw = dw.defined() ? at::mm_out(dw, g.t(), rows) : g.t().mm(rows);
@@ -110,13 +109,18 @@ struct LinearIntoTargets : public torch::autograd::Function<LinearIntoTargets> {
 
 // x W^T + b: through LinearIntoTargets where W and b are parameters being trained (not
 // autocast's casts of them, which write their gradients themselves: Note [A block's
-// casts together]).
+// casts together]) and x and W are contiguous, as LibTorch's linear does it there: the
+// rows of x, then their view back (outside the function, so that the output is a plain
+// view of it, as at::linear's).
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (!at::GradMode::is_enabled() || !weight.requires_grad() || !weight.is_leaf() || !bias.defined() ||
-      !bias.is_leaf() || weight.dim() != 2 || x.dim() < 2 || compat::AutocastDtype(x.device().type())) {
+      !bias.is_leaf() || weight.dim() != 2 || x.dim() < 2 || !x.is_contiguous() || !weight.is_contiguous() ||
+      compat::AutocastDtype(x.device().type())) {
     return at::linear(x, weight, bias);
   }
-  return LinearIntoTargets::apply(x, weight, bias);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = weight.size(0);
+  return LinearIntoTargets::apply(x.reshape({-1, x.size(-1)}), weight, bias).view(sizes);
 }
 
 // `tensors` as the forward uses them: cast together to autocast's dtype where autocast is

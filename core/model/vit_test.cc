@@ -149,6 +149,18 @@ TEST(VitTest, ABlocksCastsTogetherAreAutocastsExactly) { ExpectTheBlockWrittenOu
 // where they go]): LibTorch's own values.
 TEST(VitTest, ALinearLayersGradientsAreLibTorchs) { ExpectTheBlockWrittenOut(/*autocast=*/false); }
 
+// A linear layer's output is at::linear's: a plain tensor in-place operations may change
+// (LinearIntoTargets's own output, a view made inside a custom function, would refuse).
+TEST(VitTest, ALinearLayersOutputTakesInPlaceOperations) {
+  torch::manual_seed(4);
+  VitSelfAttention attention(16, 2);
+  at::Tensor x = torch::randn({3, 5, 16});
+  at::Tensor out = attention->forward(x);
+  out.mul_(2);
+  out.sum().backward();
+  for (const at::Tensor& p : attention->parameters()) EXPECT_TRUE(p.grad().defined());
+}
+
 // Note [Gradients written where they go]: a block writes its linear layers' gradients into
 // their targets (under autocast its casts back, in float32 its products), the same values
 // as without, and the parameters' gradients are then those targets' memory. A parameter
@@ -169,14 +181,19 @@ void WritesGradientsWhereTheyGo(at::Device device, bool autocast) {
   backward();
   std::vector<at::Tensor> want;
   for (const at::Tensor& p : params) want.push_back(p.grad().clone());
+  // Each view where a fresh tensor would start (64 floats: 256 bytes), but for one linear
+  // layer's weight, a float further on: not aligned so, it is not written there.
+  const size_t misaligned = 2;  // self_attention.in_proj_weight, after ln_1's two
+  auto aligned = [](int64_t n) { return (n + 63) / 64 * 64; };
   int64_t numel = 0;
-  for (const at::Tensor& p : params) numel += p.numel();
+  for (const at::Tensor& p : params) numel += aligned(p.numel()) + 64;
   at::Tensor bucket = torch::full({numel}, 7.0, torch::TensorOptions().device(device));
   std::vector<at::Tensor> views(params.size());
   int64_t offset = 0;
   for (size_t i = 0; i < params.size(); ++i) {
-    views[i] = bucket.narrow(0, offset, params[i].numel()).view(params[i].sizes());
-    offset += params[i].numel();
+    const int64_t start = offset + (i == misaligned ? 1 : 0);
+    views[i] = bucket.narrow(0, start, params[i].numel()).view(params[i].sizes());
+    offset += aligned(params[i].numel()) + 64;
     params[i].mutable_grad() = at::Tensor();
     gradient_targets::Set(params[i], views[i]);
   }
@@ -192,7 +209,9 @@ void WritesGradientsWhereTheyGo(at::Device device, bool autocast) {
     }
     gradient_targets::Set(params[i], at::Tensor());
   }
-  EXPECT_EQ(written, 8);  // the four linear layers' weights and biases
+  EXPECT_EQ(written, 7);  // the four linear layers' weights and biases, but the misaligned one
+  EXPECT_FALSE(params[misaligned].grad().is_alias_of(bucket));
+  EXPECT_EQ(params[misaligned].sizes(), at::IntArrayRef({48, 16}));
   // The next backward accumulates, its targets left alone.
   std::vector<at::Tensor> unused;
   for (const at::Tensor& p : params) {

@@ -79,8 +79,8 @@ ABSL_FLAG(bool, expect_views, false, "every gradient is a view into a bucket aft
 ABSL_FLAG(bool, expect_no_bucket_memory, false, "the buckets hold no memory");
 ABSL_FLAG(std::string, expect_targets, "",
           "all: every parameter has a target for its gradient when a step begins (Note [Gradients written "
-          "where they go]), and under bf16 the encoder blocks' casts take some; none: no parameter has one; "
-          "empty: not checked");
+          "where they go]), and the encoder blocks' backward takes some (their casts under bf16, their "
+          "products in float32); none: no parameter has one; empty: not checked");
 ABSL_FLAG(bool, expect_updated, false, "the engine updates the parameters itself, per bucket");
 ABSL_FLAG(int, world, 0,
           "a pool's task only: the run's ranks, the job's first ones (0: all of them); the others sit it out");
@@ -328,8 +328,8 @@ class WorkerRun {
       return Fail(27, absl::StrCat("step ", step, ": ", with, " of ", all, " parameters have a gradient target, want ",
                                    expected ? all : 0));
     }
-    if (!begun && expected && precision_ == v1::BF16_AUTOCAST && with == all) {
-      return Fail(27, absl::StrCat("step ", step, ": under bf16 the backward took no gradient target"));
+    if (!begun && expected && with == all) {
+      return Fail(27, absl::StrCat("step ", step, ": the backward took no gradient target"));
     }
     return 0;
   }
