@@ -79,7 +79,7 @@ def main():
     p.add_argument("--binary", default="bazel-bin/experiments/vit_ddp")
     p.add_argument("--against", default="", help="another build's vit_ddp: each run against its own there")
     a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
+    os.makedirs(os.path.join(a.out, "against") if a.against else a.out, exist_ok=True)
     rows, failed = [], 0
     for training in a.training.split(","):
         for combo in a.combos.split(","):
