@@ -71,6 +71,7 @@ struct DataParallelEngine::State {
   bool sync = false, first_step_done = false, rebuilt = false;
   bool record_ready = false, recording_ready = false;  // RecordReadyTimes: asked, this step
   bool shut_down = false, updated = false;
+  bool targets_named = false;  // some parameter has a target this engine named (NameTargets)
   int64_t synced_steps = 0;
   std::string error;  // found in MarkReady, reported by EndBackward
   int64_t sent_bytes = 0;  // what core's all-reduce sent this step
@@ -250,11 +251,16 @@ std::string DataParallelEngine::State::AcceptMissing() {
 // process issues no collective, or once shut down). The parameters' names are cleared
 // whichever engine named them: a second engine over the same parameters, made before
 // the first is gone, loses its targets (speed only) until its next step.
+// A layout that names none (core's own, zero_copy) costs the registry nothing each step.
 void DataParallelEngine::State::NameTargets(bool none) {
   if (pass_through || (shut_down && !none)) return;
+  bool named = false;
   for (size_t i = 0; i < params.size(); ++i) {
-    gradient_targets::Set(params[i], none ? at::Tensor() : layout->Target(bucket_of[i], slot_of[i]));
+    at::Tensor target = none ? at::Tensor() : layout->Target(bucket_of[i], slot_of[i]);
+    named = named || target.defined();
+    if (target.defined() || targets_named) gradient_targets::Set(params[i], target);
   }
+  targets_named = named;
 }
 
 // Waits for bucket `index` (on a GPU: the current stream waits) and puts its average in
