@@ -9,7 +9,8 @@
 #
 #   bench/own_model.sh DIR [EARLIER_TUNE]
 #
-# GPUS (2), REPS (3), CONFIGS (the default suite's levers with a PyTorch form), TRANSPORTS
+# GPUS (2), REPS (3), CONFIGS (the default suite's levers with a PyTorch form; "" for the
+# one-GPU rows alone, as when only tuning), TRANSPORTS
 # (nvlink,host), MODELS (resnet50,encoder) and DEADLINE (seconds of each model's matrix)
 # pass through; TUNE (the models tuned, default MODELS; "" for none).
 set -uo pipefail
@@ -17,7 +18,7 @@ DIR=${1:?usage: own_model.sh DIR [EARLIER_TUNE]}
 EARLIER_TUNE=${2:-}
 GPUS=${GPUS:-2}
 REPS=${REPS:-3}
-CONFIGS=${CONFIGS:-naive,cap25_plain,static_graph_bucket_view,bf16_cap25,powersgd_rank1_tuned_bf16state}
+CONFIGS=${CONFIGS-naive,cap25_plain,static_graph_bucket_view,bf16_cap25,powersgd_rank1_tuned_bf16state}
 TRANSPORTS=${TRANSPORTS:-nvlink,host}
 MODELS=${MODELS:-resnet50,encoder}
 TUNE=${TUNE-$MODELS}

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Does work beside a graph's backward cost the step its own length? One GPU, no NCCL.
+
+On 2 H200 (bench/NOTES.md, "On 2 H200, with torch.compile and the seed study") the step
+as one CUDA graph with 25 MiB buckets was longer than with nothing sent by about the
+all-reduce's own length, and capping NCCL's channels changed nothing: overlap bought
+nothing once the host was out of the step. This probe asks the same of one GPU, where
+nothing but the work itself can be the cause: amp_study's training in PyTorch
+(torchvision's ViT-L/32, batch 32, bf16 autocast, fused AdamW), the whole step captured
+as one CUDA graph, and beside backward, on a stream of its own, a stand-in for each
+bucket's reduction: each time 25 MiB of gradients are in, out = a + b over buffers of the
+bucket's size (reads two, writes one, as a reduction's steps do), launched
+
+  none           no work beside backward
+  aten           ATen's add: a grid over every multiprocessor
+  ctasN          a kernel of N blocks that loop over the bucket (NCCL's kernels hold a
+                 few tens of blocks; N=8 and 32 bracket it)
+  ctasN_high     the same on a stream of high priority
+  after          the same work as ctas32, after backward (no overlap: the step's length
+                 if overlap bought nothing)
+
+and the stand-ins alone, as a graph of their own, for their own length. The modes run
+interleaved, each repetition in turn; one JSON line per run, then a table.
+
+  python3 bench/overlap_probe.py --out DIR [--reps 3] [--steps 30] [--modes none,aten,...]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+MODES = ("none", "aten", "ctas8", "ctas32", "ctas32_high", "after")
+BUCKET_BYTES = 25 << 20
+
+
+def side_kernel(torch, triton, tl):
+    @triton.jit
+    def add_loop(a, b, out, n, BLOCK: tl.constexpr):
+        start = tl.program_id(0) * BLOCK
+        stride = tl.num_programs(0) * BLOCK
+        for offset in range(start, n, stride):
+            idx = offset + tl.arange(0, BLOCK)
+            mask = idx < n
+            tl.store(out + idx, tl.load(a + idx, mask=mask) + tl.load(b + idx, mask=mask), mask=mask)
+
+    def launch(a, b, out, ctas):
+        add_loop[(ctas,)](a, b, out, a.numel(), BLOCK=2048, num_warps=8)
+    return launch
+
+
+def buckets_of(params, cap):
+    """Parameters in reverse order (as gradients arrive), cut into buckets of `cap` bytes."""
+    out, current, size = [], [], 0
+    for p in reversed(params):
+        current.append(p)
+        size += p.numel() * p.element_size()
+        if size >= cap:
+            out.append(current)
+            current, size = [], 0
+    if current:
+        out.append(current)
+    return out
+
+
+def run_mode(a, torch, mode, launch):
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.vit_l_32().cuda()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-3, fused=True, capturable=True)
+    criterion = torch.nn.CrossEntropyLoss()
+    x = torch.randn(a.batch, 3, 224, 224, device="cuda")
+    y = torch.randint(0, 1000, (a.batch,), device="cuda")
+    buckets = buckets_of(params, BUCKET_BYTES)
+    numel = max(sum(p.numel() for p in b) for b in buckets)
+    bufs = [torch.zeros(numel, device="cuda") for _ in range(3)]
+    side = torch.cuda.Stream(priority=-1 if mode.endswith("_high") else 0)
+    ctas = int(mode[4:].split("_")[0]) if mode.startswith("ctas") else 32
+    state = {"pending": {}, "active": False}
+
+    def reduce_bucket(n):
+        a_, b_, o_ = (t[:n] for t in bufs)
+        if mode == "aten":
+            torch.add(a_, b_, out=o_)
+        else:
+            launch(a_, b_, o_, ctas)
+
+    def on_grad(bucket_index, n):
+        def hook(_):
+            if not state["active"] or mode in ("none", "after"):
+                return
+            state["pending"][bucket_index] -= 1
+            if state["pending"][bucket_index] == 0:
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    reduce_bucket(n)
+        return hook
+
+    for i, bucket in enumerate(buckets):
+        n = sum(p.numel() for p in bucket)
+        for p in bucket:
+            p.register_post_accumulate_grad_hook(on_grad(i, n))
+
+    def step():
+        state["pending"] = {i: len(b) for i, b in enumerate(buckets)}
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = criterion(model(x), y)
+        loss.backward()
+        if mode == "after":
+            for bucket in buckets:
+                reduce_bucket(sum(p.numel() for p in bucket))
+        elif mode != "none":
+            torch.cuda.current_stream().wait_stream(side)
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+
+    warm = torch.cuda.Stream()
+    warm.wait_stream(torch.cuda.current_stream())
+    state["active"] = True
+    with torch.cuda.stream(warm):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(warm)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for _ in range(5):
+        graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(a.steps):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    step_ms = start.elapsed_time(end) / a.steps
+
+    # The stand-ins alone, as a graph: their own length.
+    alone_ms = None
+    if mode not in ("none",):
+        g2 = torch.cuda.CUDAGraph()
+        s2 = torch.cuda.Stream(priority=side.priority)
+        s2.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s2):
+            for bucket in buckets:
+                reduce_bucket(sum(p.numel() for p in bucket))
+        torch.cuda.current_stream().wait_stream(s2)
+        with torch.cuda.graph(g2, stream=s2):
+            for bucket in buckets:
+                reduce_bucket(sum(p.numel() for p in bucket))
+        g2.replay()
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(a.steps):
+            g2.replay()
+        end.record()
+        torch.cuda.synchronize()
+        alone_ms = start.elapsed_time(end) / a.steps
+    moved = sum(3 * 4 * sum(p.numel() for p in b) for b in buckets)
+    return {"mode": mode, "step_ms": step_ms, "steps_per_s": 1000 / step_ms, "side_alone_ms": alone_ms,
+            "buckets": len(buckets), "side_gb_per_step": moved / 1e9, "ctas": ctas if mode.startswith("ctas") else None}
+
+
+def child(a):
+    import torch
+    import triton
+    import triton.language as tl
+    torch.backends.cudnn.benchmark = True
+    launch = side_kernel(torch, triton, tl)
+    print(json.dumps(run_mode(a, torch, a.child, launch)), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child:
+        return child(a)
+    import subprocess
+    os.makedirs(a.out, exist_ok=True)
+    modes = [m for m in a.modes.split(",") if m]
+    for m in modes:
+        if m not in MODES and not (m.startswith("ctas") and m[4:].split("_")[0].isdigit()):
+            sys.exit(f"overlap_probe.py: unknown mode {m!r}; modes: {', '.join(MODES)} (or ctasN, ctasN_high)")
+    results = []
+    with open(os.path.join(a.out, "runs.jsonl"), "w") as log:
+        for rep in range(a.reps):
+            for m in modes:
+                cmd = [sys.executable, __file__, "--out", a.out, "--steps", str(a.steps), "--batch", str(a.batch),
+                       "--child", m]
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+                lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
+                if r.returncode != 0 or not lines:
+                    print(f"{m} (rep {rep + 1}) failed:\n{r.stderr[-2000:]}", file=sys.stderr)
+                    continue
+                row = json.loads(lines[-1])
+                row["rep"] = rep + 1
+                results.append(row)
+                log.write(json.dumps(row) + "\n")
+                log.flush()
+    base = statistics.median([r["step_ms"] for r in results if r["mode"] == "none"] or [float("nan")])
+    print(f"{'mode':<14}{'step ms':>9}{'runs':>24}{'+ms':>7}{'alone ms':>10}{'+ms/alone':>11}")
+    for m in modes:
+        rows = [r for r in results if r["mode"] == m]
+        if not rows:
+            print(f"{m:<14}  no run")
+            continue
+        ms = statistics.median(r["step_ms"] for r in rows)
+        alone = [r["side_alone_ms"] for r in rows if r["side_alone_ms"] is not None]
+        alone_ms = statistics.median(alone) if alone else None
+        extra = ms - base
+        runs = ",".join(f"{r['step_ms']:.2f}" for r in rows)
+        share = f"{extra / alone_ms:.2f}" if alone_ms else "-"
+        print(f"{m:<14}{ms:>9.3f}{runs:>24}{extra:>7.2f}{(alone_ms or 0):>10.3f}{share:>11}")
+
+
+if __name__ == "__main__":
+    main()
