@@ -70,6 +70,14 @@ for cap in (25, 100):
                                      CONFIGS[f"bf16_cap{cap}"][1])
     for name in ("bf16_fp32_sum", "fp8", "fp8_ef", "fp8_aten"):
         PYTORCH_BASE[f"{name}_cap{cap}"] = f"bf16_cap{cap}"
+# Gradients that are bfloat16 values sent as bfloat16, summed in float32 (bf16_exact:
+# lossless, fewer bytes under autocast). PyTorch has no such hook: its rows run the exact
+# all-reduce with the same levers (cap<cap>).
+for cap in (25, 100, 2000):
+    CONFIGS[f"bf16_exact_cap{cap}"] = (
+        f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} plugin {{ bf16_exact {{}} }}",
+        ["--bucket_cap_mb", str(cap), "--static_graph", "--gradient_as_bucket_view"])
+    PYTORCH_BASE[f"bf16_exact_cap{cap}"] = "static_graph_bucket_view" if cap == 2000 else f"cap{cap}"
 for rank in (1, 4):
     for cap in (25, 100, 200, 2000):
         CONFIGS[f"powersgd_rank{rank}" + ("" if cap == 2000 else f"_cap{cap}")] = (

@@ -8,6 +8,7 @@ through --plugin_dir (examples/fp16_plugin).
 
 PLUGINS = [
     "bf16",
+    "bf16_exact",
     "bf16_fp32_sum",
     "bucket_sizing",
     "bucket_view",
