@@ -99,7 +99,7 @@ class Reducer {
     for (size_t k = 0; k < count; ++k) (KindOf(bucket.parameters[k]) == Kind::kBf16 ? bf16 : rest).push_back(k);
     std::vector<at::Tensor> means(count);
     if (!bf16.empty()) MeanInBf16(bucket, gradients, bf16, means);
-    if (!rest.empty()) MeanAsTheyAre(gradients, rest, means);
+    if (!rest.empty()) MeanAsTheyAre(bucket, gradients, rest, means);
     std::vector<at::Tensor> parts, results;  // what the GPU's sum wrote in place is not here
     for (size_t k = 0; k < count; ++k) {
       if (!means[k].defined()) continue;
@@ -274,8 +274,24 @@ class Reducer {
 #endif
 
   // The means of gradients `which` in their own dtype (core's mean), into `means`.
-  void MeanAsTheyAre(const std::vector<at::Tensor>& gradients, const std::vector<size_t>& which,
-                     std::vector<at::Tensor>& means) {
+  // Where they are the whole bucket (as in float32 training), the bucket is averaged in
+  // place, as core's layout and all-reduce do: each gradient not already in its part of
+  // the bucket (a bucket view's, or a target's) copied there first, many in one kernel.
+  // Their `means` are then left undefined.
+  void MeanAsTheyAre(const GradBucket& bucket, const std::vector<at::Tensor>& gradients,
+                     const std::vector<size_t>& which, std::vector<at::Tensor>& means) {
+    if (which.size() == gradients.size() && bucket.buffer.is_contiguous()) {
+      std::vector<at::Tensor> parts, elsewhere;
+      for (size_t k = 0; k < gradients.size(); ++k) {
+        const at::Tensor part = bucket.buffer.narrow(0, bucket.offsets[k], gradients[k].numel());
+        if (gradients[k].is_contiguous() && gradients[k].data_ptr() == part.data_ptr()) continue;
+        parts.push_back(part.view(gradients[k].sizes()));
+        elsewhere.push_back(gradients[k]);
+      }
+      if (!parts.empty()) ddplab::compat::CopyEach(parts, elsewhere);
+      context_.collectives->StartMean(bucket.buffer).wait();
+      return;
+    }
     std::vector<at::Tensor> flat;
     for (size_t k : which) flat.push_back(gradients[k].reshape({-1}));
     at::Tensor all = at::cat(flat);
