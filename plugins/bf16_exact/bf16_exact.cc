@@ -6,11 +6,12 @@
 // gradients are float32 products and go as float32. Per bucket:
 //   1. each float32 gradient is bfloat16's (sent as bfloat16) or not (sent as float32),
 //      as decided by Note [Which gradients are bfloat16];
-//   2. the bfloat16 ones: over two ranks an all-gather of them, then each rank adds the
-//      two in float32 (one addition, so the same on both ranks and the same as a float32
-//      all-reduce's, bit for bit); from three ranks on an all-to-all of chunks (a
-//      reduce-scatter's bytes, nothing reduced on the wire), each rank sums its chunk in
-//      float32 in rank order, and an all-gather of the float32 sums;
+//   2. the bfloat16 ones: over two ranks an all-gather of them, then each rank computes
+//      a/2 + b/2 in float32 (the same on both ranks, and a float32 all-reduce's average
+//      bit for bit: NCCL's and Gloo's halve each first too); from three ranks on an
+//      all-to-all of chunks (a reduce-scatter's bytes, nothing reduced on the wire), each
+//      rank sums its chunk in float32 in rank order, and an all-gather of the float32
+//      sums;
 //   3. the others: core's mean, in their own dtype;
 //   4. the bucket gets every mean, in float32.
 // On a GPU the sums are one kernel of our own (sum_kernel.h) that writes each mean into
@@ -21,18 +22,24 @@
 //
 // Note [Which gradients are bfloat16]
 // Each rank sees only its own gradients, and the ranks must send the same bytes in the
-// same order, so the ranks decide together: for a parameter not yet decided, each rank
-// says whether its gradient is all zeros, all bfloat16 values, or not, the ranks gather
-// the answers (one byte a parameter), and a parameter is bfloat16's once some rank saw it
-// nonzero and none saw a value bfloat16 cannot hold. All zeros decides nothing (a
-// zero-initialised head leaves every block's first gradient zero, in float32 training
-// too); until decided a parameter goes as float32. On every step that is not timed and
-// not captured the bfloat16 ones are asked again, and one that some rank finds inexact
-// goes as float32 from then on, before anything is sent: those steps stay lossless. A
-// timed step, or a replay of a captured one, sends as the last check decided. Asking
-// reads the answers on the host; inside a CUDA graph's capture nothing is asked, and a
-// parameter still undecided there goes as float32 for good (every rank captures the same
-// step, so they agree).
+// same order, so the ranks decide together, on steps that are neither timed nor captured
+// in a CUDA graph (a warm-up's): for each parameter not yet sent as float32 for good,
+// each rank says whether its gradient is all zeros, all bfloat16 values, or not (NaN,
+// which bfloat16 holds, aside); the ranks gather the answers (one byte a parameter); a
+// parameter is bfloat16's once some rank saw it nonzero and none saw a value bfloat16
+// cannot hold, and float32's for good once some rank did, before anything of the step is
+// sent (`demoted_parameters` counts those that had been bfloat16's). All zeros decides
+// nothing: a zero-initialised head leaves every block's first gradient zero, in float32
+// training too. Until decided a parameter goes as float32. Asking reads the answers on the
+// host, so a timed step, or a replay of a captured one, asks nothing and sends as the
+// last check decided; a parameter still undecided when the step is captured goes as
+// float32 for good (every rank captures the same step, so they agree). What it sends as
+// bfloat16 is counted on the device as it is narrowed, every step, replays included,
+// with no sync: `rounded_values` is the values that were not bfloat16's, and anything but
+// 0 says the run was not lossless (a parameter used a varying number of times a step, say,
+// whose contributions autograd adds in float32).
+#include <c10/util/accumulate.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -44,8 +51,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <c10/util/accumulate.h>
 
 #if defined(DDPLAB_CUDA)
 #include <c10/cuda/CUDAGraphsC10Utils.h>
@@ -117,6 +122,8 @@ class Reducer {
     if (sent_bytes_ > 0) stats["compression_ratio"] = allreduce_bytes_ / sent_bytes_;
     if (elements_ > 0) stats["bf16_fraction"] = static_cast<double>(bf16_elements_) / elements_;
     stats["demoted_parameters"] = static_cast<double>(demoted_);
+    if (rounded_.defined() && !Capturing(rounded_))
+      stats["rounded_values"] = static_cast<double>(rounded_.item<int64_t>());
     return stats;
   }
 
@@ -133,21 +140,22 @@ class Reducer {
     for (size_t k = 0; k < gradients.size(); ++k) {
       const size_t p = bucket.parameters[k];
       const Kind kind = KindOf(p);
+      if (kind == Kind::kFloat32) continue;
       if (gradients[k].scalar_type() != at::kFloat) {
         kinds_[p] = Kind::kFloat32;
       } else if (kind == Kind::kUndecided && capturing) {
         kinds_[p] = Kind::kFloat32;
-      } else if (!capturing && (kind == Kind::kUndecided || (kind == Kind::kBf16 && bucket.may_measure))) {
-        asked.push_back(k);
+      } else if (!capturing && bucket.may_measure) {
+        asked.push_back(k);  // undecided, or bfloat16's and asked again
       }
     }
     if (asked.empty()) return;
     std::vector<at::Tensor> answers;
     for (size_t k : asked) {
       const at::Tensor& g = gradients[k];
-      const at::Tensor inexact = g.ne(g.to(at::kBFloat16).to(at::kFloat)).any();
-      answers.push_back(at::where(inexact, at::scalar_tensor(kInexact, g.options().dtype(at::kByte)),
-                                  g.ne(0).any().to(at::kByte)));
+      const at::Tensor inexact = Inexact(g).any();
+      answers.push_back(
+          at::where(inexact, at::scalar_tensor(kInexact, g.options().dtype(at::kByte)), g.ne(0).any().to(at::kByte)));
     }
     at::Tensor mine = at::stack(answers);
     at::Tensor all = at::empty({context_.world_size * mine.numel()}, mine.options());
@@ -161,7 +169,10 @@ class Reducer {
     for (size_t i = 0; i < asked.size(); ++i) {
       const size_t p = bucket.parameters[asked[i]];
       if (inexact[i].item<bool>()) {
-        if (KindOf(p) == Kind::kBf16) ++demoted_;
+        if (KindOf(p) == Kind::kBf16) {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++demoted_;
+        }
         kinds_[p] = Kind::kFloat32;
       } else if (nonzero[i].item<bool>()) {
         kinds_[p] = Kind::kBf16;
@@ -180,16 +191,13 @@ class Reducer {
     const int64_t chunk = (numel + world - 1) / world;
     const auto options = bucket.buffer.options();
     at::Tensor wire = at::empty({chunk * world}, options.dtype(at::kBFloat16));
-    std::vector<at::Tensor> parts, sources;
     std::vector<int64_t> starts;  // each gradient's first element in the wire
     int64_t at = 0;
     for (size_t k : which) {
-      parts.push_back(wire.narrow(0, at, gradients[k].numel()).view(gradients[k].sizes()));
-      sources.push_back(gradients[k]);
       starts.push_back(at);
       at += gradients[k].numel();
     }
-    ddplab::compat::CopyEach(parts, sources);  // exact: every value is bfloat16's
+    NarrowInto(wire, gradients, which, starts);
     if (chunk * world > numel) wire.narrow(0, numel, chunk * world - numel).zero_();
     if (world <= 2) {
       at::Tensor gathered = wire;
@@ -200,7 +208,7 @@ class Reducer {
       if (SumOnGpu(gathered, wire.numel(), bucket, which, starts)) return;
       const at::Tensor rows = gathered.view({world, wire.numel()});
       at::Tensor mean = rows[0].to(at::kFloat);
-      if (world == 2) mean.add_(rows[1]).div_(2);  // one addition: a + b = b + a
+      if (world == 2) mean.mul_(0.5).add_(rows[1].to(at::kFloat).mul_(0.5));  // a/2 + b/2 = b/2 + a/2
       Split(mean, gradients, which, starts, means);
       return;
     }
@@ -220,6 +228,44 @@ class Reducer {
     Split(mean, gradients, which, starts, means);
   }
 
+  // Where g holds a value bfloat16 does not (NaN, which bfloat16 holds as NaN, aside).
+  static at::Tensor Inexact(const at::Tensor& g) {
+    return g.ne(g.to(at::kBFloat16).to(at::kFloat)).logical_and_(g.isnan().logical_not_());
+  }
+
+  // Gradients `which` rounded into the wire at `starts`, and the values that were not
+  // bfloat16's counted into rounded_ on the device, without a sync: every step's check,
+  // a replay's too (on a GPU one kernel, sum_kernel.h).
+  void NarrowInto(at::Tensor& wire, const std::vector<at::Tensor>& gradients, const std::vector<size_t>& which,
+                  const std::vector<int64_t>& starts) {
+    if (!rounded_.defined()) rounded_ = at::zeros({}, wire.options().dtype(at::kLong));
+#if defined(DDPLAB_CUDA)
+    bool contiguous = wire.is_cuda();
+    for (size_t k : which) contiguous = contiguous && gradients[k].is_contiguous();
+    if (contiguous) {
+      std::vector<ddplab::bf16_exact::Source> sources;
+      for (size_t i = 0; i < which.size(); ++i) {
+        const at::Tensor& g = gradients[which[i]];
+        sources.push_back({g.data_ptr<float>(), starts[i], g.numel()});
+      }
+      const cudaError_t error = ddplab::bf16_exact::Narrow(
+          sources.data(), static_cast<int>(sources.size()), reinterpret_cast<uint16_t*>(wire.data_ptr()),
+          rounded_.data_ptr<int64_t>(), c10::cuda::getCurrentCUDAStream(wire.device().index()).stream());
+      if (error != cudaSuccess)
+        throw std::runtime_error(std::string("bf16_exact: narrowing: ") + cudaGetErrorString(error));
+      return;
+    }
+#endif
+    std::vector<at::Tensor> parts, sources;
+    for (size_t i = 0; i < which.size(); ++i) {
+      const at::Tensor& g = gradients[which[i]];
+      parts.push_back(wire.narrow(0, starts[i], g.numel()).view(g.sizes()));
+      sources.push_back(g);
+      rounded_.add_(Inexact(g).sum());
+    }
+    ddplab::compat::CopyEach(parts, sources);
+  }
+
   // Each of `which` its part of `mean` (from `starts`), shaped like its gradient.
   static void Split(const at::Tensor& mean, const std::vector<at::Tensor>& gradients, const std::vector<size_t>& which,
                     const std::vector<int64_t>& starts, std::vector<at::Tensor>& means) {
@@ -234,7 +280,8 @@ class Reducer {
   static bool SumOnGpu(const at::Tensor& gathered, int64_t stride, const GradBucket& bucket,
                        const std::vector<size_t>& which, const std::vector<int64_t>& starts) {
 #if defined(DDPLAB_CUDA)
-    if (!gathered.is_cuda() || !bucket.buffer.is_contiguous() || bucket.buffer.scalar_type() != at::kFloat) return false;
+    if (!gathered.is_cuda() || !bucket.buffer.is_contiguous() || bucket.buffer.scalar_type() != at::kFloat)
+      return false;
     std::vector<ddplab::bf16_exact::Segment> segments;
     float* base = bucket.buffer.data_ptr<float>();
     for (size_t i = 0; i < which.size(); ++i) {
@@ -263,13 +310,14 @@ class Reducer {
   }
 
 #if defined(DDPLAB_CUDA)
-  static void Launch(const at::Tensor& gathered, int64_t stride, const std::vector<ddplab::bf16_exact::Segment>& segments) {
+  static void Launch(const at::Tensor& gathered, int64_t stride,
+                     const std::vector<ddplab::bf16_exact::Segment>& segments) {
     const int world = static_cast<int>(gathered.numel() / stride);
-    const cudaError_t error =
-        ddplab::bf16_exact::SumInto(reinterpret_cast<const uint16_t*>(gathered.data_ptr()), stride, world,
-                                    segments.data(), static_cast<int>(segments.size()),
-                                    c10::cuda::getCurrentCUDAStream(gathered.device().index()).stream());
-    if (error != cudaSuccess) throw std::runtime_error(std::string("bf16_exact: the sum's kernel: ") + cudaGetErrorString(error));
+    const cudaError_t error = ddplab::bf16_exact::SumInto(
+        reinterpret_cast<const uint16_t*>(gathered.data_ptr()), stride, world, segments.data(),
+        static_cast<int>(segments.size()), c10::cuda::getCurrentCUDAStream(gathered.device().index()).stream());
+    if (error != cudaSuccess)
+      throw std::runtime_error(std::string("bf16_exact: the sum's kernel: ") + cudaGetErrorString(error));
   }
 #endif
 
@@ -337,6 +385,9 @@ class Reducer {
   mutable std::mutex mu_;         // the counters below: Reduce writes, Stats reads
   double allreduce_bytes_ = 0, sent_bytes_ = 0;
   int64_t elements_ = 0, bf16_elements_ = 0, demoted_ = 0;
+  // Values sent as bfloat16 that were not bfloat16's, counted where they were narrowed
+  // (on the GPU with no sync); read by Stats. Nonzero: the run was not lossless.
+  at::Tensor rounded_;
 };
 
 class Bf16ExactHook : public ddplab::CommHook {
@@ -384,15 +435,16 @@ class Bf16ExactHook : public ddplab::CommHook {
 
   const CommContext context_;
   Reducer reducer_;
-  ddplab::HookStream stream_;  // Run's (autograd's thread) alone
+  ddplab::HookStream stream_;                       // Run's (autograd's thread) alone
   std::optional<ddplab::HookWorker<Task>> worker_;  // last: started once everything it uses exists
 };
 
 void Register(const ddplab::plugins::bf16_exact::v1::Config&, ddplab::PluginRegistrar& registrar) {
-  registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
-                         [](std::unique_ptr<ddplab::CommHook>, const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
-                           return std::make_unique<Bf16ExactHook>(context);
-                         });
+  registrar.WrapCommHook(
+      ddplab::ExtensionPoint::kCommHook,
+      [](std::unique_ptr<ddplab::CommHook>, const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
+        return std::make_unique<Bf16ExactHook>(context);
+      });
   registrar.Refuse(ddplab::ExtensionPoint::kCodec,
                    "it chooses per gradient what travels as bfloat16; a codec would change that");
 }

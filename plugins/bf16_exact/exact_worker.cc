@@ -4,25 +4,31 @@
 //
 // Every rank's gradients come from a seed, the rank and the step, so that each rank makes
 // all of them, and the references, without communicating. One bucket of three parameters,
-// reduced at three steps (Note [Which gradients are bfloat16], bf16_exact.cc):
-//   step 0 (not timed): p0 bfloat16 values, p1 float32 values, p2 zeros;
-//   step 1 (timed):     the same, p2 now bfloat16 values (decided though timed: it was
-//                       undecided);
-//   step 2 (not timed): p0 now float32 values on rank 1 alone (asked again: it goes as
-//                       float32 from then on, on every rank), p2 bfloat16 values.
+// reduced at four steps (Note [Which gradients are bfloat16], bf16_exact.cc):
+//   step 0 (not timed): p0 bfloat16 values, p1 float32 values, p2 zeros (undecided);
+//   step 1 (timed):     the same, p2 now bfloat16 values (undecided still: nothing is
+//                       asked on a timed step, so it goes as float32);
+//   step 2 (not timed): p0 float32 values on rank 1 alone (asked again: it goes as
+//                       float32 from then on, on every rank); p2 decided bfloat16;
+//   step 3 (timed):     p2 float32 values on rank 0 alone: sent as bfloat16 unasked, so
+//                       rounded there, and counted (rounded_values).
 // The gradients are of mixed magnitude (normal values times 2^k, k from -12 to 12) and
 // alternate between the bucket and handed over where they lie. Every rank checks that
 // each parameter's mean
-//   - for one sent as bfloat16, equals bit for bit the float32 sum in rank order divided
-//     by the ranks, computed here the same way (over two ranks: a + b, as a float32
-//     all-reduce computes it);
+//   - for one sent as bfloat16, equals bit for bit the float32 sum in rank order of the
+//     values rounded to bfloat16 (a no-op but at step 3), divided by the ranks (over two
+//     ranks a/2 + b/2, as a float32 all-reduce computes it), computed here;
 //   - for one sent as float32, is within float32's rounding of the exact mean (in double).
-// Rank 0 writes the hook's stats to --out.<world>: bf16_fraction, demoted_parameters,
-// compression_ratio.
+// Rank 0 writes the hook's stats to --out.<world> (bf16_fraction, demoted_parameters,
+// compression_ratio, rounded_values) and expected_rounded: the values of its own step-3
+// p2 that bfloat16 does not hold.
 //
 // Exit codes: 0 pass, 13 setup error, 20 a bfloat16 mean is not the reference's, 21 a
 // float32 mean is not within rounding, 22 the hook failed, 23 --out.<world> could not be
 // written.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -30,9 +36,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -54,8 +57,13 @@ enum class Values { kBf16, kFloat32, kZeros };
 Values ValuesOf(size_t p, int step, int rank) {
   if (p == 0) return step == 2 && rank == 1 ? Values::kFloat32 : Values::kBf16;
   if (p == 1) return Values::kFloat32;
+  if (step == 3 && rank == 0) return Values::kFloat32;
   return step == 0 ? Values::kZeros : Values::kBf16;
 }
+
+constexpr int kSteps = 4;
+
+at::Tensor Bf16(const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kFloat); }
 
 at::Tensor Gradient(size_t p, int step, int rank) {
   const Values values = ValuesOf(p, step, rank);
@@ -70,7 +78,7 @@ at::Tensor Gradient(size_t p, int step, int rank) {
 bool SentAsBf16(size_t p, int step) {
   if (p == 0) return step < 2;
   if (p == 1) return false;
-  return step >= 1;
+  return step >= 2;
 }
 
 GradBucket MakeBucket(int step, int rank) {
@@ -92,7 +100,7 @@ GradBucket MakeBucket(int step, int rank) {
   bucket.index = 0;
   bucket.step = step;
   bucket.is_last = true;
-  bucket.may_measure = step != 1;
+  bucket.may_measure = step % 2 == 0;
   return bucket;
 }
 
@@ -101,9 +109,15 @@ int Check(const at::Tensor& got, size_t p, int step, int rank, int world) {
   std::vector<at::Tensor> g;
   for (int r = 0; r < world; ++r) g.push_back(Gradient(p, step, r));
   if (SentAsBf16(p, step)) {
-    at::Tensor sum = g[0].clone();
-    for (int r = 1; r < world; ++r) sum.add_(g[r]);
-    if (!at::equal(got, sum.div_(world))) {
+    at::Tensor mean;
+    if (world == 2) {
+      mean = Bf16(g[0]).mul_(0.5).add_(Bf16(g[1]).mul_(0.5));
+    } else {
+      mean = Bf16(g[0]);
+      for (int r = 1; r < world; ++r) mean.add_(Bf16(g[r]));
+      mean.div_(world);
+    }
+    if (!at::equal(got, mean)) {
       std::cerr << "rank " << rank << " step " << step << " p" << p << ": not the float32 sum in rank order\n";
       return 20;
     }
@@ -140,7 +154,7 @@ int CheckAt(PluginHost& host, compat::CollectiveGroup& group, int rank, int worl
   }
   const CommContext context{&group, rank, world, /*nccl=*/false, {}, nullptr};
   std::unique_ptr<CommHook> hook = MakeHookChain(set->engine_parts().hooks, context);
-  for (int step = 0; step < 3; ++step) {
+  for (int step = 0; step < kSteps; ++step) {
     GradBucket bucket = MakeBucket(step, rank);
     c10::intrusive_ptr<c10::ivalue::Future> future = hook->Run(bucket);
     future->wait();
@@ -158,6 +172,8 @@ int CheckAt(PluginHost& host, compat::CollectiveGroup& group, int rank, int worl
   if (rank == 0) {
     std::ofstream file(out);
     for (const auto& [name, value] : hook->Stats()) file << name << " " << value << "\n";
+    const at::Tensor own = Gradient(2, 3, 0);
+    file << "expected_rounded " << own.ne(Bf16(own)).sum().item<int64_t>() << "\n";
     if (!file.flush()) return 23;
   }
   return 0;
