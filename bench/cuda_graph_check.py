@@ -30,6 +30,9 @@ COMBOS = {
     "levers": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS,
     "bf16": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { bf16 { sample_error_every: 0 } }",
     "fp8": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { fp8 { sample_error_every: 0 } }",
+    # Lossless: under amp the blocks' linear layers' gradients go as bfloat16 (decided in
+    # the eager steps before the capture).
+    "bf16_exact": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { bf16_exact {} }",
     "zero_copy": "plugin { bucket_sizing { bucket_cap_mb: 4 } } plugin { static_graph {} } plugin { zero_copy {} }",
     "optimizer_overlap": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { optimizer_overlap {} }",
     # The engine on with one GPU (a hook in the chain): bucket views, nothing sent.
