@@ -46,7 +46,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -60,9 +59,7 @@
 #endif
 
 #include "core/engine/collectives.h"
-#include "core/engine/flat_bucket.h"
-#include "core/engine/hook_stream.h"
-#include "core/engine/hook_worker.h"
+#include "core/engine/own_reduction.h"
 #include "core/plugin/plugin_api.h"
 #include "plugins/bf16_exact/bf16_exact.pb.h"
 
@@ -392,20 +389,9 @@ class Reducer {
 
 class Bf16ExactHook : public ddplab::CommHook {
  public:
-  explicit Bf16ExactHook(const CommContext& context) : context_(context), reducer_(context) {
-    if (!context_.nccl && context_.world_size > 1) worker_.emplace([this](Task& task) { Finish(task); });
-  }
+  explicit Bf16ExactHook(const CommContext& context) : context_(context) {}
 
-  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
-    Task task{bucket, ddplab::MakeBucketFuture(bucket.buffer)};
-    c10::intrusive_ptr<c10::ivalue::Future> future = task.future;
-    if (!worker_) {
-      stream_.Run(task.bucket, [&] { Finish(task); });  // Note [A hook's own stream]
-      return future;
-    }
-    worker_->Push(std::move(task));
-    return future;
-  }
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override { return own_.Run(bucket); }
 
   // Reads the gradients where autograd left them: nothing is packed into the bucket.
   std::shared_ptr<const ddplab::BucketCodec> Codec() const override {
@@ -415,28 +401,10 @@ class Bf16ExactHook : public ddplab::CommHook {
   std::map<std::string, double> Stats() const override { return reducer_.Stats(); }
 
  private:
-  struct Task {
-    GradBucket bucket;
-    c10::intrusive_ptr<c10::ivalue::Future> future;
-  };
-
-  void Finish(Task& task) {
-    c10::intrusive_ptr<c10::ivalue::Future> future = std::move(task.future);
-    try {
-      reducer_.Reduce(task.bucket);
-      const at::Tensor result = task.bucket.buffer;
-      task.bucket = GradBucket();
-      future->markCompleted(c10::IValue(result));
-    } catch (...) {
-      task.bucket = GradBucket();
-      future->setError(std::current_exception());
-    }
-  }
-
   const CommContext context_;
-  Reducer reducer_;
-  ddplab::HookStream stream_;                       // Run's (autograd's thread) alone
-  std::optional<ddplab::HookWorker<Task>> worker_;  // last: started once everything it uses exists
+  Reducer reducer_{context_};
+  // On the hook's stream, or its thread over Gloo (own_reduction.h); last.
+  ddplab::OwnReduction own_{context_, [this](GradBucket& bucket) { reducer_.Reduce(bucket); }};
 };
 
 void Register(const ddplab::plugins::bf16_exact::v1::Config&, ddplab::PluginRegistrar& registrar) {

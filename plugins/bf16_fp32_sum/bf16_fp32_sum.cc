@@ -33,20 +33,16 @@
 // (Gloo) wait() blocks the host, so the buckets are reduced on a thread of the hook's
 // own, one after another in the order the engine hands them over (the same on every
 // rank, so the collectives match), while backward goes on.
-#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "core/engine/collectives.h"
 #include "core/engine/flat_bucket.h"
-#include "core/engine/hook_stream.h"
-#include "core/engine/hook_worker.h"
+#include "core/engine/own_reduction.h"
 #include "core/plugin/plugin_api.h"
 #include "plugins/bf16_fp32_sum/bf16_fp32_sum.pb.h"
 
@@ -88,20 +84,11 @@ void Reduce(const CommContext& context, GradBucket& bucket) {
 
 class Bf16Fp32SumHook : public ddplab::CommHook {
  public:
-  explicit Bf16Fp32SumHook(const CommContext& context) : context_(context) {
-    if (Threaded()) worker_.emplace([this](Task& task) { Finish(task); });
-  }
+  explicit Bf16Fp32SumHook(const CommContext& context) : context_(context) {}
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
     Count(bucket);
-    Task task{bucket, ddplab::MakeBucketFuture(bucket.buffer)};  // the engine's bucket is gone when Run returns
-    c10::intrusive_ptr<c10::ivalue::Future> future = task.future;
-    if (!worker_) {
-      stream_.Run(task.bucket, [&] { Finish(task); });  // Note [A hook's own stream]
-      return future;
-    }
-    worker_->Push(std::move(task));
-    return future;
+    return own_.Run(bucket);
   }
 
   // Reads the gradients where autograd left them: nothing is packed into the bucket.
@@ -119,14 +106,6 @@ class Bf16Fp32SumHook : public ddplab::CommHook {
   }
 
  private:
-  struct Task {
-    GradBucket bucket;
-    c10::intrusive_ptr<c10::ivalue::Future> future;
-  };
-
-  // Gloo's waits block the host: a thread of our own waits instead of autograd's.
-  bool Threaded() const { return !context_.nccl && context_.world_size > 1; }
-
   void Count(const GradBucket& bucket) {
     const int64_t numel = bucket.buffer.numel();
     const int64_t padded = (numel + context_.world_size - 1) / context_.world_size * context_.world_size;
@@ -135,25 +114,11 @@ class Bf16Fp32SumHook : public ddplab::CommHook {
     wire_bytes_ += padded * 2;
   }
 
-  // Reduces the task's bucket and completes its future with it (or with the error).
-  void Finish(Task& task) {
-    c10::intrusive_ptr<c10::ivalue::Future> future = std::move(task.future);
-    try {
-      Reduce(context_, task.bucket);
-      const at::Tensor result = task.bucket.buffer;
-      task.bucket = GradBucket();  // nothing of the step held once the engine goes on
-      future->markCompleted(c10::IValue(result));
-    } catch (...) {
-      task.bucket = GradBucket();
-      future->setError(std::current_exception());
-    }
-  }
-
   const CommContext context_;
   mutable std::mutex stats_mu_;  // the counters below: Run writes, Stats reads
   int64_t gradient_bytes_ = 0, wire_bytes_ = 0;
-  ddplab::HookStream stream_;  // Run's (autograd's thread) alone
-  std::optional<ddplab::HookWorker<Task>> worker_;  // last: started once everything it uses exists
+  // On the hook's stream, or its thread over Gloo (own_reduction.h); last.
+  ddplab::OwnReduction own_{context_, [this](GradBucket& bucket) { Reduce(context_, bucket); }};
 };
 
 void Register(const ddplab::plugins::bf16_fp32_sum::v1::Config& config, ddplab::PluginRegistrar& registrar) {

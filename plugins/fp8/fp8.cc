@@ -20,13 +20,12 @@
 // GPUs of a CUDA build kernels of our own that give the same bits in one pass each.
 // On GPUs (NCCL) Run queues everything on a stream of its own and NCCL's, and returns. On
 // CPUs (Gloo) a thread of the hook's own reduces the buckets in order while backward goes
-// on (core/engine/hook_worker.h).
+// on (core/engine/own_reduction.h).
 #include <algorithm>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -34,8 +33,7 @@
 
 #include "core/engine/collectives.h"
 #include "core/engine/flat_bucket.h"
-#include "core/engine/hook_stream.h"
-#include "core/engine/hook_worker.h"
+#include "core/engine/own_reduction.h"
 #include "core/plugin/plugin_api.h"
 #include "plugins/fp8/fp8.pb.h"
 #include "plugins/fp8/wire.h"
@@ -90,20 +88,11 @@ void Reduce(const Settings& s, const CommContext& context, GradBucket& bucket, a
 
 class Fp8Hook : public ddplab::CommHook {
  public:
-  Fp8Hook(const Settings& settings, const CommContext& context) : settings_(settings), context_(context) {
-    if (!context_.nccl && context_.world_size > 1) worker_.emplace([this](Task& task) { Finish(task); });
-  }
+  Fp8Hook(const Settings& settings, const CommContext& context) : settings_(settings), context_(context) {}
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
     Count(bucket);
-    Task task{bucket, ddplab::MakeBucketFuture(bucket.buffer)};  // the engine's bucket is gone when Run returns
-    c10::intrusive_ptr<c10::ivalue::Future> future = task.future;
-    if (worker_) {
-      worker_->Push(std::move(task));
-      return future;
-    }
-    stream_.Run(task.bucket, [&] { Finish(task); });  // Note [A hook's own stream]
-    return future;
+    return own_.Run(bucket);
   }
 
   // Reads the gradients where autograd left them: nothing is packed into the bucket.
@@ -125,11 +114,6 @@ class Fp8Hook : public ddplab::CommHook {
   }
 
  private:
-  struct Task {
-    GradBucket bucket;
-    c10::intrusive_ptr<c10::ivalue::Future> future;
-  };
-
   void Count(const GradBucket& bucket) {
     const ddplab::fp8::Layout layout = ddplab::fp8::LayoutOf(bucket.buffer.numel(), context_.world_size, settings_.block);
     const int64_t there = layout.world * layout.part_bytes();
@@ -155,29 +139,16 @@ class Fp8Hook : public ddplab::CommHook {
     return &residuals_[parameters];  // std::map: the pointer stays valid
   }
 
-  // Reduces the task's bucket and completes its future with it (or with the error).
-  void Finish(Task& task) {
-    c10::intrusive_ptr<c10::ivalue::Future> future = std::move(task.future);
-    try {
-      Reduce(settings_, context_, task.bucket, Residual(task.bucket.parameters));
-      const at::Tensor result = task.bucket.buffer;
-      task.bucket = GradBucket();  // nothing of the step held once the engine goes on
-      future->markCompleted(c10::IValue(result));
-    } catch (...) {
-      task.bucket = GradBucket();
-      future->setError(std::current_exception());
-    }
-  }
-
-  ddplab::HookStream stream_;  // Run's (autograd's thread) alone
-
   const Settings settings_;
   const CommContext context_;
   mutable std::mutex stats_mu_;  // the counters below: Run writes, Stats reads
   int64_t gradient_bytes_ = 0, wire_bytes_ = 0, steps_ = 0;
   std::mutex residuals_mu_;
   std::map<std::vector<size_t>, at::Tensor> residuals_;
-  std::optional<ddplab::HookWorker<Task>> worker_;  // last: started once everything it uses exists
+  // On the hook's stream, or its thread over Gloo (own_reduction.h); last.
+  ddplab::OwnReduction own_{context_, [this](GradBucket& bucket) {
+    Reduce(settings_, context_, bucket, Residual(bucket.parameters));
+  }};
 };
 
 void Register(const Config& config, ddplab::PluginRegistrar& registrar) {
