@@ -47,13 +47,6 @@ TEST_COPTS = DDPLAB_COPTS + ["-O0"] + _read_pch("test_pch")
 # has "//core:torch_test_pch" in its deps.
 TORCH_TEST_COPTS = DDPLAB_COPTS + ["-O0"] + _read_pch("torch_test_pch")
 
-# The GPUs ddplab's own CUDA kernels are compiled for: machine code for Hopper (H100,
-# H200), and PTX from Ampere on, which the driver compiles for newer GPUs when loaded.
-CUDA_GENCODE = [
-    "-gencode=arch=compute_90,code=sm_90",
-    "-gencode=arch=compute_80,code=compute_80",
-]
-
 # For binaries that load plugins: a plugin resolves the symbols it shares with the host
 # from the executable, as LLVM's pass plugins do; none of them is ddplab's own code,
 # which reaches a plugin as services the host passes in (tools/check_tree.sh checks).
