@@ -16,11 +16,16 @@ repetition into DIR/before/<key>/<rep>/...: before and after in the same call.
 <config>_bf16state is a PowerSGD <config> with powersgd.bf16_state, <config>_aten one with
 powersgd.disable_fused_kernels. Transports: nvlink, host (NCCL_P2P_DISABLE=1, as a
 PCIe-only machine) and sockets (also NCCL_SHM_DISABLE=1, as between nodes).
+
+--device cpu runs the same rows on the CPU over Gloo (transport "gloo"; --gpus counts
+processes), both sides: the command checked on a machine without a GPU, with --batch,
+--warmup and --measured small enough for it. Its figures are Gloo's, not a GPU's.
 """
 import argparse
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -217,6 +222,8 @@ def config_entry(config):
     return CONFIGS[config][0], CONFIGS[config][1], nccl_env, fields, PYTORCH_BASE.get(config)
 
 
+# The transport of --device cpu rows of several processes: Gloo, no NCCL variable.
+CPU_TRANSPORT = "gloo"
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"}),
               "sockets": ("NETWORK", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})}
 # The transport of --gpus 1 rows (one process with force_engine; see the docstring).
@@ -225,10 +232,10 @@ ONE_GPU_TRANSPORT = "local"
 EXPERIMENT = """# proto-message: ddplab.v1.Experiment
 name: "{name}"
 model {{ {model} }}
-data {{ batch_size: 32 num_workers: 8 pin_memory: true }}
+data {{ batch_size: {batch} {loader} }}
 steps {{ warmup: {warmup} measured: {measured} }}
 {training}
-distributed {{ gpus_per_node: {gpus} device: CUDA {transport} {force} }}
+distributed {{ gpus_per_node: {gpus} device: {device} {transport} {force} }}
 {plugins}
 """
 
@@ -247,18 +254,50 @@ FUSED_PY = ["--fused"]
 RUN_TIMEOUT = 600  # seconds a run may take (--run_timeout)
 
 
-def run(cmd, log, env=None):
+def run(cmd, log, env=None, ranks=1):
+    """Runs `cmd` into `log`; with `ranks` > 1, as that many ranks of one process group
+    (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, as torchrun sets them), all stopped
+    when one fails. Its exit status (124: stopped after --run_timeout)."""
     with open(log, "w") as f:
-        try:
-            code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=RUN_TIMEOUT)
-        except subprocess.TimeoutExpired:
+        if ranks > 1:
+            code = run_ranks(cmd, f, dict(env or os.environ), ranks)
+        else:
+            try:
+                code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=RUN_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                code = 124
+        if code == 124:
             f.write(f"\nddp_matrix.py: stopped after {RUN_TIMEOUT} s\n")
-            code = 124
     if code != 0:
         print(f"FAILED ({code}): {' '.join(cmd)}; see {log}", flush=True)
         with open(log) as f:
             print("".join(f.readlines()[-15:]), flush=True)
     return code
+
+
+def run_ranks(cmd, f, env, ranks):
+    """`ranks` processes of `cmd` writing to `f` (see run)."""
+    with socket.socket() as s:  # a free port for the group's store
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT,
+                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(ranks),
+                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
+             for r in range(ranks)]
+    end = time.time() + RUN_TIMEOUT
+    code = 0
+    while [p.poll() for p in procs].count(None):  # each polled: its return code set
+        failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
+        if failed or time.time() > end:
+            code = failed[0] if failed else 124
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            break
+        time.sleep(0.1)
+    for p in procs:
+        p.wait()
+    return code or next((p.returncode for p in procs if p.returncode), 0)
 
 
 def prepare_output(path):
@@ -271,14 +310,17 @@ def prepare_output(path):
     return out
 
 
-def pytorch_command(gpus, warmup, measured, output, ddp_args, extra=()):
+def pytorch_command(gpus, warmup, measured, output, ddp_args, extra=(), torchrun=True):
     """PyTorch's reference run: one process, or torchrun for several GPUs; `ddp_args`
-    None for no DDP wrapper (the single-GPU baseline); `extra` arguments either way."""
+    None for no DDP wrapper (the single-GPU baseline); `extra` arguments either way (the
+    device and batch among them). Without `torchrun`, one process's command for run() to
+    start as each rank (on the CPU: Debian's torchrun 1.13 fails under Python 3.11 before
+    it starts a rank)."""
     py = [sys.executable, os.path.join(HERE, "pytorch_vit.py"), "--warmup", str(warmup),
           "--measured", str(measured), "--output", output] + list(extra)
     if ddp_args is not None:
         py += ["--ddp"] + ddp_args
-    if gpus > 1:
+    if gpus > 1 and torchrun:
         py = [sys.executable, "-m", "torch.distributed.run", "--standalone",
               f"--nproc_per_node={gpus}"] + py[1:]
     return py
@@ -303,8 +345,11 @@ def main():
     global RUN_TIMEOUT
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
-    p.add_argument("--gpus", default="2,4")
-    p.add_argument("--transports", default="nvlink,host")
+    p.add_argument("--gpus", default="2,4", help="GPUs per row (with --device cpu, processes)")
+    p.add_argument("--transports", default="nvlink,host", help="nvlink, host, sockets (--device cpu: gloo)")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                   help="cpu: both sides on the CPU over Gloo (see the top of this file)")
+    p.add_argument("--batch", type=int, default=32, help="samples per GPU (or process) and step")
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--baselines", default="single_gpu,ddp_1gpu")
     p.add_argument("--reps", type=int, default=1)
@@ -312,6 +357,7 @@ def main():
     p.add_argument("--measured", type=int, default=20)
     p.add_argument("--deadline", type=float, default=0,
                    help="seconds after start: no new run after (0: none); the table still comes")
+    p.add_argument("--binary", default="bazel-bin/experiments/vit_ddp", help="ddplab's vit_ddp")
     p.add_argument("--before", default="",
                    help="another vit_ddp binary (with its .runfiles beside it), run after ours in each repetition")
     p.add_argument("--before_graph", action="store_true",
@@ -346,10 +392,15 @@ def main():
         model, module_args = module_model(a)
         model_name = os.path.basename(a.module)
         py_training = py_training + module_args
+    cpu = a.device == "cpu"
     if a.foreach:
         training = training.replace("optimizer {", "optimizer { foreach: true", 1)
-    else:
+    elif not cpu:  # fused kernels are for GPUs, on either side
         py_training = py_training + FUSED_PY
+    py_training = py_training + ["--device", a.device, "--batch_size", str(a.batch)] + (
+        ["--num_workers", "1"] if cpu else [])
+    if cpu and a.amp:
+        sys.exit("ddp_matrix.py --device cpu: the seed study's training only (--amp is for GPUs)")
 
     # (key, meta, ddplab plugins, pytorch DDP args, ddplab distributed fields, environment,
     #  force engine, more pytorch args)
@@ -375,12 +426,16 @@ def main():
             runs.append(("ddp_1gpu", {"config": "ddp_1gpu", "gpus": 1, "transport": "none"},
                          plugins, args, "", {}, True, ()))
     for gpus in [int(g) for g in a.gpus.split(",") if g]:
-        transports = [ONE_GPU_TRANSPORT] if gpus == 1 else list(filter(None, a.transports.split(",")))
+        transports = ([ONE_GPU_TRANSPORT] if gpus == 1 else [CPU_TRANSPORT] if cpu
+                      else list(filter(None, a.transports.split(","))))
         for transport in transports:
             name, env = TRANSPORTS.get(transport, ("", {}))
             configs = list(filter(None, a.configs.split(",")))
             for config in configs:
                 plugins, args, nccl_env, fields, base = config_entry(config)
+                if cpu and (nccl_env or "high_priority_compute" in fields or "cuda_graph" in plugins):
+                    sys.exit(f"ddp_matrix.py --device cpu: {config!r} sets NCCL, a stream's priority or a CUDA "
+                             "graph, which are GPUs' (its configuration without them runs on the CPU)")
                 key = f"{config}_{gpus}gpu_{transport}"
                 meta = {"config": config, "gpus": gpus, "transport": transport, "nccl_env": nccl_env}
                 if base in configs:
@@ -389,22 +444,27 @@ def main():
                              dict(env, **nccl_env), gpus == 1, ()))
 
     for key, meta, plugins, args, transport, env, force, py_extra in runs:
-        meta = dict(meta, batch_size=32, model=model_name, measured_steps=a.measured)
+        meta = dict(meta, batch_size=a.batch, model=model_name, measured_steps=a.measured, device=a.device)
         with open(os.path.join(out, "configs", key + ".json"), "w") as f:
             json.dump(meta, f)
         textproto = os.path.join(out, "configs", key + ".textproto")
         with open(textproto, "w") as f:
             f.write(EXPERIMENT.format(name=key, model=model, warmup=a.warmup, measured=a.measured, gpus=meta["gpus"],
                                       transport=transport, force="force_engine: true" if force else "",
-                                      plugins=plugins, training=training))
+                                      plugins=plugins, training=training, batch=a.batch,
+                                      device="CPU" if cpu else "CUDA",
+                                      loader="num_workers: 1" if cpu else "num_workers: 8 pin_memory: true"))
+        # On the CPU both sides' processes share the cores alike (torchrun would give each
+        # of PyTorch's one thread, and ddplab's would take every core).
+        threads = {"OMP_NUM_THREADS": str(max(1, os.cpu_count() // meta["gpus"]))} if cpu else {}
         for rep in range(1, a.reps + 1):
             if a.deadline and time.time() - start > a.deadline:
                 print(f"deadline: {key} rep {rep} not run", flush=True)
                 continue
             print(f"{key} rep {rep}", flush=True)
-            run(["bazel-bin/experiments/vit_ddp", f"--experiment={textproto}",
+            run([a.binary, f"--experiment={textproto}",
                  f"--output_dir={out}/ddplab/{key}/{rep}"] + a.ddplab_args.split(),
-                f"{out}/logs/ddplab_{key}_{rep}.log")
+                f"{out}/logs/ddplab_{key}_{rep}.log", env=dict(os.environ, **threads))
             # The build before runs every row it has: the graph's (plugins/cuda_graph) with
             # --before_graph alone.
             if a.before and (a.before_graph or "cuda_graph" not in plugins) and (
@@ -415,8 +475,9 @@ def main():
                 continue
             os.makedirs(f"{out}/pytorch/{key}", exist_ok=True)
             py = pytorch_command(meta["gpus"], a.warmup, a.measured, f"{out}/pytorch/{key}/{rep}.json", args,
-                                 py_training + list(py_extra))
-            run(py, f"{out}/logs/pytorch_{key}_{rep}.log", env=dict(os.environ, **env))
+                                 py_training + list(py_extra), torchrun=not cpu)
+            run(py, f"{out}/logs/pytorch_{key}_{rep}.log", env=dict(os.environ, **env, **threads),
+                ranks=meta["gpus"] if cpu else 1)
             for mode in filter(None, a.compile_modes.split(",") if key == "single_gpu" else []):
                 os.makedirs(f"{out}/pytorch_compile_{mode}/{key}", exist_ok=True)
                 py = pytorch_command(1, a.warmup, a.measured, f"{out}/pytorch_compile_{mode}/{key}/{rep}.json",

@@ -2,6 +2,7 @@
 """Writes where and when a bench ran: device, driver, library versions, date (JSON)."""
 import datetime
 import json
+import os
 import subprocess
 import sys
 
@@ -9,6 +10,8 @@ import torch
 
 
 def environment():
+    if not torch.cuda.is_available():
+        return cpu_environment()
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip().splitlines()
     return {
@@ -19,6 +22,26 @@ def environment():
         "libtorch_version": torch.__version__.split("+")[0],
         "cuda": torch.version.cuda,
         "nccl_version": ".".join(map(str, torch.cuda.nccl.version())),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def cpu_environment():
+    """The same record on a machine without a GPU: its processor and cores."""
+    name = "cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    except OSError:
+        pass
+    return {
+        "device": f"{name}, {os.cpu_count()} cores",
+        "driver": "-",
+        "gpu_count": 0,
+        "pytorch_version": torch.__version__,
+        "libtorch_version": torch.__version__.split("+")[0],
+        "cuda": None,
+        "nccl_version": "-",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 

@@ -17,6 +17,10 @@ model.torchscript loads it), fed as ddplab feeds one: --input_shape of one sampl
 the device and cycled (core/model/trained_model.h), so that both sides leave data out of
 the step alike.
 
+--device cpu trains on the CPU over Gloo (DDP without device_ids), as ddplab's
+`distributed { device: CPU }` does: the same command on a machine without a GPU. PyTorch
+1.13's Gloo has no bfloat16 all-reduce, so there --comm_hook bf16 stops with that said.
+
 --ddp_code takes the PyTorch code of a ddplab report (a run's "pytorch" field, the
 recommendation's code) as it is, in place of --bucket_cap_mb and the flags after it.
 
@@ -32,7 +36,6 @@ import time
 
 import torch
 import torch.distributed as dist
-import torchvision
 
 
 class SyntheticImages(torch.utils.data.Dataset):
@@ -69,6 +72,8 @@ def main():
                    help="torch.compile's mode with --compile: default, reduce-overhead (CUDA graphs), ...")
     p.add_argument("--fused", action="store_true",
                    help="the optimizer's fused kernels (torch.optim's fused=True), as ddplab takes them on GPUs")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                   help="cpu: on the CPU over Gloo, as ddplab's distributed { device: CPU }")
     p.add_argument("--ddp", action="store_true", help="wrap in DistributedDataParallel")
     p.add_argument("--bucket_cap_mb", type=float, default=25)
     p.add_argument("--static_graph", action="store_true")
@@ -94,19 +99,28 @@ def main():
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local_rank)
-    device = torch.device("cuda", local_rank)
+    cuda = a.device == "cuda"
+    if cuda:
+        torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if a.ddp:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29511")
-        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
+        if cuda:
+            dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
+        else:
+            dist.init_process_group("gloo", rank=rank, world_size=world)
+            if a.comm_hook == "bf16" and not gloo_has_bfloat16():
+                raise SystemExit(f"pytorch_vit.py: --comm_hook bf16 on the CPU: PyTorch {torch.__version__}'s Gloo "
+                                 "has no bfloat16 all-reduce, so this PyTorch has no bf16 row there")
 
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
-    autocast = dict(device_type="cuda", dtype=torch.bfloat16) if a.precision == "bf16" else None
+    autocast = dict(device_type=device.type, dtype=torch.bfloat16) if a.precision == "bf16" else None
     if a.torchscript:
         model = torch.jit.load(a.torchscript, map_location=device)
     else:
+        import torchvision  # for its models alone: a TorchScript module needs none
         model = getattr(torchvision.models, a.model)().to(device)
     model.train()
     optimizer = None
@@ -128,11 +142,12 @@ def main():
         autocast = code_autocast or autocast
     elif a.ddp:
         model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[local_rank], bucket_cap_mb=a.bucket_cap_mb,
+            model, device_ids=[local_rank] if cuda else None, bucket_cap_mb=a.bucket_cap_mb,
             static_graph=a.static_graph, gradient_as_bucket_view=a.gradient_as_bucket_view)
         if a.comm_hook == "bf16":
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-            model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+            # Wrapped: register_comm_hook refuses bf16_compress_hook by name without CUDA.
+            model.register_comm_hook(None, lambda state, bucket: default_hooks.bf16_compress_hook(state, bucket))
         elif a.comm_hook == "powersgd":
             from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
             state = powerSGD_hook.PowerSGDState(
@@ -146,7 +161,7 @@ def main():
     dataset = SyntheticImages(steps * a.batch_size * world, a.image_size, 1000)
     sampler = torch.utils.data.distributed.DistributedSampler(dataset) if a.ddp else None
     loader = torch.utils.data.DataLoader(dataset, batch_size=a.batch_size, sampler=sampler,
-                                         num_workers=a.num_workers, pin_memory=True)
+                                         num_workers=a.num_workers, pin_memory=cuda)
     if a.torchscript:
         loader = module_batches(a, steps, device)
 
@@ -157,7 +172,7 @@ def main():
     if rank == 0:
         record = {
             "steps_per_s": a.measured / seconds,
-            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0,  # CPUs: unmeasured
             "measured_steps": a.measured,
             "measured_seconds": seconds,
             "world_size": world,
@@ -172,7 +187,7 @@ def main():
             "model": a.torchscript or a.model,
             "fused": a.fused,
             "torch_version": torch.__version__,
-            "device": torch.cuda.get_device_name(local_rank),
+            "device": torch.cuda.get_device_name(local_rank) if cuda else "cpu",
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         with open(a.output, "w") as f:
@@ -180,6 +195,20 @@ def main():
         print(json.dumps(record))
     if a.ddp:
         dist.destroy_process_group()
+
+
+def gloo_has_bfloat16():
+    """Whether this PyTorch's Gloo sums bfloat16 tensors (1.13's does not)."""
+    try:
+        dist.all_reduce(torch.zeros(1, dtype=torch.bfloat16))
+        return True
+    except RuntimeError:
+        return False
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def module_batches(a, steps, device):
@@ -201,14 +230,15 @@ def train(a, loader, model, criterion, optimizer, device, autocast):
     start = seconds = profile = None
     for step, (images, labels) in enumerate(loader):
         if step == a.warmup + a.measured:  # the measured steps are done: the profiled ones follow
-            torch.cuda.synchronize()
+            synchronize(device)
             seconds = time.perf_counter() - start
             profile = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                          torch.profiler.ProfilerActivity.CUDA])
             profile.__enter__()
         if step == a.warmup:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
+            synchronize(device)
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats()
             start = time.perf_counter()
         images = images.to(device, non_blocking=True)
         labels = labels.to(device, non_blocking=True)
@@ -220,7 +250,7 @@ def train(a, loader, model, criterion, optimizer, device, autocast):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    torch.cuda.synchronize()
+    synchronize(device)
     if profile is not None:
         profile.__exit__(None, None, None)
         profile.export_chrome_trace(a.profile_trace)

@@ -22,6 +22,11 @@ def load(path):
         return json.load(f)
 
 
+def figure(value, width, digits):
+    """`value` right-aligned in `width` with `digits` decimals, or "-" where there is none."""
+    return f"{value:>{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--name", required=True)
@@ -108,10 +113,11 @@ def main():
     print(f"{'config':<30}{'gpus':>4} {'transport':<9}{'ddplab/s':>9}{'pytorch/s':>10}"
           f"{'ratio':>7}{'d/1gpu':>7}{'p/1gpu':>7}{'d GiB':>7}{'p GiB':>7}{'exposed ms':>11}{'grad err':>9}")
     for r in rows:
+        # "-" where a side has no figure (its run failed, or PyTorch has no such row).
         print(f"{r['config']:<30}{r['gpus']:>4} {r['transport']:<9}{r['ddplab_steps_per_s']:>9.3f}"
-              f"{r['pytorch_steps_per_s'] or 0:>10.3f}{r['ratio'] or 0:>7.3f}"
-              f"{r.get('ddplab_vs_single_gpu', 0):>7.3f}{r.get('pytorch_vs_single_gpu', 0):>7.3f}"
-              f"{r['ddplab_peak_gib']:>7.2f}{r['pytorch_peak_gib'] or 0:>7.2f}"
+              f"{figure(r['pytorch_steps_per_s'], 10, 3)}{figure(r['ratio'], 7, 3)}"
+              f"{figure(r.get('ddplab_vs_single_gpu'), 7, 3)}{figure(r.get('pytorch_vs_single_gpu'), 7, 3)}"
+              f"{r['ddplab_peak_gib']:>7.2f}{figure(r['pytorch_peak_gib'], 7, 2)}"
               f"{r.get('ddplab_exposed_comm_ms', 0):>11.2f}{r.get('ddplab_gradient_error', 0):>9.1e}")
     for r in rows:
         for mode, steps in r.get("pytorch_compile_steps_per_s", {}).items():

@@ -1,0 +1,96 @@
+"""bench/ddp_matrix.py --device cpu, the form of the benchmarks' one command that runs
+without a GPU (bench/own_model.sh with DEVICE=cpu): ddplab's vit_ddp and PyTorch's DDP
+(bench/pytorch_vit.py) train the same TorchScript module on 2 Gloo processes each, in
+turn, and the table has both sides' rows. Also: the rows that only a GPU has are refused
+before anything runs, and a group of ranks stops when one of them fails.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ddp_matrix  # noqa: E402
+
+
+def runfile(path):
+    return os.path.join(os.environ["TEST_SRCDIR"], "ddplab", path)
+
+
+MATRIX = [sys.executable, os.path.join(HERE, "ddp_matrix.py"), "--device", "cpu", "--gpus", "2",
+          "--baselines", "single_gpu", "--reps", "1", "--warmup", "1", "--measured", "2", "--batch", "4",
+          "--module", runfile("core/model/torchscript/testdata/encoder.pt"), "--module_input", "16:int64:100",
+          "--module_classes", "3", "--binary", runfile("experiments/vit_ddp")]
+
+
+class DdpMatrixCpuTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.out = tempfile.mkdtemp()
+        cls.done = subprocess.run(MATRIX + ["--out", cls.out, "--configs", "naive,bf16_cap25"],
+                                  capture_output=True, text=True)
+        print(cls.done.stdout[-3000:], cls.done.stderr[-3000:])
+
+    def row(self, key):
+        with open(os.path.join(self.out, "ddp.json")) as f:
+            rows = {f"{r['config']}_{r['gpus']}gpu_{r['transport']}": r for r in json.load(f)["rows"]}
+        self.assertIn(key, rows)
+        return rows[key]
+
+    def test_both_sides_train_the_module_over_gloo(self):
+        self.assertEqual(self.done.returncode, 0)
+        for key in ("single_gpu_1gpu_none", "naive_2gpu_gloo"):
+            row = self.row(key)
+            self.assertGreater(row["ddplab_steps_per_s"], 0, key)
+            self.assertGreater(row["pytorch_steps_per_s"], 0, key)
+        self.assertEqual(self.row("naive_2gpu_gloo")["ddplab_buckets"], 1)
+        with open(os.path.join(self.out, "configs", "naive_2gpu_gloo.textproto")) as f:
+            experiment = f.read()
+        self.assertIn("device: CPU", experiment)
+        self.assertIn("batch_size: 4", experiment)
+        self.assertNotIn("NCCL", experiment)
+        with open(os.path.join(self.out, "pytorch", "naive_2gpu_gloo", "1.json")) as f:
+            theirs = json.load(f)
+        self.assertEqual((theirs["world_size"], theirs["device"], theirs["fused"]), (2, "cpu", False))
+        with open(os.path.join(self.out, "environment.json")) as f:
+            self.assertEqual(json.load(f)["gpu_count"], 0)
+
+    def test_bf16_without_pytorchs_form_says_why(self):
+        # ddplab's bf16 runs; PyTorch's, where its Gloo has no bfloat16 all-reduce (1.13),
+        # stops saying so, and the row has no PyTorch figure rather than a wrong one.
+        row = self.row("bf16_cap25_2gpu_gloo")
+        self.assertGreater(row["ddplab_steps_per_s"], 0)
+        if row["pytorch_steps_per_s"] is None:
+            with open(os.path.join(self.out, "logs", "pytorch_bf16_cap25_2gpu_gloo_1.log")) as f:
+                self.assertIn("Gloo has no bfloat16 all-reduce", f.read())
+            self.assertIn("FAILED", self.done.stdout)
+
+    def test_a_gpu_only_row_is_refused_before_it_runs(self):
+        out = tempfile.mkdtemp()
+        done = subprocess.run(MATRIX + ["--out", out, "--configs", "naive,powersgd_rank1_tuned"],
+                              capture_output=True, text=True)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("'powersgd_rank1_tuned' sets NCCL", done.stderr)
+        self.assertEqual(os.listdir(os.path.join(out, "ddplab")), [])
+
+    def test_ranks_stop_when_one_fails(self):
+        log = os.path.join(tempfile.mkdtemp(), "ranks.log")
+        rank = "import os, sys, time; r = int(os.environ['RANK']); print('rank', r, 'of', os.environ['WORLD_SIZE']); "
+        start = time.time()
+        code = ddp_matrix.run([sys.executable, "-c", rank + "sys.exit(3) if r == 1 else time.sleep(60)"], log,
+                              ranks=2)
+        self.assertEqual(code, 3)
+        self.assertLess(time.time() - start, 30)
+        with open(log) as f:
+            text = f.read()
+        self.assertIn("rank 1 of 2", text)
+        self.assertEqual(ddp_matrix.run([sys.executable, "-c", rank], log, ranks=2), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])
