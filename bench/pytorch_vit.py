@@ -146,8 +146,10 @@ def main():
             static_graph=a.static_graph, gradient_as_bucket_view=a.gradient_as_bucket_view)
         if a.comm_hook == "bf16":
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-            # Wrapped: register_comm_hook refuses bf16_compress_hook by name without CUDA.
-            model.register_comm_hook(None, lambda state, bucket: default_hooks.bf16_compress_hook(state, bucket))
+            hook = default_hooks.bf16_compress_hook
+            if not cuda:  # wrapped: register_comm_hook refuses bf16_compress_hook by name without CUDA
+                hook = lambda state, bucket: default_hooks.bf16_compress_hook(state, bucket)  # noqa: E731
+            model.register_comm_hook(None, hook)
         elif a.comm_hook == "powersgd":
             from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
             state = powerSGD_hook.PowerSGDState(
