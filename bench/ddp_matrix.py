@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import environment  # noqa: E402
+from rendezvous_check import free_port  # noqa: E402
 
 # config -> (ddplab plugin entries, PyTorch DDP arguments)
 CONFIGS = {
@@ -224,6 +224,9 @@ def config_entry(config):
 
 # The transport of --device cpu rows of several processes: Gloo, no NCCL variable.
 CPU_TRANSPORT = "gloo"
+# What a row may not ask for on the CPU (besides NCCL's variables and PyTorch's extra
+# arguments): a stream's priority, NCCL's channels and windows, a CUDA graph.
+GPU_ONLY = ("high_priority_compute", "nccl_channels", "registered_buckets", "cuda_graph")
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"}),
               "sockets": ("NETWORK", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})}
 # The transport of --gpus 1 rows (one process with force_engine; see the docstring).
@@ -259,15 +262,14 @@ def run(cmd, log, env=None, ranks=1):
     (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, as torchrun sets them), all stopped
     when one fails. Its exit status (124: stopped after --run_timeout)."""
     with open(log, "w") as f:
-        if ranks > 1:
-            code = run_ranks(cmd, f, dict(env or os.environ), ranks)
-        else:
-            try:
+        try:
+            if ranks > 1:
+                code = run_ranks(cmd, f, dict(env or os.environ), ranks)
+            else:
                 code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=RUN_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                code = 124
-        if code == 124:
+        except subprocess.TimeoutExpired:
             f.write(f"\nddp_matrix.py: stopped after {RUN_TIMEOUT} s\n")
+            code = 124
     if code != 0:
         print(f"FAILED ({code}): {' '.join(cmd)}; see {log}", flush=True)
         with open(log) as f:
@@ -276,37 +278,37 @@ def run(cmd, log, env=None, ranks=1):
 
 
 def run_ranks(cmd, f, env, ranks):
-    """`ranks` processes of `cmd` writing to `f` (see run)."""
-    with socket.socket() as s:  # a free port for the group's store
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = [subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT,
-                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(ranks),
-                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
-             for r in range(ranks)]
-    end = time.time() + RUN_TIMEOUT
-    code = 0
-    while [p.poll() for p in procs].count(None):  # each polled: its return code set
-        failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
-        if failed or time.time() > end:
-            code = failed[0] if failed else 124
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-            break
-        time.sleep(0.1)
-    for p in procs:
-        p.wait()
-    return code or next((p.returncode for p in procs if p.returncode), 0)
+    """`ranks` processes of `cmd` writing to `f` (see run); raises TimeoutExpired after
+    --run_timeout. Whatever ends it, no rank outlives it."""
+    env = dict(env, WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    procs = []
+    try:
+        for r in range(ranks):
+            procs.append(subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT,
+                                          env=dict(env, RANK=str(r), LOCAL_RANK=str(r))))
+        end = time.time() + RUN_TIMEOUT
+        while [p.poll() for p in procs].count(None):  # each polled: its return code set
+            failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
+            if failed:
+                return failed[0]
+            if time.time() > end:
+                raise subprocess.TimeoutExpired(cmd, RUN_TIMEOUT)
+            time.sleep(0.1)
+        return next((p.returncode for p in procs if p.returncode), 0)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
 
 
-def prepare_output(path):
+def prepare_output(path, device="cuda"):
     """The run directory's layout (summarize.py reads it) and the environment record."""
     out = os.path.abspath(path)
     for d in ("configs", "ddplab", "pytorch", "logs"):
         os.makedirs(os.path.join(out, d), exist_ok=True)
     with open(os.path.join(out, "environment.json"), "w") as f:
-        json.dump(environment.environment(), f, indent=1)
+        json.dump(environment.environment(device), f, indent=1)
     return out
 
 
@@ -385,7 +387,7 @@ def main():
     a = p.parse_args()
     start = time.time()
     RUN_TIMEOUT = a.run_timeout
-    out = prepare_output(a.out)
+    out = prepare_output(a.out, a.device)
     training, py_training = TRAINING["amp" if a.amp else "seed"]
     model, model_name = "preset: VIT_L_32", "vit_l_32"
     if a.module:
@@ -433,9 +435,6 @@ def main():
             configs = list(filter(None, a.configs.split(",")))
             for config in configs:
                 plugins, args, nccl_env, fields, base = config_entry(config)
-                if cpu and (nccl_env or "high_priority_compute" in fields or "cuda_graph" in plugins):
-                    sys.exit(f"ddp_matrix.py --device cpu: {config!r} sets NCCL, a stream's priority or a CUDA "
-                             "graph, which are GPUs' (its configuration without them runs on the CPU)")
                 key = f"{config}_{gpus}gpu_{transport}"
                 meta = {"config": config, "gpus": gpus, "transport": transport, "nccl_env": nccl_env}
                 if base in configs:
@@ -443,6 +442,10 @@ def main():
                 runs.append((key, meta, plugins, args, f"transport: {name} {fields}" if name else fields,
                              dict(env, **nccl_env), gpus == 1, ()))
 
+    for key, meta, plugins, args, fields, env, _, py_extra in runs if cpu else []:
+        if env or py_extra or any(gpu_only in plugins + fields for gpu_only in GPU_ONLY):
+            sys.exit(f"ddp_matrix.py --device cpu: {meta['config']!r} sets NCCL, a stream's priority, NCCL's "
+                     "windows or a CUDA graph, which are GPUs' (its configuration without them runs on the CPU)")
     for key, meta, plugins, args, transport, env, force, py_extra in runs:
         meta = dict(meta, batch_size=a.batch, model=model_name, measured_steps=a.measured, device=a.device)
         with open(os.path.join(out, "configs", key + ".json"), "w") as f:
@@ -455,8 +458,11 @@ def main():
                                       device="CPU" if cpu else "CUDA",
                                       loader="num_workers: 1" if cpu else "num_workers: 8 pin_memory: true"))
         # On the CPU both sides' processes share the cores alike (torchrun would give each
-        # of PyTorch's one thread, and ddplab's would take every core).
-        threads = {"OMP_NUM_THREADS": str(max(1, os.cpu_count() // meta["gpus"]))} if cpu else {}
+        # of PyTorch's one thread, and ddplab's would take every core), unless the caller
+        # set OMP_NUM_THREADS; PyTorch's Gloo meets on loopback, as ddplab's does.
+        threads = ({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS") or
+                    str(max(1, len(os.sched_getaffinity(0)) // meta["gpus"]))} if cpu else {})
+        gloo = {"GLOO_SOCKET_IFNAME": "lo"} if cpu else {}
         for rep in range(1, a.reps + 1):
             if a.deadline and time.time() - start > a.deadline:
                 print(f"deadline: {key} rep {rep} not run", flush=True)
@@ -470,13 +476,13 @@ def main():
             if a.before and (a.before_graph or "cuda_graph" not in plugins) and (
                     not a.before_configs or meta.get("config") in a.before_configs.split(",")):
                 run([a.before, f"--experiment={textproto}", f"--output_dir={out}/before/{key}/{rep}"],
-                    f"{out}/logs/before_{key}_{rep}.log")
+                    f"{out}/logs/before_{key}_{rep}.log", env=dict(os.environ, **threads))
             if "pytorch_key" in meta or a.skip_pytorch:
                 continue
             os.makedirs(f"{out}/pytorch/{key}", exist_ok=True)
             py = pytorch_command(meta["gpus"], a.warmup, a.measured, f"{out}/pytorch/{key}/{rep}.json", args,
                                  py_training + list(py_extra), torchrun=not cpu)
-            run(py, f"{out}/logs/pytorch_{key}_{rep}.log", env=dict(os.environ, **env, **threads),
+            run(py, f"{out}/logs/pytorch_{key}_{rep}.log", env=dict(os.environ, **env, **threads, **gloo),
                 ranks=meta["gpus"] if cpu else 1)
             for mode in filter(None, a.compile_modes.split(",") if key == "single_gpu" else []):
                 os.makedirs(f"{out}/pytorch_compile_{mode}/{key}", exist_ok=True)

@@ -9,8 +9,9 @@ import sys
 import torch
 
 
-def environment():
-    if not torch.cuda.is_available():
+def environment(device="cuda"):
+    """The record of `device`'s runs: "cuda" (the GPUs nvidia-smi lists) or "cpu"."""
+    if device == "cpu" or not torch.cuda.is_available():
         return cpu_environment()
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip().splitlines()

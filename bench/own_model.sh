@@ -15,10 +15,13 @@
 # (nvlink,host), MODELS (resnet50,encoder) and DEADLINE (seconds of each model's matrix)
 # pass through; TUNE (the models tuned, default MODELS; "" for none).
 #
+# BATCH (samples per GPU, 32), WARMUP (10) and MEASURED (20 steps) set both the matrix's
+# runs and the tuner's.
+#
 # DEVICE=cpu runs both sides on the CPU over Gloo (ddp_matrix.py --device cpu; GPUS counts
 # processes, TRANSPORTS is Gloo): ResNet-50 on 64x64 images (its parameters, so its
-# gradients, as at 224) and the encoder at --small's size, BATCH 4, WARMUP 2 and MEASURED
-# 5 steps, REPS 1 by default. ResNet-50's export needs torchvision (Debian:
+# gradients, as at 224) and the encoder at --small's size; BATCH 4, WARMUP 2, MEASURED
+# 5 and REPS 1 by default. ResNet-50's export needs torchvision (Debian:
 # python3-torchvision). Its figures say that the command and every row run; a GPU's speed
 # they do not say.
 set -uo pipefail
@@ -46,8 +49,7 @@ DIR=$(cd "$DIR" && pwd)
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo 'this tree')"
   if [ -n "$CPU" ]; then
-    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
-    python3 -c 'import torch; print("torch", torch.__version__)'
+    python3 -c 'import json, sys; sys.path.insert(0, "bench"); import environment; print(json.dumps(environment.environment("cpu")))'
   else
     nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
