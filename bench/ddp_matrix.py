@@ -117,6 +117,10 @@ CONFIGS["zero_copy_tuned"] = (
 CONFIGS["cap25_no_comm"] = ("plugin { bucket_sizing { bucket_cap_mb: 25 } } " + LEVERS + " plugin { no_communication {} }",
                             CONFIGS["cap25"][1])
 PYTORCH_BASE["cap25_no_comm"] = "cap25"
+# The same with one bucket: against cap25_no_comm, what the engine's work per bucket costs.
+CONFIGS["naive_no_comm"] = (CONFIGS["cap25_no_comm"][0].replace("bucket_cap_mb: 25", "bucket_cap_mb: 2000"),
+                            CONFIGS["static_graph_bucket_view"][1])
+PYTORCH_BASE["naive_no_comm"] = "static_graph_bucket_view"
 CONFIGS["zero_copy_cap100"] = (
     "plugin { bucket_sizing { bucket_cap_mb: 100 } } plugin { static_graph {} } plugin { zero_copy {} }",
     CONFIGS["cap100"][1])
