@@ -52,21 +52,43 @@ TORCH_TEST_COPTS = DDPLAB_COPTS + ["-O0"] + _read_pch("torch_test_pch")
 # which reaches a plugin as services the host passes in (tools/check_tree.sh checks).
 HOST_LINKOPTS = ["-rdynamic", "-ldl"]
 
-def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", torch = True, **kwargs):
+def ddplab_plugin(name, srcs, deps = [], test_srcs = [], test_size = "medium", torch = True, worker = None,
+                  worker_deps = [], **kwargs):
     """One of ddplab's plugins: ddplab_plugin_library() (//sdk:plugin.bzl) with ddplab's
     warnings, and `test_srcs` as <name>_test, which loads the plugins through the real host
     and may train with them over several processes (//plugins/testing:plugin_testutil).
     `torch = False` for a plugin whose sources include no LibTorch header (they then skip
     its precompiled headers, Note [Precompiled headers]).
+
+    `worker`: the name of a binary, from <worker>.cc, of one rank of checks on the hook
+    itself over several processes (//plugins/testing:each_world), with `worker_deps`
+    besides the engine's; the test has it beside the plugins.
     """
     native.exports_files([name + ".proto", "README.md"])
+    if worker:
+        ddplab_cc_binary(
+            name = worker,
+            torch = True,
+            testonly = True,
+            srcs = [worker + ".cc"],
+            data = ["//plugins:all"],
+            linkopts = HOST_LINKOPTS,
+            deps = [
+                "//plugins/testing:each_world",
+                "//core/config:experiment",
+                "//core/engine",
+                "//core/plugin:plugin_host",
+                "@abseil//:absl",
+                "@libtorch//:torch",
+            ] + worker_deps,
+        )
     if test_srcs:
         native.cc_test(
             name = name + "_test",
             size = test_size,
             srcs = test_srcs,
             copts = TORCH_TEST_COPTS,
-            data = ["//plugins:all", "//core/testing:engine_worker"],
+            data = ["//plugins:all", "//core/testing:engine_worker"] + ([":" + worker] if worker else []),
             linkopts = HOST_LINKOPTS,
             deps = [
                 "//core:torch_test_pch",
