@@ -10,7 +10,9 @@
 // with Q warm-started from the last step. The random initial Q (every step's, without warm
 // start) is PyTorch's for the same random_seed (initial_q.h), the same on every rank.
 // All P of a bucket travel in one all-reduce, all Q in another; vectors and matrices that
-// would not shrink by min_compression_rate travel uncompressed in a third. Matrices of
+// would not shrink by min_compression_rate travel uncompressed with the P, in the same
+// grouped all-reduce (one launch; PyTorch's hook issues a third all-reduce for them: two
+// collectives a bucket instead of three, the same means). Matrices of
 // one shape are multiplied and orthogonalized as a batch. Per-parameter state (Q, error)
 // is keyed by the parameter, so it survives the engine's regrouping of buckets.
 //
@@ -261,16 +263,16 @@ class PowerSgdHook : public ddplab::CommHook {
     Split split = SplitBucket(bucket, rank_, min_compression_rate_);
     IntoBucket(bucket, split.plain_slots);
     bucket.gradients.clear();  // the compressed ones are held by their Matrix::source
-    // Uncompressed gradients: one grouped mean of them where they lie, started first.
+    // Uncompressed gradients are averaged where they lie: with the P (Compress), or alone
+    // in a bucket with nothing to compress.
     int64_t sent_elements = 0;
-    std::optional<ddplab::PendingMean> plain_mean;
-    if (!split.plain.empty()) {
-      for (const at::Tensor& t : split.plain) sent_elements += t.numel();
-      plain_mean = context_.collectives->StartMeanCoalesced(split.plain);
-    }
+    for (const at::Tensor& t : split.plain) sent_elements += t.numel();
     DrawQs(split, bucket);
-    if (!split.by_shape.empty()) sent_elements += Compress(split, bucket);
-    if (plain_mean) plain_mean->wait();
+    if (!split.by_shape.empty()) {
+      sent_elements += Compress(split, bucket);
+    } else if (!split.plain.empty()) {
+      context_.collectives->StartMeanCoalesced(split.plain).wait();
+    }
     if (bucket.sampled && bucket.is_last) residuals_.EndStep();
     std::lock_guard<std::mutex> lock(stats_mu_);
     if (first_compressed_step_ < 0) first_compressed_step_ = static_cast<double>(bucket.step);
@@ -304,8 +306,11 @@ class PowerSgdHook : public ddplab::CommHook {
     for (Group& g : groups) {
       for (Matrix& matrix : g.matrices) matrix.source = at::Tensor();
     }
-    // Mean of all P in one all-reduce, then orthogonalize; Q = M^T P.
-    Mean(p_flat);
+    // Mean of all P and the uncompressed gradients in one grouped all-reduce, then
+    // orthogonalize; Q = M^T P.
+    std::vector<at::Tensor> first = split.plain;
+    first.push_back(p_flat);
+    context_.collectives->StartMeanCoalesced(std::move(first)).wait();
     for (Group& g : groups) {
       if (g.fused) {
         ddplab::powersgd::OrthonormalizeFused(g);
