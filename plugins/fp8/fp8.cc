@@ -176,7 +176,7 @@ class Fp8Hook : public ddplab::CommHook {
     const ddplab::fp8::Layout layout = ddplab::fp8::LayoutOf(bucket.buffer.numel(), context_.world_size, settings_.block);
     // bfloat16's all-reduce: a reduce-scatter's bytes there, an all-gather's back.
     const int64_t there = tail ? 2 * layout.numel : layout.world * layout.part_bytes();
-    const int64_t back = settings_.gather_bf16 || tail ? 2 * layout.numel : there;
+    const int64_t back = tail ? 2 * layout.numel : settings_.gather_bf16 ? 2 * layout.padded() : there;
     std::lock_guard<std::mutex> lock(stats_mu_);
     gradient_bytes_ += layout.numel * static_cast<int64_t>(bucket.buffer.element_size());
     wire_bytes_ += there + back;
