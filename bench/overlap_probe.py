@@ -18,6 +18,17 @@ bucket's size (reads two, writes one, as a reduction's steps do), launched
   ctasN_high     the same on a stream of high priority
   after          the same work as ctas32, after backward (no overlap: the step's length
                  if overlap bought nothing)
+  arW            an all-reduce's bytes at W ranks beside backward, ctas32's add over
+                 2 (W-1)/W of the bucket (ar2 is ctas32)
+  zeroW          the optimizer sharded over W ranks (ZeRO-1), as each bucket would run it
+                 beside backward: a reduce-scatter's stand-in (ctas32's add over (W-1)/W
+                 of the bucket), fused AdamW over the rank's 1/W of the bucket (flat, in
+                 float32, as torch.optim's fused kernel), an all-gather's stand-in (the
+                 same add again); after backward no optimizer pass. Together the two
+                 stand-ins are arW's bytes.
+  optW           arW's stand-in, then the bucket's own parameters stepped by fused AdamW on
+                 the same stream, beside backward (no sharding: each rank steps every
+                 parameter); after backward no optimizer pass.
 
 and the stand-ins alone, as a graph of their own, for their own length. The modes run
 interleaved, each repetition in turn; one JSON line per run, then a table.
@@ -30,7 +41,7 @@ import os
 import statistics
 import sys
 
-MODES = ("none", "aten", "ctas8", "ctas32", "ctas32_high", "after")
+MODES = ("none", "aten", "ctas8", "ctas32", "ctas32_high", "after", "ar4", "zero2", "zero4", "opt2", "opt4")
 BUCKET_BYTES = 25 << 20
 
 
@@ -74,17 +85,43 @@ def run_mode(a, torch, mode, launch):
     y = torch.randint(0, 1000, (a.batch,), device="cuda")
     buckets = buckets_of(params, BUCKET_BYTES)
     numel = max(sum(p.numel() for p in b) for b in buckets)
-    bufs = [torch.zeros(numel, device="cuda") for _ in range(3)]
+    bufs = [torch.zeros(2 * numel, device="cuda") for _ in range(3)]
     side = torch.cuda.Stream(priority=-1 if mode.endswith("_high") else 0)
     ctas = int(mode[4:].split("_")[0]) if mode.startswith("ctas") else 32
     state = {"pending": {}, "active": False}
+    world = (int(mode[4:]) if mode.startswith("zero") else int(mode[2:]) if mode.startswith("ar")
+             else int(mode[3:]) if mode.startswith("opt") else 2)
+    bucket_opts = [torch.optim.AdamW(b, lr=1e-3, fused=True, capturable=True) for b in buckets] \
+        if mode.startswith("opt") else []
+    # zeroW: each bucket's shard of parameters and AdamW's state, flat, on this rank.
+    shards = []
+    if mode.startswith("zero"):
+        for bucket in buckets:
+            k = sum(p.numel() for p in bucket) // world
+            shards.append([torch.randn(k, device="cuda") * 0.02, torch.zeros(k, device="cuda"),
+                           torch.zeros(k, device="cuda"), torch.zeros((), device="cuda")])
 
-    def reduce_bucket(n):
+    def reduce_bucket(n, index=None):
+        if mode.startswith("zero"):
+            part = n * (world - 1) // world
+            a_, b_, o_ = (t[:part] for t in bufs)
+            launch(a_, b_, o_, ctas)  # the reduce-scatter's bytes
+            param, exp_avg, exp_avg_sq, step_count = shards[index]
+            step_count.add_(1)
+            torch._fused_adamw_([param], [o_[:param.numel()]], [exp_avg], [exp_avg_sq], [], [step_count],
+                                lr=1e-3, beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8,
+                                amsgrad=False, maximize=False)
+            launch(a_, b_, o_, ctas)  # the all-gather's
+            return
+        if mode.startswith("ar") or mode.startswith("opt"):
+            n = 2 * n * (world - 1) // world
         a_, b_, o_ = (t[:n] for t in bufs)
         if mode == "aten":
             torch.add(a_, b_, out=o_)
         else:
             launch(a_, b_, o_, ctas)
+        if mode.startswith("opt") and index is not None:
+            bucket_opts[index].step()
 
     def on_grad(bucket_index, n):
         def hook(_):
@@ -94,7 +131,7 @@ def run_mode(a, torch, mode, launch):
             if state["pending"][bucket_index] == 0:
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
-                    reduce_bucket(n)
+                    reduce_bucket(n, bucket_index)
         return hook
 
     for i, bucket in enumerate(buckets):
@@ -112,7 +149,8 @@ def run_mode(a, torch, mode, launch):
                 reduce_bucket(sum(p.numel() for p in bucket))
         elif mode != "none":
             torch.cuda.current_stream().wait_stream(side)
-        opt.step()
+        if not (mode.startswith("zero") or mode.startswith("opt")):
+            opt.step()
         opt.zero_grad(set_to_none=False)
 
     warm = torch.cuda.Stream()
@@ -143,12 +181,12 @@ def run_mode(a, torch, mode, launch):
         s2 = torch.cuda.Stream(priority=side.priority)
         s2.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s2):
-            for bucket in buckets:
-                reduce_bucket(sum(p.numel() for p in bucket))
+            for i, bucket in enumerate(buckets):
+                reduce_bucket(sum(p.numel() for p in bucket), i)
         torch.cuda.current_stream().wait_stream(s2)
         with torch.cuda.graph(g2, stream=s2):
-            for bucket in buckets:
-                reduce_bucket(sum(p.numel() for p in bucket))
+            for i, bucket in enumerate(buckets):
+                reduce_bucket(sum(p.numel() for p in bucket), i)
         g2.replay()
         torch.cuda.synchronize()
         start.record()
@@ -186,8 +224,13 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     modes = [m for m in a.modes.split(",") if m]
     for m in modes:
-        if m not in MODES and not (m.startswith("ctas") and m[4:].split("_")[0].isdigit()):
-            sys.exit(f"overlap_probe.py: unknown mode {m!r}; modes: {', '.join(MODES)} (or ctasN, ctasN_high)")
+        known = (m in MODES or (m.startswith("ctas") and m[4:].split("_")[0].isdigit())
+                 or (m.startswith("zero") and m[4:].isdigit() and int(m[4:]) > 1)
+                 or (m.startswith("opt") and m[3:].isdigit() and int(m[3:]) > 1)
+                 or (m.startswith("ar") and m[2:].isdigit() and int(m[2:]) > 1))
+        if not known:
+            sys.exit(f"overlap_probe.py: unknown mode {m!r}; modes: {', '.join(MODES)} "
+                     "(or ctasN, ctasN_high, arW, zeroW, optW)")
     results = []
     with open(os.path.join(a.out, "runs.jsonl"), "w") as log:
         for rep in range(a.reps):
