@@ -37,12 +37,6 @@ COMBOS = {
     "optimizer_overlap": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { optimizer_overlap {} }",
     # The engine on with one GPU (a hook in the chain): bucket views, nothing sent.
     "no_comm": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { no_communication {} }",
-    # The updates during backward (Note [The optimizer during backward]), with and without
-    # anything sent.
-    "optimizer_during": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS +
-                        " plugin { optimizer_overlap { during_backward: true } }",
-    "optimizer_during_no_comm": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS +
-                                " plugin { no_communication {} } plugin { optimizer_overlap { during_backward: true } }",
 }
 TRAINING = {
     "sgd": "optimizer { sgd { learning_rate: 0.01 momentum: 0.9 } }",

@@ -150,17 +150,6 @@ for base in ("zero_copy_tuned", "overlap_tuned", "zero_copy_cap100", "bf16_tuned
     CONFIGS[base + "_optim"] = (CONFIGS[base][0] + OVERLAP, CONFIGS[base][1])
     if base in EXTRA:
         EXTRA[base + "_optim"] = EXTRA[base]
-# The same updates during backward, each as its bucket's average lands, on a stream of
-# their own (`_optbw`; optimizer_overlap's during_backward, Note [The optimizer during
-# backward]), beside the default (`_optim`), for the short step as a graph. PyTorch's rows:
-# the configuration's without them.
-OVERLAP_DURING = " plugin { optimizer_overlap { during_backward: true } }"
-for base in ("cap25", "cap25_no_comm", "bf16_exact_cap25"):
-    CONFIGS[base + "_optim"] = (CONFIGS[base][0] + OVERLAP, CONFIGS[base][1])
-    CONFIGS[base + "_optbw"] = (CONFIGS[base][0] + OVERLAP_DURING, CONFIGS[base][1])
-    for suffix in ("_optim", "_optbw"):
-        if base in PYTORCH_BASE:
-            PYTORCH_BASE[base + suffix] = PYTORCH_BASE[base]
 # bf16 with 25 MB buckets and compute first over fewer NCCL channels: over host memory
 # each channel's kernel copies through shared host memory beside backward (8 channels
 # made backward 17 ms longer in bench/nccl_tuning.py). PyTorch gets the same cap.

@@ -42,26 +42,6 @@ TEST(OptimizerOverlapPluginTest, UpdatesEachBucketAsItsAverageLands) {
             "");
 }
 
-// Note [The optimizer during backward]: the same updates, each bucket's as its reduction
-// completes during backward, bit for bit the reference's as well; with bf16's codec and
-// with accumulated micro-steps on 3 ranks.
-TEST(OptimizerOverlapPluginTest, UpdatesEachBucketDuringBackward) {
-  REQUIRE_GLOO();
-  const std::vector<std::string> flags{"--expect_updated", "--momentum=0.9", "--weight_decay=0.01"};
-  const std::string during = "plugin { optimizer_overlap { during_backward: true } } ";
-  for (const std::string& more :
-       {std::string(testing::kSmallBuckets), std::string("plugin { bucket_view {} } plugin { static_graph {} }"),
-        std::string("plugin { zero_copy {} } plugin { static_graph {} }") + testing::kSmallBuckets}) {
-    EXPECT_EQ(testing::TrainAndCompare(2, during + more, flags), "") << more;
-  }
-  std::vector<std::string> accumulate = flags;
-  accumulate.push_back("--accumulate=3");
-  EXPECT_EQ(testing::TrainAndCompare(3, during + testing::kSmallBuckets, accumulate), "");
-  EXPECT_EQ(testing::TrainAndCompare(2, during + "plugin { bf16 {} }",
-                                     {"--expect_updated", "--grad_tolerance=0.00390625", "--wire_dtype=BFloat16"}),
-            "");
-}
-
 TEST(OptimizerOverlapPluginTest, UpdatesEachBucketOnGpus) {
   REQUIRE_TWO_GPUS();
   EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { optimizer_overlap {} } plugin { zero_copy {} }") +
@@ -70,11 +50,6 @@ TEST(OptimizerOverlapPluginTest, UpdatesEachBucketOnGpus) {
             "");
   EXPECT_EQ(testing::TrainAndCompareOnGpus("plugin { optimizer_overlap {} } plugin { bf16 {} }",
                                            {"--expect_updated", "--grad_tolerance=0.00390625"}),
-            "");
-  EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { optimizer_overlap { during_backward: true } } "
-                                                       "plugin { bucket_view {} } plugin { static_graph {} }") +
-                                               testing::kSmallBuckets,
-                                           {"--expect_updated", "--momentum=0.9", "--weight_decay=0.01"}),
             "");
 }
 
