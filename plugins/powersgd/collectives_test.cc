@@ -2,6 +2,7 @@
 // P in one grouped all-reduce, the Q in a second (powersgd.cc's header). Two ranks whose
 // gradients are the same, so that every mean is the value itself, through collectives
 // that count what they are asked and average nothing.
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -49,17 +50,7 @@ TEST(PowerSgdCollectivesTest, TwoCollectivesABucketTheUncompressedWithP) {
   torch::manual_seed(4);
   const std::vector<at::Tensor> gradients{torch::randn({5}), torch::randn({16, 12}), torch::randn({3})};
   auto run = [&](const std::vector<at::Tensor>& grads, int64_t step) {
-    GradBucket bucket;
-    int64_t offset = 0;
-    for (size_t k = 0; k < grads.size(); ++k) {
-      bucket.offsets.push_back(offset);
-      bucket.sizes.push_back(grads[k].sizes().vec());
-      bucket.parameters.push_back(k);
-      offset += grads[k].numel();
-    }
-    bucket.buffer = torch::zeros({offset});
-    bucket.gradients = grads;
-    bucket.step = step;
+    GradBucket bucket = testing::BucketOfGradients(grads, step, std::nan(""));
     auto future = hook->Run(bucket);
     future->wait();
     ASSERT_FALSE(future->hasError());

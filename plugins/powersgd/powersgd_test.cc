@@ -171,17 +171,7 @@ TEST(PowerSgdHookTest, ReadsTheGradientsHandedOverNotTheBucket) {
     SCOPED_TRACE(step == 0 ? "before the start step" : "compressing");
     const std::vector<at::Tensor> gradients{torch::randn({9, 12}).t(), torch::randn({5}), torch::randn({8, 6})};
     ASSERT_FALSE(gradients[0].is_contiguous());
-    GradBucket bucket;
-    int64_t offset = 0;
-    for (size_t k = 0; k < gradients.size(); ++k) {
-      bucket.offsets.push_back(offset);
-      bucket.sizes.push_back(gradients[k].sizes().vec());
-      bucket.parameters.push_back(k);
-      offset += gradients[k].numel();
-    }
-    bucket.buffer = torch::full({offset}, std::nan(""));
-    bucket.gradients = gradients;
-    bucket.step = step;
+    GradBucket bucket = testing::BucketOfGradients(gradients, step, std::nan(""));
     auto future = hook->Run(bucket);
     future->wait();
     ASSERT_FALSE(future->hasError());

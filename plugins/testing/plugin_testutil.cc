@@ -138,6 +138,22 @@ GradBucket OneGradientBucket(const at::Tensor& values, int64_t step) {
   return bucket;
 }
 
+GradBucket BucketOfGradients(const std::vector<at::Tensor>& gradients, int64_t step, double fill) {
+  GradBucket bucket;
+  int64_t offset = 0;
+  for (size_t k = 0; k < gradients.size(); ++k) {
+    bucket.offsets.push_back(offset);
+    bucket.sizes.push_back(gradients[k].sizes().vec());
+    bucket.parameters.push_back(k);
+    offset += gradients[k].numel();
+  }
+  bucket.buffer = at::full({offset}, fill);
+  bucket.gradients = gradients;
+  bucket.is_last = true;
+  bucket.step = step;
+  return bucket;
+}
+
 std::string TrainAndCompare(int ranks, const std::string& plugins_text, const std::vector<std::string>& flags) {
   // One pool of workers for the test binary's life: a worker costs more to start than a
   // run of the tiny ViT (Note [Persistent workers]). It has 3 ranks (more where a run asks

@@ -63,6 +63,11 @@ Packing PackOneGradient(const CommHook& hook);
 // A bucket of one gradient of `sizes`, holding `values`.
 GradBucket OneGradientBucket(const at::Tensor& values, int64_t step);
 
+// The step's only bucket, of `gradients` (parameters 0, 1, ... in order) handed over where
+// they lie (GradBucket::gradients), its flat buffer filled with `fill` (NaN: a hook that
+// reads the gradients must write the whole result).
+GradBucket BucketOfGradients(const std::vector<at::Tensor>& gradients, int64_t step, double fill);
+
 // Trains the tiny ViT on `ranks` processes over Gloo with the plugins of `plugins_text`
 // (//core/testing:engine_worker, whose flags `flags` adds to) against one process over
 // the concatenated batch: "" if every check held, else the worker's exit and output. The
