@@ -9,7 +9,7 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
-#include "core/engine/allreduce_hook.h"
+#include "core/engine/extension_points.h"
 #include "core/engine/collectives.h"
 #include "gtest/gtest.h"
 #include "plugins/testing/plugin_testutil.h"
@@ -45,8 +45,10 @@ TEST(PowerSgdCollectivesTest, TwoCollectivesABucketTheUncompressedWithP) {
       testing::ConfigureWithPlugins("plugin { powersgd { matrix_approximation_rank: 1 start_powerSGD_iter: 1 } }");
   ASSERT_TRUE(set.ok()) << set.status();
   auto counted = std::make_shared<CountedCollectives>();
-  std::unique_ptr<CommHook> hook =
-      MakeHookChain(set->engine_parts().hooks, CommContext{nullptr, 0, 2, false, {}, counted});
+  // The plugin's hook alone (it takes no hook below it), over no process group: every
+  // collective it asks for is the counted ones'.
+  ASSERT_EQ(set->engine_parts().hooks.size(), 1u);
+  std::unique_ptr<CommHook> hook = set->engine_parts().hooks[0](nullptr, CommContext{nullptr, 0, 2, false, {}, counted});
   torch::manual_seed(4);
   const std::vector<at::Tensor> gradients{torch::randn({5}), torch::randn({16, 12}), torch::randn({3})};
   auto run = [&](const std::vector<at::Tensor>& grads, int64_t step) {
