@@ -127,12 +127,8 @@ class Fp8Hook : public ddplab::CommHook {
   Fp8Hook(const Settings& settings, const CommContext& context) : settings_(settings), context_(context) {}
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
-    const bool tail = InTail(bucket);
-    {
-      std::lock_guard<std::mutex> lock(tail_mu_);
-      tail_[bucket.index] = tail;
-    }
-    Count(bucket, tail);
+    CountBuckets(bucket);
+    Count(bucket, InTail(bucket.index));
     return own_.Run(bucket);
   }
 
@@ -155,21 +151,21 @@ class Fp8Hook : public ddplab::CommHook {
   }
 
  private:
-  // Whether the bucket is among the step's last settings_.bf16_tail (Note [fp8's tail]):
-  // decided in the order the engine hands the buckets over, from the buckets counted at
-  // the step before.
-  bool InTail(const GradBucket& bucket) {
+  // Counts the buckets of each step as the engine hands them over (Note [fp8's tail]). The
+  // step before's count takes effect at a step's first bucket, once every bucket of the
+  // step before has been reduced (the engine waits for them all), so the reductions read
+  // it unchanged.
+  void CountBuckets(const GradBucket& bucket) {
     if (bucket.step != step_) {
       step_ = bucket.step;
       buckets_ = counted_;
     }
     if (bucket.is_last) counted_ = static_cast<int64_t>(bucket.index) + 1;
-    return settings_.bf16_tail > 0 && buckets_ > 0 && static_cast<int64_t>(bucket.index) + settings_.bf16_tail >= buckets_;
   }
 
-  bool TailOf(const GradBucket& bucket) {
-    std::lock_guard<std::mutex> lock(tail_mu_);
-    return tail_[bucket.index];
+  // Whether bucket `index` is among the step's last settings_.bf16_tail.
+  bool InTail(size_t index) const {
+    return settings_.bf16_tail > 0 && buckets_ > 0 && static_cast<int64_t>(index) + settings_.bf16_tail >= buckets_;
   }
 
   void Count(const GradBucket& bucket, bool tail) {
@@ -204,14 +200,12 @@ class Fp8Hook : public ddplab::CommHook {
   int64_t gradient_bytes_ = 0, wire_bytes_ = 0, steps_ = 0;
   std::mutex residuals_mu_;
   std::map<std::vector<size_t>, at::Tensor> residuals_;
-  // InTail's, on autograd's thread: the step of the last bucket handed over, the buckets
-  // of the step before, and those counted so far.
+  // CountBuckets's, on autograd's thread: the step of the last bucket handed over, the
+  // buckets of the step before, and those counted so far.
   int64_t step_ = -1, buckets_ = 0, counted_ = 0;
-  std::mutex tail_mu_;
-  std::map<size_t, bool> tail_;  // per bucket index, Run's decision for its reduction
   // On the hook's stream, or its thread over Gloo (own_reduction.h); last.
   ddplab::OwnReduction own_{context_, [this](GradBucket& bucket) {
-    Reduce(settings_, context_, bucket, TailOf(bucket), Residual(bucket.parameters));
+    Reduce(settings_, context_, bucket, InTail(bucket.index), Residual(bucket.parameters));
   }};
 };
 
