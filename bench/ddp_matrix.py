@@ -73,12 +73,7 @@ for cap in (25, 100):
     # fp8's passes as ATen's operations instead of its kernels: what the kernels buy.
     CONFIGS[f"fp8_aten_cap{cap}"] = (CONFIGS[f"fp8_cap{cap}"][0].replace("fp8 {", "fp8 { disable_fused_kernels: true"),
                                      CONFIGS[f"bf16_cap{cap}"][1])
-    # The step's last 1 or 2 buckets in bfloat16 (fp8.cc, Note [fp8's tail]).
-    for tail in (1, 2):
-        CONFIGS[f"fp8_tail{tail}_cap{cap}"] = (
-            CONFIGS[f"fp8_cap{cap}"][0].replace("fp8 {", f"fp8 {{ bf16_tail_buckets: {tail}"),
-            CONFIGS[f"bf16_cap{cap}"][1])
-    for name in ("bf16_fp32_sum", "fp8", "fp8_ef", "fp8_aten", "fp8_tail1", "fp8_tail2"):
+    for name in ("bf16_fp32_sum", "fp8", "fp8_ef", "fp8_aten"):
         PYTORCH_BASE[f"{name}_cap{cap}"] = f"bf16_cap{cap}"
 # Gradients that are bfloat16 values sent as bfloat16, summed in float32 (bf16_exact:
 # lossless, fewer bytes under autocast). PyTorch has no such hook: its rows run the exact

@@ -16,22 +16,6 @@
 // The bytes are 1 + 4/block per value each way (0.258 of float32's at 128), besides padding.
 // One process quantizes its gradients once and issues no collective.
 //
-// With bf16_tail_buckets, the step's last buckets travel in bfloat16 through one all-reduce
-// instead (Note [fp8's tail]).
-//
-// Note [fp8's tail]
-// What a step waits for after backward is the reduction of its last buckets: their
-// gradients come last, and the hook's stream takes them one after another. Each of them
-// costs fp8 two collectives (an all-to-all, whose point-to-point channels are fewer per
-// peer than a ring's, and an all-gather) and three passes, one after another, against
-// bfloat16's one all-reduce of twice the bytes. On 4 H200 over host memory fp8 waited 3.3
-// ms after backward against bf16's 1.2 and was 0.98 of bf16's steps/s, although it sent
-// half the bytes beside backward. With bf16_tail_buckets N, the last N buckets of a step
-// go as bf16's do (rounded to bfloat16, averaged in one all-reduce, widened; with error
-// feedback what the rounding lost is carried as fp8's is). Which buckets are last is
-// counted at the step before, in the order the buckets are handed over, the same on
-// every rank: the first step sends every bucket in 8 bits.
-//
 // The passes over every value (steps 2, 4 and 5, 6) are wire.h's: ATen's operations, or on
 // GPUs of a CUDA build kernels of our own that give the same bits in one pass each.
 // On GPUs (NCCL) Run queues everything on a stream of its own and NCCL's, and returns. On
@@ -69,37 +53,17 @@ struct Settings {
   bool gather_bf16 = false;
   bool error_feedback = false;
   bool kernels = true;  // kernels.h's passes on GPUs of a CUDA build
-  int64_t bf16_tail = 0;  // buckets at the end of a step sent in bfloat16 (Note [fp8's tail])
 };
 
-// The bucket's mean over the ranks in bfloat16, one all-reduce, into bucket.buffer
-// (Note [fp8's tail]); `values` the gradients in float32, padded as fp8's; `residual` as
-// Reduce's.
-void ReduceInBf16(const CommContext& context, GradBucket& bucket, const at::Tensor& values, at::Tensor* residual) {
-  const int64_t numel = bucket.buffer.numel();
-  const at::Tensor sent = residual != nullptr ? values + *residual : values;
-  at::Tensor wire = sent.narrow(0, 0, numel).to(at::kBFloat16);
-  if (residual != nullptr) {
-    *residual = sent;  // a tensor of its own: the padding's zeros stay zeros
-    residual->narrow(0, 0, numel).sub_(wire.to(at::kFloat));
-  }
-  if (context.world_size > 1) context.collectives->StartMean(wire).wait();
-  bucket.buffer.copy_(wire);
-}
-
-// The bucket's mean over the ranks into bucket.buffer (steps 1 to 6 above, or in
-// bfloat16 where `tail`); `residual` (error feedback; null without) holds what quantizing
-// this bucket lost last time and gets this time's.
-void Reduce(const Settings& s, const CommContext& context, GradBucket& bucket, bool tail, at::Tensor* residual) {
+// The bucket's mean over the ranks into bucket.buffer (steps 1 to 6 above); `residual`
+// (error feedback; null without) holds what quantizing this bucket lost last time and
+// gets this time's.
+void Reduce(const Settings& s, const CommContext& context, GradBucket& bucket, at::Tensor* residual) {
   const ddplab::fp8::Layout layout = ddplab::fp8::LayoutOf(bucket.buffer.numel(), context.world_size, s.block);
   at::Tensor values = at::empty({layout.padded()}, bucket.buffer.options().dtype(at::kFloat));
   ddplab::CopyBucketInto(bucket, values);
   if (residual != nullptr && (!residual->defined() || residual->numel() != values.numel())) {
     *residual = at::zeros_like(values);  // the first step, or buckets rebuilt
-  }
-  if (tail) {
-    ReduceInBf16(context, bucket, values, residual);
-    return;
   }
   const bool kernels = s.kernels && ddplab::fp8::KernelsRun(values);
   at::Tensor parts = ddplab::fp8::QuantizeParts(values, residual, layout, s.format, kernels);
@@ -127,8 +91,7 @@ class Fp8Hook : public ddplab::CommHook {
   Fp8Hook(const Settings& settings, const CommContext& context) : settings_(settings), context_(context) {}
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
-    CountBuckets(bucket);
-    Count(bucket, InTail(bucket.index));
+    Count(bucket);
     return own_.Run(bucket);
   }
 
@@ -151,28 +114,10 @@ class Fp8Hook : public ddplab::CommHook {
   }
 
  private:
-  // Counts the buckets of each step as the engine hands them over (Note [fp8's tail]). The
-  // step before's count takes effect at a step's first bucket, once every bucket of the
-  // step before has been reduced (the engine waits for them all), so the reductions read
-  // it unchanged.
-  void CountBuckets(const GradBucket& bucket) {
-    if (bucket.step != step_) {
-      step_ = bucket.step;
-      buckets_ = counted_;
-    }
-    if (bucket.is_last) counted_ = static_cast<int64_t>(bucket.index) + 1;
-  }
-
-  // Whether bucket `index` is among the step's last settings_.bf16_tail.
-  bool InTail(size_t index) const {
-    return settings_.bf16_tail > 0 && buckets_ > 0 && static_cast<int64_t>(index) + settings_.bf16_tail >= buckets_;
-  }
-
-  void Count(const GradBucket& bucket, bool tail) {
+  void Count(const GradBucket& bucket) {
     const ddplab::fp8::Layout layout = ddplab::fp8::LayoutOf(bucket.buffer.numel(), context_.world_size, settings_.block);
-    // bfloat16's all-reduce: a reduce-scatter's bytes there, an all-gather's back.
-    const int64_t there = tail ? 2 * layout.numel : layout.world * layout.part_bytes();
-    const int64_t back = tail ? 2 * layout.numel : settings_.gather_bf16 ? 2 * layout.padded() : there;
+    const int64_t there = layout.world * layout.part_bytes();
+    const int64_t back = settings_.gather_bf16 ? 2 * layout.padded() : there;
     std::lock_guard<std::mutex> lock(stats_mu_);
     gradient_bytes_ += layout.numel * static_cast<int64_t>(bucket.buffer.element_size());
     wire_bytes_ += there + back;
@@ -200,12 +145,9 @@ class Fp8Hook : public ddplab::CommHook {
   int64_t gradient_bytes_ = 0, wire_bytes_ = 0, steps_ = 0;
   std::mutex residuals_mu_;
   std::map<std::vector<size_t>, at::Tensor> residuals_;
-  // CountBuckets's, on autograd's thread: the step of the last bucket handed over, the
-  // buckets of the step before, and those counted so far.
-  int64_t step_ = -1, buckets_ = 0, counted_ = 0;
   // On the hook's stream, or its thread over Gloo (own_reduction.h); last.
   ddplab::OwnReduction own_{context_, [this](GradBucket& bucket) {
-    Reduce(settings_, context_, bucket, InTail(bucket.index), Residual(bucket.parameters));
+    Reduce(settings_, context_, bucket, Residual(bucket.parameters));
   }};
 };
 
@@ -220,7 +162,6 @@ void Register(const Config& config, ddplab::PluginRegistrar& registrar) {
   s.gather_bf16 = config.gather() == Config::BF16;
   s.error_feedback = config.error_feedback();
   s.kernels = !config.disable_fused_kernels();
-  s.bf16_tail = config.bf16_tail_buckets();
   registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
                          [s](std::unique_ptr<ddplab::CommHook>, const CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
                            return std::make_unique<Fp8Hook>(s, context);

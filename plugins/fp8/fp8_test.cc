@@ -107,50 +107,6 @@ TEST(Fp8PluginTest, OneProcessCarriesItsResidual) {
   EXPECT_TRUE(at::equal(got[2], first)) << "parameter 7 took parameter 0's residual";
 }
 
-// Note [fp8's tail]: with bf16_tail_buckets 1, from the second step the step's last
-// bucket (counted at the step before) is rounded to bfloat16, the others quantized as
-// ever; the first step quantizes every bucket. One process, two buckets a step.
-TEST(Fp8PluginTest, TheLastBucketsInBfloat16FromTheSecondStep) {
-  REQUIRE_GLOO();
-  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins("plugin { fp8 { bf16_tail_buckets: 1 } }");
-  ASSERT_TRUE(set.ok()) << set.status();
-  std::unique_ptr<CommHook> hook = testing::MakeHook(*set);
-  const at::Tensor x = Mixed(3, 100), fp8 = QuantizedOnce(x), bf16 = x.reshape(-1).to(at::kBFloat16).to(at::kFloat);
-  ASSERT_FALSE(at::equal(fp8, bf16));
-  for (int64_t step = 0; step < 3; ++step) {
-    for (size_t index : {0, 1}) {
-      GradBucket bucket = testing::OneGradientBucket(x, step);
-      bucket.index = index;
-      bucket.is_last = index == 1;
-      c10::intrusive_ptr<c10::ivalue::Future> future = hook->Run(bucket);
-      future->wait();
-      const bool tail = step > 0 && index == 1;
-      EXPECT_TRUE(at::equal(future->value().toTensor(), tail ? bf16 : fp8)) << "step " << step << ", bucket " << index;
-    }
-  }
-  // Six buckets, two of them in bfloat16 (4 bytes a value in all), four in 8 bits.
-  const double fp8_bytes = 2.0 * (1 + 4.0 / 128) * 384, bf16_bytes = 4.0 * 300;
-  EXPECT_NEAR(hook->Stats().at("compression_ratio"), 2.0 * 6 * 4 * 300 / (4 * fp8_bytes + 2 * bf16_bytes), 1e-9);
-}
-
-// Over 2 and 3 ranks, with small buckets (several of them, so some go in 8 bits and some
-// in bfloat16 from the second step: the bytes between bfloat16's and fp8's) and with error
-// feedback: within fp8's roundings.
-TEST(Fp8PluginTest, TheTailInBfloat16AveragesWithinItsRounding) {
-  REQUIRE_GLOO();
-  absl::StatusOr<v1::RunResult> r = testing::TrainAndMeasure(
-      2, "plugin { fp8 { bf16_tail_buckets: 2 } }" + std::string(testing::kSmallBuckets), {kE4M3Rounding, "--steps=4"});
-  ASSERT_TRUE(r.ok()) << r.status();
-  const double ratio = r->hook_stats().at("compression_ratio");
-  std::cout << "2 ranks, small buckets, the last 2 in bfloat16 from the second step: compression_ratio " << ratio
-            << "\n";
-  EXPECT_GT(ratio, 2.05) << "every bucket went in bfloat16";
-  EXPECT_LT(ratio, 3.5) << "no bucket went in bfloat16";
-  EXPECT_EQ(testing::TrainAndCompare(3, "plugin { fp8 { bf16_tail_buckets: 1 error_feedback: true } }",
-                                     {kE5M2Rounding, "--steps=4"}),
-            "");
-}
-
 // Bytes on the wire, scales included, at most 0.27 of float32's at the default block of
 // 128 (1 + 4/128 bytes a value each way) on a realistic bucket of 6.5M values, and 0.38
 // with a gather in bfloat16 (1 + 4/128 there, 2 back). One process counts what each
