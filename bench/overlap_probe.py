@@ -45,6 +45,16 @@ MODES = ("none", "aten", "ctas8", "ctas32", "ctas32_high", "after", "ar4", "zero
 BUCKET_BYTES = 25 << 20
 
 
+def parse_mode(mode):
+    """(kind, number): ("ctas", N) for ctasN[_high], ("ar" | "zero" | "opt", W) for W > 1
+    ranks, (mode, None) for the others of MODES; None for a name it does not know."""
+    for kind, least in (("ctas", 1), ("zero", 2), ("opt", 2), ("ar", 2)):
+        digits = mode[len(kind):].removesuffix("_high") if kind == "ctas" else mode[len(kind):]
+        if mode.startswith(kind) and digits.isdigit() and int(digits) >= least:
+            return kind, int(digits)
+    return (mode, None) if mode in MODES else None
+
+
 def side_kernel(torch, triton, tl):
     @triton.jit
     def add_loop(a, b, out, n, BLOCK: tl.constexpr):
@@ -87,22 +97,22 @@ def run_mode(a, torch, mode, launch):
     numel = max(sum(p.numel() for p in b) for b in buckets)
     bufs = [torch.zeros(2 * numel, device="cuda") for _ in range(3)]
     side = torch.cuda.Stream(priority=-1 if mode.endswith("_high") else 0)
-    ctas = int(mode[4:].split("_")[0]) if mode.startswith("ctas") else 32
+    kind, number = parse_mode(mode)
+    ctas = number if kind == "ctas" else 32
     state = {"pending": {}, "active": False}
-    world = (int(mode[4:]) if mode.startswith("zero") else int(mode[2:]) if mode.startswith("ar")
-             else int(mode[3:]) if mode.startswith("opt") else 2)
+    world = number if kind in ("ar", "zero", "opt") else 2
     bucket_opts = [torch.optim.AdamW(b, lr=1e-3, fused=True, capturable=True) for b in buckets] \
-        if mode.startswith("opt") else []
+        if kind == "opt" else []
     # zeroW: each bucket's shard of parameters and AdamW's state, flat, on this rank.
     shards = []
-    if mode.startswith("zero"):
+    if kind == "zero":
         for bucket in buckets:
             k = sum(p.numel() for p in bucket) // world
             shards.append([torch.randn(k, device="cuda") * 0.02, torch.zeros(k, device="cuda"),
                            torch.zeros(k, device="cuda"), torch.zeros((), device="cuda")])
 
     def reduce_bucket(n, index=None):
-        if mode.startswith("zero"):
+        if kind == "zero":
             part = n * (world - 1) // world
             a_, b_, o_ = (t[:part] for t in bufs)
             launch(a_, b_, o_, ctas)  # the reduce-scatter's bytes
@@ -113,14 +123,14 @@ def run_mode(a, torch, mode, launch):
                                 amsgrad=False, maximize=False)
             launch(a_, b_, o_, ctas)  # the all-gather's
             return
-        if mode.startswith("ar") or mode.startswith("opt"):
+        if kind in ("ar", "opt"):
             n = 2 * n * (world - 1) // world
         a_, b_, o_ = (t[:n] for t in bufs)
         if mode == "aten":
             torch.add(a_, b_, out=o_)
         else:
             launch(a_, b_, o_, ctas)
-        if mode.startswith("opt") and index is not None:
+        if kind == "opt" and index is not None:
             bucket_opts[index].step()
 
     def on_grad(bucket_index, n):
@@ -149,7 +159,7 @@ def run_mode(a, torch, mode, launch):
                 reduce_bucket(sum(p.numel() for p in bucket))
         elif mode != "none":
             torch.cuda.current_stream().wait_stream(side)
-        if not (mode.startswith("zero") or mode.startswith("opt")):
+        if kind not in ("zero", "opt"):
             opt.step()
         opt.zero_grad(set_to_none=False)
 
@@ -197,7 +207,7 @@ def run_mode(a, torch, mode, launch):
         alone_ms = start.elapsed_time(end) / a.steps
     moved = sum(3 * 4 * sum(p.numel() for p in b) for b in buckets)
     return {"mode": mode, "step_ms": step_ms, "steps_per_s": 1000 / step_ms, "side_alone_ms": alone_ms,
-            "buckets": len(buckets), "side_gb_per_step": moved / 1e9, "ctas": ctas if mode.startswith("ctas") else None}
+            "buckets": len(buckets), "side_gb_per_step": moved / 1e9, "ctas": ctas if kind == "ctas" else None}
 
 
 def child(a):
@@ -224,11 +234,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     modes = [m for m in a.modes.split(",") if m]
     for m in modes:
-        known = (m in MODES or (m.startswith("ctas") and m[4:].split("_")[0].isdigit())
-                 or (m.startswith("zero") and m[4:].isdigit() and int(m[4:]) > 1)
-                 or (m.startswith("opt") and m[3:].isdigit() and int(m[3:]) > 1)
-                 or (m.startswith("ar") and m[2:].isdigit() and int(m[2:]) > 1))
-        if not known:
+        if parse_mode(m) is None:
             sys.exit(f"overlap_probe.py: unknown mode {m!r}; modes: {', '.join(MODES)} "
                      "(or ctasN, ctasN_high, arW, zeroW, optW)")
     results = []

@@ -9,8 +9,8 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
-#include "core/engine/extension_points.h"
 #include "core/engine/collectives.h"
+#include "core/engine/extension_points.h"
 #include "gtest/gtest.h"
 #include "plugins/testing/plugin_testutil.h"
 
