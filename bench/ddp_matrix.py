@@ -91,6 +91,15 @@ for rank in (1, 4):
             ["--bucket_cap_mb", str(cap), "--static_graph", "--gradient_as_bucket_view", "--comm_hook",
              "powersgd", "--powersgd_rank", str(rank), "--start_powersgd_iter", "2"])
 
+# The optimizer sharded over the ranks (plugins/sharded_optimizer, ZeRO-1), with the
+# levers. PyTorch's form (ZeroRedundancyOptimizer with overlap_with_ddp) all-reduces and
+# broadcasts instead; its rows run the exact all-reduce with the same levers (cap<cap>).
+for cap in (25, 100):
+    CONFIGS[f"sharded_cap{cap}"] = (
+        f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} plugin {{ sharded_optimizer {{}} }}",
+        CONFIGS[f"cap{cap}"][1])
+    PYTORCH_BASE[f"sharded_cap{cap}"] = f"cap{cap}"
+
 # Tuned overlap: 25 MB buckets, NCCL on 4 channels, compute on a high-priority stream
 # (bench/nccl_tuning.py). PyTorch gets the same NCCL variables and stream priority.
 TUNED_ENV = {"NCCL_MAX_NCHANNELS": "4"}

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -39,6 +40,31 @@ using CollectiveGroup = c10d::Backend;
 #else
 using CollectiveGroup = c10d::ProcessGroup;
 #endif
+
+// c10d's grouped reduce-scatter with a mean (shards[k] gets the mean of chunk `rank` of
+// inputs[k]) and grouped all-gather into tensors (LibTorch 2's
+// reduce_scatter_tensor_coalesced and allgather_into_tensor_coalesced, which NCCL's group
+// has); null where this LibTorch has neither, for the caller to do without.
+inline c10::intrusive_ptr<c10d::Work> ReduceScatterMeanCoalesced(CollectiveGroup& group, std::vector<at::Tensor>& shards,
+                                                                 std::vector<at::Tensor>& inputs) {
+#if TORCH_VERSION_MAJOR >= 2
+  c10d::ReduceScatterOptions options;
+  options.reduceOp = c10d::ReduceOp::AVG;
+  return group.reduce_scatter_tensor_coalesced(shards, inputs, options);
+#else
+  (void)group, (void)shards, (void)inputs;
+  return {};
+#endif
+}
+inline c10::intrusive_ptr<c10d::Work> AllGatherIntoCoalesced(CollectiveGroup& group, std::vector<at::Tensor>& wholes,
+                                                             std::vector<at::Tensor>& mine) {
+#if TORCH_VERSION_MAJOR >= 2
+  return group.allgather_into_tensor_coalesced(wholes, mine);
+#else
+  (void)group, (void)wholes, (void)mine;
+  return {};
+#endif
+}
 
 // A c10::Error message without the C++ backtrace that c10 appends to it.
 inline std::string WithoutBacktrace(std::string message) {

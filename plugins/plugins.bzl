@@ -18,6 +18,7 @@ PLUGINS = [
     "optimizer_overlap",
     "powersgd",
     "registered_buckets",
+    "sharded_optimizer",
     "static_graph",
     "zero_copy",
 ]

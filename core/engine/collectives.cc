@@ -122,6 +122,63 @@ void AllGatherBytes(compat::CollectiveGroup& group, bool nccl, at::Tensor& gathe
   group.allgather(outs, ins)->wait();
 }
 
+PendingMean StartMeanScatter(compat::CollectiveGroup& group, std::vector<at::Tensor> inputs,
+                             std::vector<at::Tensor> shards, bool nccl) {
+  const int world = group.getSize();
+  if (world == 1 || shards.empty()) {
+    if (!shards.empty()) compat::CopyEach(shards, inputs);
+    return Done(shards.empty() ? at::Tensor() : shards[0]);
+  }
+  if (nccl) {
+    if (c10::intrusive_ptr<c10d::Work> work = compat::ReduceScatterMeanCoalesced(group, shards, inputs)) {
+      return {work, [work] { work->wait(); }, nullptr};
+    }
+  }
+  // No reduce-scatter here: each input averaged whole, then this rank's chunk.
+  PendingMean mean = StartMeanCoalesced(group, inputs, nccl);
+  const int64_t rank = group.getRank();
+  std::function<void()> copy = [inputs, shards, rank] {
+    for (size_t k = 0; k < shards.size(); ++k) {
+      shards[k].copy_(inputs[k].view(-1).narrow(0, rank * shards[k].numel(), shards[k].numel()));
+    }
+  };
+  std::function<void()> finish = [mean, copy] {
+    if (mean.finish) mean.finish();
+    copy();
+  };
+  return {mean.work, [mean, copy] {
+            mean.wait();
+            copy();
+          },
+          finish};
+}
+
+PendingMean StartGatherInPlace(compat::CollectiveGroup& group, std::vector<at::Tensor> wholes, bool nccl) {
+  const int world = group.getSize();
+  if (world == 1 || wholes.empty()) return Done(wholes.empty() ? at::Tensor() : wholes[0]);
+  const int64_t rank = group.getRank();
+  std::vector<at::Tensor> mine;
+  for (const at::Tensor& whole : wholes) mine.push_back(whole.narrow(0, rank * (whole.numel() / world), whole.numel() / world));
+  if (nccl) {
+    if (c10::intrusive_ptr<c10d::Work> work = compat::AllGatherIntoCoalesced(group, wholes, mine)) {
+      return {work, [work] { work->wait(); }, nullptr};
+    }
+  }
+  // The list form, one a tensor: into views of it, from a copy of this rank's chunk.
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (size_t k = 0; k < wholes.size(); ++k) {
+    const int64_t n = mine[k].numel();
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (int r = 0; r < world; ++r) outs[0].push_back(wholes[k].narrow(0, r * n, n));
+    std::vector<at::Tensor> ins{mine[k].clone()};
+    works.push_back(group.allgather(outs, ins));
+  }
+  return {works.back(), [works] {
+            for (const c10::intrusive_ptr<c10d::Work>& work : works) work->wait();
+          },
+          nullptr};
+}
+
 namespace {
 
 class GroupCollectives : public Collectives {
@@ -133,6 +190,12 @@ class GroupCollectives : public Collectives {
   }
   void AllGatherBytes(at::Tensor& gathered, const at::Tensor& mine) const override {
     ddplab::AllGatherBytes(group_, nccl_, gathered, mine);
+  }
+  PendingMean StartMeanScatter(std::vector<at::Tensor> inputs, std::vector<at::Tensor> shards) const override {
+    return ddplab::StartMeanScatter(group_, std::move(inputs), std::move(shards), nccl_);
+  }
+  PendingMean StartGatherInPlace(std::vector<at::Tensor> wholes) const override {
+    return ddplab::StartGatherInPlace(group_, std::move(wholes), nccl_);
   }
 
  private:

@@ -48,6 +48,20 @@ class Collectives {
   // _allgather_base: its list form, into views of `gathered`). Returns once waited for
   // (on a GPU: once the current stream is ordered after it).
   virtual void AllGatherBytes(at::Tensor& gathered, const at::Tensor& mine) const = 0;
+  // Starts averaging each of `inputs` (flat, its numel a multiple of the ranks) over the
+  // ranks into `shards` (c10d's reduce-scatter with a mean): shards[k], flat, gets the mean
+  // of chunk `rank` of inputs[k], in the inputs' dtype. One grouped collective on NCCL
+  // (LibTorch 2's reduce_scatter_tensor_coalesced, averaged inside); where the backend has
+  // none (Gloo), each input is averaged whole in place (StartMeanCoalesced), so that the
+  // inputs then hold their means, and the rank's chunk is copied out. Over one rank the
+  // shards are copies of the inputs.
+  virtual PendingMean StartMeanScatter(std::vector<at::Tensor> inputs, std::vector<at::Tensor> shards) const = 0;
+  // Starts gathering each of `wholes` (flat, its numel a multiple of the ranks) in place:
+  // chunk r of every rank's wholes[k] becomes rank r's own chunk r (c10d's all-gather into a
+  // tensor, this rank's chunk the input). One grouped collective on NCCL (LibTorch 2's
+  // allgather_into_tensor_coalesced), one list-form all-gather each on Gloo; nothing over
+  // one rank. What waits for it is a PendingMean's `wait`.
+  virtual PendingMean StartGatherInPlace(std::vector<at::Tensor> wholes) const = 0;
 };
 
 }  // namespace ddplab

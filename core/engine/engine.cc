@@ -16,6 +16,7 @@
 #include "core/engine/allreduce_hook.h"
 #include "core/engine/comm_timer.h"
 #include "core/engine/copy_layout.h"
+#include "core/optim/parts_optimizer.h"
 #include "core/gradient_targets/gradient_targets.h"
 
 // Note [One process issues no collective]: NCCL's first collective makes a communicator,
@@ -56,6 +57,7 @@ struct DataParallelEngine::State {
   // Note [One process issues no collective]: nothing to do.
   bool pass_through = false;
   ParameterStep step_fn;
+  DataParallelEngine::OptimizerMaker optimizer_maker;  // for CommContext::optimizer_over_parts
   std::mutex step_mu;          // hooks step parameters from their own threads
   std::vector<bool> stepped;   // by a hook, this step
   std::unique_ptr<CommTimer> timer;
@@ -88,6 +90,8 @@ struct DataParallelEngine::State {
   void LaunchReady();
   void Launch(size_t index);
   void Step(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads);
+  PartsOptimizer MakeParts(const std::vector<ParameterPart>& parts);
+  void MarkStepped(const std::vector<size_t>& indices);
   bool SteppedAll();
   std::string AcceptMissing();
   std::string NamesOf(const std::vector<size_t>& missing) const;
@@ -103,10 +107,15 @@ void DataParallelEngine::State::MakeChain(const std::vector<HookWrapper>& wrappe
     sent_dtype = dtype;
     if (timer->timing() && work) timer->Launched(static_cast<int>(index), work);
   };
-  CommContext context{group.get(), group->getRank(), world, cuda, {}, nullptr};
+  CommContext context{group.get(), group->getRank(), world, cuda, {}, nullptr, {}};
   std::weak_ptr<State> weak = self;
   context.step = [weak](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
     if (std::shared_ptr<State> state = weak.lock()) state->Step(indices, grads);
+  };
+  context.optimizer_over_parts = [weak](const std::vector<ParameterPart>& parts) {
+    std::shared_ptr<State> state = weak.lock();
+    if (!state) throw std::runtime_error("the engine is gone");
+    return state->MakeParts(parts);
   };
   hook = MakeHookChain(wrappers, context, sent);
   hooks = wrappers.size();
@@ -201,8 +210,21 @@ void DataParallelEngine::State::Launch(size_t index) {
 void DataParallelEngine::State::Step(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
   if (!step_fn) throw std::runtime_error("a hook stepped parameters, but the engine was given no optimizer");
   step_fn(indices, grads);
+  MarkStepped(indices);
+}
+
+void DataParallelEngine::State::MarkStepped(const std::vector<size_t>& indices) {
   std::lock_guard<std::mutex> lock(step_mu);
   for (size_t i : indices) stepped[i] = true;
+}
+
+// The experiment's optimizer over `parts` of the parameters (CommContext::
+// optimizer_over_parts), marking what it steps as stepped.
+PartsOptimizer DataParallelEngine::State::MakeParts(const std::vector<ParameterPart>& parts) {
+  std::weak_ptr<State> weak = self;
+  return MakePartsOptimizer(params, parts, optimizer_maker, [weak](const std::vector<size_t>& indices) {
+    if (std::shared_ptr<State> state = weak.lock()) state->MarkStepped(indices);
+  });
 }
 
 // Whether hooks stepped every parameter that has a gradient this step.
@@ -366,6 +388,11 @@ void DataParallelEngine::SetParameterNames(std::vector<std::string> names) {
 void DataParallelEngine::SetParameterStep(ParameterStep step) {
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->step_fn = std::move(step);
+}
+
+void DataParallelEngine::SetOptimizerMaker(OptimizerMaker maker) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->optimizer_maker = std::move(maker);
 }
 
 bool DataParallelEngine::updated_parameters() const { return state_->updated; }

@@ -19,6 +19,7 @@
 //
 //   ddplab::DataParallelEngine engine(model->parameters(), group, parts);
 //   engine.SetParameterStep([&](const auto& p, const auto& g) { optimizer.StepParameters(p, g); });
+//   engine.SetOptimizerMaker(...);   // for a hook that steps parts of the parameters
 //   engine.BroadcastParameters();
 //   for (...) {
 //     engine.ZeroGrad();
@@ -44,6 +45,7 @@
 #include "core/engine/process_group.h"
 #include "core/engine/comm_timer.h"
 #include "core/engine/extension_points.h"
+#include "core/optim/parts_optimizer.h"
 
 namespace ddplab {
 
@@ -121,6 +123,11 @@ class DataParallelEngine {
   // (CommContext::step). Without such a hook the caller's optimizer runs after
   // EndBackward as usual.
   void SetParameterStep(ParameterStep step);
+  // Makes the experiment's optimizer over `tensors` (parts of the parameters: views of
+  // them), stepping tensors[indices[k]] with grads[k], for a hook that asks for one
+  // (CommContext::optimizer_over_parts: a sharded optimizer's).
+  using OptimizerMaker = ddplab::OptimizerMaker;  // parts_optimizer.h
+  void SetOptimizerMaker(OptimizerMaker maker);
   // Whether the last EndBackward's hooks stepped every parameter that had a gradient
   // (the caller then skips its optimizer step). False after a step that did not sync.
   bool updated_parameters() const;

@@ -306,6 +306,31 @@ using LayoutFactory =
 // averaged gradients (shaped like them, in any dtype: the optimizer casts).
 using ParameterStep = std::function<void(const std::vector<size_t>& params, const std::vector<at::Tensor>& grads)>;
 
+// A part of a parameter: elements [begin, begin + numel) of it, flattened (all of it:
+// begin 0, numel its size).
+struct ParameterPart {
+  int64_t begin = 0;
+  int64_t numel = 0;
+};
+
+// The experiment's optimizer over a part of each parameter (this rank's shard of it, as a
+// sharded optimizer keeps them), with state of its own, as the host makes it for a hook
+// (CommContext::optimizer_over_parts).
+struct PartsOptimizer {
+  // Steps the part of each parameter of `params` that has a gradient this step, with
+  // `grads` (the parts' averaged gradients, `numel` elements each, in any dtype), and
+  // tells the engine that the hook updated those parameters, as CommContext::step does.
+  ParameterStep step;
+  // Every parameter flattened: views that share its storage, for a hook that writes the
+  // parameters themselves (a sharded optimizer's all-gather of the ranks' parts).
+  std::vector<at::Tensor> flat_parameters;
+};
+
+// Makes a PartsOptimizer over `parts`, one per parameter (by index, every parameter);
+// once per run. A hook must step the same part of a parameter every step: the state is
+// the part's.
+using PartsOptimizerMaker = std::function<PartsOptimizer(const std::vector<ParameterPart>& parts)>;
+
 // What a communication hook works with.
 struct CommContext {
   // c10d's process group (NCCL on GPUs, Gloo on CPUs): allreduce, broadcast, ...
@@ -320,6 +345,10 @@ struct CommContext {
   // The host's collectives over `process_group` (collectives.h); MakeHookChain sets them
   // where the caller left them unset.
   std::shared_ptr<const Collectives> collectives;
+  // The experiment's optimizer over parts of the parameters, for a hook that updates them
+  // itself (a sharded optimizer); empty where the engine was given none. Valid while the
+  // engine lives.
+  PartsOptimizerMaker optimizer_over_parts;
 };
 
 // Note [What a codec hands below]

@@ -17,13 +17,15 @@
 
 namespace ddplab {
 
-// Collectives::StartMean, StartMeanCoalesced and AllGatherBytes over `group` (NCCL's
-// where `nccl`, else Gloo's).
+// Collectives' functions over `group` (NCCL's where `nccl`, else Gloo's).
 PendingMean StartMean(compat::CollectiveGroup& group, at::Tensor tensor, bool nccl);
 PendingMean StartMeanCoalesced(compat::CollectiveGroup& group, std::vector<at::Tensor> tensors, bool nccl);
 void AllGatherBytes(compat::CollectiveGroup& group, bool nccl, at::Tensor& gathered, const at::Tensor& mine);
+PendingMean StartMeanScatter(compat::CollectiveGroup& group, std::vector<at::Tensor> inputs,
+                             std::vector<at::Tensor> shards, bool nccl);
+PendingMean StartGatherInPlace(compat::CollectiveGroup& group, std::vector<at::Tensor> wholes, bool nccl);
 
-// The three over `group`, which outlives what is returned, as the host hands them to
+// All of them over `group`, which outlives what is returned, as the host hands them to
 // plugins (CommContext::collectives).
 std::shared_ptr<const Collectives> CollectivesOver(compat::CollectiveGroup& group, bool nccl);
 

@@ -34,6 +34,18 @@ void Optimizer::StepParameters(const std::vector<size_t>& which, const std::vect
   if (!params.empty()) Update(indices, std::move(params), std::move(grads));
 }
 
+void Optimizer::StepTensors(const std::vector<size_t>& indices, const std::vector<at::Tensor>& given) {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> params, grads;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const at::Tensor& p = params_.at(indices[k]);
+    const at::Tensor& g = given.at(k);
+    params.push_back(p);
+    grads.push_back(g.scalar_type() == p.scalar_type() ? g : g.to(p.scalar_type()));
+  }
+  if (!params.empty()) Update(indices, std::move(params), std::move(grads));
+}
+
 void Optimizer::ZeroGrad() {
   for (at::Tensor& p : params_) {
     if (p.grad().defined()) p.mutable_grad() = at::Tensor();
@@ -52,6 +64,15 @@ std::unique_ptr<Optimizer> MakeOptimizer(const v1::Optimizer& o, std::vector<at:
   }
   const v1::Sgd& s = o.sgd();
   return std::make_unique<Sgd>(std::move(params), s.learning_rate(), s.momentum(), s.weight_decay(), !o.foreach());
+}
+
+std::function<TensorsStep(std::vector<at::Tensor> tensors)> OptimizersOf(const v1::Optimizer& o) {
+  return [o](std::vector<at::Tensor> tensors) -> TensorsStep {
+    std::shared_ptr<Optimizer> optimizer = MakeOptimizer(o, std::move(tensors));
+    return [optimizer](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
+      optimizer->StepTensors(indices, grads);
+    };
+  };
 }
 
 }  // namespace ddplab

@@ -12,6 +12,7 @@
 #ifndef DDPLAB_CORE_OPTIM_OPTIMIZER_H_
 #define DDPLAB_CORE_OPTIM_OPTIMIZER_H_
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -34,6 +35,10 @@ class Optimizer {
   // parameters'), e.g. views of a bucket's average; still only the parameters that have
   // a gradient (.grad()) are stepped.
   void StepParameters(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads);
+  // Steps exactly these tensors (indices into those it was made over) with `grads`, shaped
+  // like them, in any dtype, without asking for a .grad(): an optimizer made over parts of
+  // parameters (views of them, which have none), as a sharded optimizer steps its shard.
+  void StepTensors(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads);
   // Drops the gradients (set_to_none=True, PyTorch's default): backward then writes
   // fresh ones instead of adding to zeros.
   void ZeroGrad();
@@ -60,6 +65,12 @@ bool FusedKernelsFor(const std::vector<at::Tensor>& params);
 
 // The optimizer `o` (resolved: AdamW's defaults filled in) asks for, over `params`.
 std::unique_ptr<Optimizer> MakeOptimizer(const v1::Optimizer& o, std::vector<at::Tensor> params);
+
+// What makes optimizers of `o`'s kind over tensors given later (parts of the parameters,
+// views of them), for the engine (DataParallelEngine::SetOptimizerMaker): each returns a
+// step of tensors[indices[k]] with grads[k] (Optimizer::StepTensors).
+using TensorsStep = std::function<void(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads)>;
+std::function<TensorsStep(std::vector<at::Tensor> tensors)> OptimizersOf(const v1::Optimizer& o);
 
 }  // namespace ddplab
 

@@ -260,6 +260,7 @@ class WorkerRun {
     engine_->SetParameterStep([this](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
       step_ours_->StepParameters(indices, grads);
     });
+    engine_->SetOptimizerMaker(OptimizersOf(OptimizerFromFlags()));
     return 0;
   }
 

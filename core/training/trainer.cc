@@ -168,6 +168,7 @@ absl::Status Training::StartEngine() {
   engine_->SetParameterStep([optimizer](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
     optimizer->StepParameters(indices, grads);
   });
+  engine_->SetOptimizerMaker(OptimizersOf(e_.optimizer()));
   return absl::OkStatus();
 }
 

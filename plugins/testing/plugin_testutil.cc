@@ -1,6 +1,7 @@
 #include "plugins/testing/plugin_testutil.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -49,10 +50,19 @@ namespace {
 
 // A valid experiment of `plugins_text` (plugin entries, and the experiment's precision
 // and optimizer where it gives them: SGD otherwise) on `distributed`.
+// Whether `text` sets the experiment's optimizer: "optimizer {" as a field of its own, not
+// the end of a plugin's name ("sharded_optimizer {").
+bool SetsOptimizer(const std::string& text) {
+  for (size_t at = text.find("optimizer {"); at != std::string::npos; at = text.find("optimizer {", at + 1)) {
+    if (at == 0 || !(std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_')) return true;
+  }
+  return false;
+}
+
 std::string ExperimentText(const std::string& plugins_text, const std::string& distributed) {
   return absl::StrCat("name: \"plugin_test\" model { preset: VIT_TINY_TEST } data { batch_size: 2 } "
                       "steps { measured: 1 } ",
-                      absl::StrContains(plugins_text, "optimizer {") ? "" : "optimizer { sgd { learning_rate: 0.1 } } ",
+                      SetsOptimizer(plugins_text) ? "" : "optimizer { sgd { learning_rate: 0.1 } } ",
                       "distributed { ", distributed, " } ", plugins_text);
 }
 
@@ -108,7 +118,7 @@ std::unique_ptr<CommHook> MakeHook(const PluginSet& set) {
     env.master_port = FreePort();
     return new ProcessGroupPtr(CreateProcessGroup(env, false, std::chrono::seconds(30)).value());
   }();
-  return MakeHookChain(set.engine_parts().hooks, CommContext{group->get(), 0, 1, false, {}, nullptr});
+  return MakeHookChain(set.engine_parts().hooks, CommContext{group->get(), 0, 1, false, {}, nullptr, {}});
 }
 
 Packing PackOneGradient(const CommHook& hook) {

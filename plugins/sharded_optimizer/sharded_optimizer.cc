@@ -1,0 +1,174 @@
+// sharded_optimizer: the optimizer sharded over the ranks (ZeRO stage 1, as DeepSpeed
+// and PyTorch's ZeroRedundancyOptimizer name it), fused into the bucket reduction. Each
+// rank keeps the optimizer's state for, and steps, only its shard of each parameter; the
+// bucket's gradients are reduce-scattered (each rank receives its shard's mean) and the
+// stepped shards all-gathered into every rank's parameters. The parameters after each
+// step are those of an all-reduce and a whole step: each element is updated by the same
+// arithmetic on the same mean (Note [A sharded step]).
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/plugin/plugin_api.h"
+#include "plugins/sharded_optimizer/sharded_optimizer.pb.h"
+
+namespace {
+
+using ddplab::GradBucket;
+
+// Note [A sharded step]
+// What it saves. An all-reduce's bytes travel either way: a reduce-scatter and an
+// all-gather move one all-reduce's between them. What is saved is the optimizer's memory
+// traffic and state: AdamW reads and writes 28 bytes a parameter a step, and each rank
+// now does that for 1/W of them, with 1/W of the state. Beside a CUDA graph's backward,
+// which leaves no gaps, work costs about the memory time of its bytes (bench/NOTES.md,
+// "What work beside a graph's backward costs is its bytes"): this is the lever that
+// removes bytes rather than moving them.
+//
+// The shards. Rank r's shard of a parameter of n elements is its elements
+// [r n / W, (r + 1) n / W), flattened. So a parameter's shard is the same whichever
+// bucket holds it (the engine regroups its buckets after the first step), and the
+// optimizer's state, kept per shard by the engine's optimizer over parts
+// (CommContext::optimizer_over_parts), stays the shard's. A parameter whose size W does
+// not divide is averaged whole and stepped whole by every rank (as without the plugin).
+//
+// When. Each bucket's reduce-scatter starts as the bucket is handed over, beside backward.
+// Once backward is queued (BackwardDone), bucket after bucket: the current stream waits
+// for the reduce-scatter, the shard is stepped, and the all-gather of its parameters
+// starts, beside the next bucket's step. Each bucket's future completes once its
+// all-gather is done, so the engine's wait orders the next step after it. The steps run
+// after backward, not beside it: ddplab's own step measured the optimizer beside a graph's
+// backward 3.4% slower than after it (bench/NOTES.md).
+//
+// The gradients. After a step the parameters' gradients are not their means: where the
+// backend reduce-scatters (NCCL) they keep this rank's own; where it cannot (Gloo), each
+// gradient is averaged whole and keeps its mean. So whatever reads the averaged gradients
+// after the reduction is refused: a codec or another hook in the chain.
+
+class ShardedStep : public ddplab::CommHook {
+ public:
+  explicit ShardedStep(const ddplab::CommContext& context)
+      : collectives_(context.collectives),
+        make_optimizer_(context.optimizer_over_parts),
+        rank_(context.rank),
+        world_(context.world_size) {}
+
+  c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
+    Pending p;
+    // What the layout gets back: the bucket as it was handed over (Note [A sharded step]).
+    p.value = bucket.buffer.defined() ? c10::IValue(bucket.buffer) : c10::IValue(bucket.gradients);
+    std::vector<at::Tensor> inputs, shards, whole;
+    for (size_t k = 0; k < bucket.parameters.size(); ++k) {
+      const size_t i = bucket.parameters[k];
+      const at::Tensor flat = bucket.gradients[k].reshape(-1);
+      if (numel_.size() <= i) numel_.resize(i + 1, -1);
+      numel_[i] = flat.numel();
+      if (!Sharded(flat.numel())) {
+        whole.push_back(flat);
+        p.whole.push_back(i);
+        continue;
+      }
+      if (shard_grads_.size() <= i) shard_grads_.resize(i + 1);
+      at::Tensor& shard = shard_grads_[i];
+      if (!shard.defined()) shard = at::empty({flat.numel() / world_}, flat.options());
+      inputs.push_back(flat);
+      shards.push_back(shard);
+      p.sharded.push_back(i);
+    }
+    p.grads = shards;
+    p.grads.insert(p.grads.end(), whole.begin(), whole.end());
+    if (!inputs.empty()) p.scatter = collectives_->StartMeanScatter(inputs, shards);
+    if (!whole.empty()) p.mean = collectives_->StartMeanCoalesced(whole);
+    std::vector<c10::Device> devices;  // the bucket's, where its gradients are
+    if (!bucket.gradients.empty() && !bucket.gradients[0].device().is_cpu()) devices.push_back(bucket.gradients[0].device());
+    p.done = c10::make_intrusive<c10::ivalue::Future>(c10::AnyType::get(), devices);
+    c10::intrusive_ptr<c10::ivalue::Future> done = p.done;
+    pending_.push_back(std::move(p));
+    return done;
+  }
+
+  void BackwardDone() override {
+    size_t completed = 0;
+    try {
+      if (!optimizer_.step) optimizer_ = MakeOptimizer();
+      for (Pending& p : pending_) StepAndGather(p);
+      for (Pending& p : pending_) {
+        if (p.gather.wait) p.gather.wait();
+        p.done->markCompleted(p.value);
+        ++completed;
+      }
+    } catch (...) {
+      for (size_t k = completed; k < pending_.size(); ++k) pending_[k].done->setError(std::current_exception());
+    }
+    pending_.clear();
+  }
+
+ private:
+  struct Pending {
+    c10::IValue value;
+    std::vector<size_t> sharded, whole;  // the bucket's parameters, by kind
+    std::vector<at::Tensor> grads;       // their averaged gradients once waited for, in that order
+    ddplab::PendingMean scatter, mean, gather;
+    c10::intrusive_ptr<c10::ivalue::Future> done;
+  };
+
+  bool Sharded(int64_t numel) const { return world_ > 1 && numel % world_ == 0; }
+
+  // Once every parameter's size has been seen (the first synced step hands over every
+  // bucket): the optimizer over this rank's shard of each.
+  ddplab::PartsOptimizer MakeOptimizer() {
+    if (!make_optimizer_) throw std::runtime_error("sharded_optimizer: the engine offers no optimizer over parts of the parameters");
+    std::vector<ddplab::ParameterPart> parts;
+    for (size_t i = 0; i < numel_.size(); ++i) {
+      const int64_t n = numel_[i];
+      if (n < 0) throw std::runtime_error("sharded_optimizer: parameter " + std::to_string(i) + " was in no bucket of the step");
+      parts.push_back(Sharded(n) ? ddplab::ParameterPart{rank_ * (n / world_), n / world_} : ddplab::ParameterPart{0, n});
+    }
+    return make_optimizer_(parts);
+  }
+
+  // The bucket's means waited for (on a GPU: the current stream waits), its shards and
+  // whole parameters stepped, and the all-gather of the shards started.
+  void StepAndGather(Pending& p) {
+    if (p.scatter.wait) p.scatter.wait();
+    if (p.mean.wait) p.mean.wait();
+    std::vector<size_t> params = p.sharded;
+    params.insert(params.end(), p.whole.begin(), p.whole.end());
+    optimizer_.step(params, p.grads);
+    std::vector<at::Tensor> wholes;
+    for (size_t i : p.sharded) wholes.push_back(optimizer_.flat_parameters.at(i));
+    if (!wholes.empty()) p.gather = collectives_->StartGatherInPlace(wholes);
+  }
+
+  std::shared_ptr<const ddplab::Collectives> collectives_;
+  ddplab::PartsOptimizerMaker make_optimizer_;
+  const int64_t rank_, world_;
+  ddplab::PartsOptimizer optimizer_;      // made at the first step's BackwardDone
+  std::vector<int64_t> numel_;            // per parameter, as seen in buckets (-1: not yet)
+  std::vector<at::Tensor> shard_grads_;   // per sharded parameter: its shard's mean
+  std::vector<Pending> pending_;          // this step's buckets so far
+};
+
+void Register(const ddplab::plugins::sharded_optimizer::v1::Config&, ddplab::PluginRegistrar& registrar) {
+  registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
+                         [](std::unique_ptr<ddplab::CommHook>, const ddplab::CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
+                           return std::make_unique<ShardedStep>(context);
+                         });
+  registrar.Refuse(ddplab::ExtensionPoint::kCodec,
+                   "a codec hands the hook below it a bucket to reduce and turns the result back into gradients, and "
+                   "the sharded optimizer never forms the bucket's mean: each rank has its shard's alone");
+  registrar.Refuse(ddplab::ExtensionPoint::kHookWrapper,
+                   "a wrapper acts on each bucket's averaged gradients, which the sharded optimizer never forms, and "
+                   "the sharded optimizer already updates the parameters itself");
+  ddplab::PyTorchForm form;
+  form.not_in_pytorch = {
+      "sharded_optimizer (PyTorch: ZeroRedundancyOptimizer(overlap_with_ddp=True) with "
+      "ddp_zero_hook.hook_with_zero_step, which all-reduces each bucket whole and broadcasts what each rank stepped)"};
+  registrar.DescribeInPyTorch(form);
+}
+
+}  // namespace
+
+DDPLAB_PLUGIN("sharded_optimizer", "1.0.0", ddplab::plugins::sharded_optimizer::v1::Config,
+              ddplab::PluginStatus::kExperimental, Register)
