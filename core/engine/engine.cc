@@ -16,7 +16,7 @@
 #include "core/engine/allreduce_hook.h"
 #include "core/engine/comm_timer.h"
 #include "core/engine/copy_layout.h"
-#include "core/optim/parts_optimizer.h"
+#include "core/hook_updates/hook_updates.h"
 #include "core/gradient_targets/gradient_targets.h"
 
 // Note [One process issues no collective]: NCCL's first collective makes a communicator,
@@ -56,10 +56,7 @@ struct DataParallelEngine::State {
   bool tapped = false;                 // the tap sees this step
   // Note [One process issues no collective]: nothing to do.
   bool pass_through = false;
-  ParameterStep step_fn;
-  DataParallelEngine::OptimizerMaker optimizer_maker;  // for CommContext::optimizer_over_parts
-  std::mutex step_mu;          // hooks step parameters from their own threads
-  std::vector<bool> stepped;   // by a hook, this step
+  std::shared_ptr<HookUpdates> updates;  // what hooks step themselves, and have stepped
   std::unique_ptr<CommTimer> timer;
 
   std::weak_ptr<State> self;
@@ -89,10 +86,6 @@ struct DataParallelEngine::State {
   void MarkReady(size_t i);
   void LaunchReady();
   void Launch(size_t index);
-  void Step(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads);
-  PartsOptimizer MakeParts(const std::vector<ParameterPart>& parts);
-  void MarkStepped(const std::vector<size_t>& indices);
-  bool SteppedAll();
   std::string AcceptMissing();
   std::string NamesOf(const std::vector<size_t>& missing) const;
   std::string WaitAndDeliver(size_t index);
@@ -108,14 +101,14 @@ void DataParallelEngine::State::MakeChain(const std::vector<HookWrapper>& wrappe
     if (timer->timing() && work) timer->Launched(static_cast<int>(index), work);
   };
   CommContext context{group.get(), group->getRank(), world, cuda, {}, nullptr, {}};
-  std::weak_ptr<State> weak = self;
+  std::weak_ptr<HookUpdates> weak = updates;
   context.step = [weak](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
-    if (std::shared_ptr<State> state = weak.lock()) state->Step(indices, grads);
+    if (std::shared_ptr<HookUpdates> u = weak.lock()) u->Step(indices, grads);
   };
   context.optimizer_over_parts = [weak](const std::vector<ParameterPart>& parts) {
-    std::shared_ptr<State> state = weak.lock();
-    if (!state) throw std::runtime_error("the engine is gone");
-    return state->MakeParts(parts);
+    std::shared_ptr<HookUpdates> u = weak.lock();
+    if (!u) throw std::runtime_error("the engine is gone");
+    return u->MakeParts(parts);
   };
   hook = MakeHookChain(wrappers, context, sent);
   hooks = wrappers.size();
@@ -206,39 +199,6 @@ void DataParallelEngine::State::Launch(size_t index) {
   b.future = hook->Run(out);
 }
 
-// A hook stepped these parameters with their averages (CommContext::step).
-void DataParallelEngine::State::Step(const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
-  if (!step_fn) throw std::runtime_error("a hook stepped parameters, but the engine was given no optimizer");
-  step_fn(indices, grads);
-  MarkStepped(indices);
-}
-
-void DataParallelEngine::State::MarkStepped(const std::vector<size_t>& indices) {
-  std::lock_guard<std::mutex> lock(step_mu);
-  for (size_t i : indices) stepped[i] = true;
-}
-
-// The experiment's optimizer over `parts` of the parameters (CommContext::
-// optimizer_over_parts), marking what it steps as stepped.
-PartsOptimizer DataParallelEngine::State::MakeParts(const std::vector<ParameterPart>& parts) {
-  std::weak_ptr<State> weak = self;
-  return MakePartsOptimizer(params, parts, optimizer_maker, [weak](const std::vector<size_t>& indices) {
-    if (std::shared_ptr<State> state = weak.lock()) state->MarkStepped(indices);
-  });
-}
-
-// Whether hooks stepped every parameter that has a gradient this step.
-bool DataParallelEngine::State::SteppedAll() {
-  std::lock_guard<std::mutex> lock(step_mu);
-  bool any = false;
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (!params[i].grad().defined()) continue;
-    if (!stepped[i]) return false;
-    any = true;
-  }
-  return any;
-}
-
 // " (no gradient: unused.weight (4), ...)" for `missing`, where the names are known.
 std::string DataParallelEngine::State::NamesOf(const std::vector<size_t>& missing) const {
   if (names.size() != params.size()) return "";
@@ -322,8 +282,8 @@ DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGr
   s.layout = parts.layout ? parts.layout(s.params, MakeFlatBuckets) : std::make_unique<CopyLayout>(s.params);
   s.self = state_;
   s.tap = parts.tap;
+  s.updates = std::make_shared<HookUpdates>(s.params);
   s.MakeChain(parts.hooks);
-  s.stepped.assign(s.params.size(), false);
   s.expected.assign(s.params.size(), true);
   std::vector<size_t> order;  // before the first step: reverse parameter order
   for (size_t i = s.params.size(); i-- > 0;) order.push_back(i);
@@ -385,14 +345,10 @@ void DataParallelEngine::SetParameterNames(std::vector<std::string> names) {
   state_->names = std::move(names);
 }
 
-void DataParallelEngine::SetParameterStep(ParameterStep step) {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  state_->step_fn = std::move(step);
-}
+void DataParallelEngine::SetParameterStep(ParameterStep step) { state_->updates->SetParameterStep(std::move(step)); }
 
 void DataParallelEngine::SetOptimizerMaker(OptimizerMaker maker) {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  state_->optimizer_maker = std::move(maker);
+  state_->updates->SetOptimizerMaker(std::move(maker));
 }
 
 bool DataParallelEngine::updated_parameters() const { return state_->updated; }
@@ -434,10 +390,7 @@ void DataParallelEngine::BeginStep(bool sync) {
   }
   s.ResetStep();
   s.NameTargets(/*none=*/false);
-  if (sync) {
-    std::lock_guard<std::mutex> step_lock(s.step_mu);
-    s.stepped.assign(s.params.size(), false);
-  }
+  if (sync) s.updates->BeginStep();
   s.recording_ready = sync && std::exchange(s.record_ready, false);
   if (s.recording_ready) s.timer->BackwardBegins();
 }
@@ -465,7 +418,7 @@ absl::Status DataParallelEngine::EndBackward() {
       for (const Bucket& b : s.buckets) works.push_back(b.work);
       s.timer->WaitEnds(std::move(works));
     }
-    s.updated = s.SteppedAll();
+    s.updated = s.updates->SteppedAll();
     stats_.sent_bytes = s.sent_bytes;
     stats_.sent_dtype = s.sent_bytes > 0 ? std::string(c10::toString(s.sent_dtype)) : "";
     stats_.gradient_memory_bytes = s.layout->gradient_bytes();

@@ -45,7 +45,7 @@
 #include "core/engine/process_group.h"
 #include "core/engine/comm_timer.h"
 #include "core/engine/extension_points.h"
-#include "core/optim/parts_optimizer.h"
+#include "core/hook_updates/hook_updates.h"
 
 namespace ddplab {
 
@@ -126,7 +126,7 @@ class DataParallelEngine {
   // Makes the experiment's optimizer over `tensors` (parts of the parameters: views of
   // them), stepping tensors[indices[k]] with grads[k], for a hook that asks for one
   // (CommContext::optimizer_over_parts: a sharded optimizer's).
-  using OptimizerMaker = ddplab::OptimizerMaker;  // parts_optimizer.h
+  using OptimizerMaker = ddplab::OptimizerMaker;  // core/hook_updates/hook_updates.h
   void SetOptimizerMaker(OptimizerMaker maker);
   // Whether the last EndBackward's hooks stepped every parameter that had a gradient
   // (the caller then skips its optimizer step). False after a step that did not sync.
