@@ -67,6 +67,8 @@ ABSL_FLAG(int, accumulate, 1, "micro-steps per optimizer step");
 ABSL_FLAG(std::string, plugins, "", "plugin entries in text format, e.g. 'plugin { bf16 {} }'");
 ABSL_FLAG(double, grad_tolerance, 1e-5, "largest relative gradient error; < 0: not checked");
 ABSL_FLAG(double, loss_tolerance, -1, "largest relative loss difference at the end; < 0: not checked");
+ABSL_FLAG(double, param_tolerance, -1,
+          "largest relative error of the parameters against the reference's after each step; < 0: not checked");
 ABSL_FLAG(std::string, wire_dtype, "", "the dtype the engine must send in, if given");
 ABSL_FLAG(double, lr, 0.05, "");
 ABSL_FLAG(double, momentum, 0, "");
@@ -196,6 +198,7 @@ class WorkerRun {
       if (const int exit = CheckStep(step); exit != 0) return exit;
       if (!engine_->updated_parameters()) step_ours_->Step();
       if (compare_) step_theirs_->Step();
+      if (const int exit = CheckParameters(step); exit != 0) return exit;
       last_grad_ = model_->parameters()[0].grad();
     }
     engine_->FinishTiming();
@@ -331,6 +334,20 @@ class WorkerRun {
     }
     if (!begun && expected && with == all) {
       return Fail(27, absl::StrCat("step ", step, ": the backward took no gradient target"));
+    }
+    return 0;
+  }
+
+  // The parameters after the step against the reference's (--param_tolerance): where the
+  // gradients after a step are not their means (a sharded optimizer's), what the step did.
+  int CheckParameters(int step) {
+    const double tolerance = absl::GetFlag(FLAGS_param_tolerance);
+    if (tolerance < 0 || !compare_) return 0;
+    std::vector<at::Tensor> ours, theirs;
+    for (const at::Tensor& p : model_->parameters()) ours.push_back(p.detach().clone());
+    for (const at::Tensor& p : reference_->parameters()) theirs.push_back(p.detach().clone());
+    if (const double error = RelativeError(ours, theirs); error > tolerance) {
+      return Fail(28, absl::StrCat("step ", step, ": parameter relative error ", error));
     }
     return 0;
   }
