@@ -2,7 +2,7 @@
 """On a GPU machine: the cuda_graph plugin trains as the same levers do without it.
 
 For each combination of levers that a graph can replay (bucket sizing, static graph,
-bucket views, bf16, fp8, zero_copy, the optimizer overlapped), trains the same experiment
+bucket views, bf16, fp8, zero_copy, the optimizer overlapped or sharded), trains the same experiment
 twice on --gpus GPUs (NCCL), eagerly and with `plugin { cuda_graph {} }`, from the same
 seed, and compares the loss of every step: the graph's steps after its capture compute
 with the gradients the captured collectives averaged, so any difference in what they
@@ -35,6 +35,9 @@ COMBOS = {
     "bf16_exact": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { bf16_exact {} }",
     "zero_copy": "plugin { bucket_sizing { bucket_cap_mb: 4 } } plugin { static_graph {} } plugin { zero_copy {} }",
     "optimizer_overlap": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { optimizer_overlap {} }",
+    # The optimizer sharded over the ranks: a reduce-scatter, the shard's step and an
+    # all-gather in place, captured.
+    "sharded": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { sharded_optimizer {} }",
     # The engine on with one GPU (a hook in the chain): bucket views, nothing sent.
     "no_comm": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { no_communication {} }",
 }

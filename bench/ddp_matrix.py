@@ -99,6 +99,10 @@ for cap in (25, 100):
         f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} plugin {{ sharded_optimizer {{}} }}",
         CONFIGS[f"cap{cap}"][1])
     PYTORCH_BASE[f"sharded_cap{cap}"] = f"cap{cap}"
+    # Each bucket's shard stepped and gathered beside backward, as its reduce-scatter lands.
+    CONFIGS[f"sharded_during_cap{cap}"] = (CONFIGS[f"sharded_cap{cap}"][0].replace(
+        "sharded_optimizer {}", "sharded_optimizer { during_backward: true }"), CONFIGS[f"cap{cap}"][1])
+    PYTORCH_BASE[f"sharded_during_cap{cap}"] = f"cap{cap}"
 
 # Tuned overlap: 25 MB buckets, NCCL on 4 channels, compute on a high-priority stream
 # (bench/nccl_tuning.py). PyTorch gets the same NCCL variables and stream priority.

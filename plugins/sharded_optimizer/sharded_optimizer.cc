@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/hook_stream.h"
 #include "core/plugin/plugin_api.h"
 #include "plugins/sharded_optimizer/sharded_optimizer.pb.h"
 
@@ -38,8 +39,12 @@ using ddplab::GradBucket;
 // for the reduce-scatter, the shard is stepped, and the all-gather of its parameters
 // starts, beside the next bucket's step. Each bucket's future completes once its
 // all-gather is done, so the engine's wait orders the next step after it. The steps run
-// after backward, not beside it: ddplab's own step measured the optimizer beside a graph's
-// backward 3.4% slower than after it (bench/NOTES.md).
+// after backward by default: ddplab's own step measured the optimizer beside a graph's
+// backward 3.4% slower than after it (bench/NOTES.md). With `during_backward`, each
+// bucket's shard is stepped and its all-gather started as soon as its reduce-scatter
+// lands, on a stream of the hook's own (Note [A hook's own stream],
+// core/engine/hook_stream.h): the all-gathers then travel beside backward rather than
+// after it, and the shards' steps take their bytes' time there.
 //
 // The gradients. After a step the parameters' gradients are not their means: where the
 // backend reduce-scatters (NCCL) they keep this rank's own; where it cannot (Gloo), each
@@ -48,8 +53,9 @@ using ddplab::GradBucket;
 
 class ShardedStep : public ddplab::CommHook {
  public:
-  explicit ShardedStep(const ddplab::CommContext& context)
-      : collectives_(context.collectives),
+  ShardedStep(const ddplab::CommContext& context, bool during_backward)
+      : during_backward_(during_backward),
+        collectives_(context.collectives),
         make_optimizer_(context.optimizer_over_parts),
         rank_(context.rank),
         world_(context.world_size) {}
@@ -84,7 +90,11 @@ class ShardedStep : public ddplab::CommHook {
     if (!bucket.gradients.empty() && !bucket.gradients[0].device().is_cpu()) devices.push_back(bucket.gradients[0].device());
     p.done = c10::make_intrusive<c10::ivalue::Future>(c10::AnyType::get(), devices);
     c10::intrusive_ptr<c10::ivalue::Future> done = p.done;
-    pending_.push_back(std::move(p));
+    if (during_backward_ && optimizer_.step) {
+      stream_.Run(bucket, [&] { Finish(p); });
+    } else {
+      pending_.push_back(std::move(p));
+    }
     return done;
   }
 
@@ -128,6 +138,17 @@ class ShardedStep : public ddplab::CommHook {
     return make_optimizer_(parts);
   }
 
+  // The whole of a bucket beside backward (`during_backward`): stepped, gathered, done.
+  void Finish(Pending& p) {
+    try {
+      StepAndGather(p);
+      if (p.gather.wait) p.gather.wait();
+      p.done->markCompleted(p.value);
+    } catch (...) {
+      p.done->setError(std::current_exception());
+    }
+  }
+
   // The bucket's means waited for (on a GPU: the current stream waits), its shards and
   // whole parameters stepped, and the all-gather of the shards started.
   void StepAndGather(Pending& p) {
@@ -141,19 +162,23 @@ class ShardedStep : public ddplab::CommHook {
     if (!wholes.empty()) p.gather = collectives_->StartGatherInPlace(wholes);
   }
 
+  const bool during_backward_;
   std::shared_ptr<const ddplab::Collectives> collectives_;
   ddplab::PartsOptimizerMaker make_optimizer_;
   const int64_t rank_, world_;
   ddplab::PartsOptimizer optimizer_;      // made at the first step's BackwardDone
   std::vector<int64_t> numel_;            // per parameter, as seen in buckets (-1: not yet)
   std::vector<at::Tensor> shard_grads_;   // per sharded parameter: its shard's mean
-  std::vector<Pending> pending_;          // this step's buckets so far
+  std::vector<Pending> pending_;          // this step's buckets so far, to step after backward
+  ddplab::HookStream stream_;             // Run's (autograd's thread) alone
 };
 
-void Register(const ddplab::plugins::sharded_optimizer::v1::Config&, ddplab::PluginRegistrar& registrar) {
+void Register(const ddplab::plugins::sharded_optimizer::v1::Config& config, ddplab::PluginRegistrar& registrar) {
+  const bool during_backward = config.during_backward();
   registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
-                         [](std::unique_ptr<ddplab::CommHook>, const ddplab::CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
-                           return std::make_unique<ShardedStep>(context);
+                         [during_backward](std::unique_ptr<ddplab::CommHook>, const ddplab::CommContext& context)
+                             -> std::unique_ptr<ddplab::CommHook> {
+                           return std::make_unique<ShardedStep>(context, during_backward);
                          });
   registrar.Refuse(ddplab::ExtensionPoint::kCodec,
                    "a codec hands the hook below it a bucket to reduce and turns the result back into gradients, and "

@@ -106,6 +106,11 @@ TEST(ShardedOptimizerTest, TrainsAsAnAllReduceAndAWholeStep) {
   EXPECT_EQ(testing::TrainAndCompare(2, sharded + testing::kSmallBuckets,
                                      {"--expect_updated", "--grad_tolerance=-1", "--param_tolerance=1e-6"}),
             "");
+  // Each bucket stepped and gathered as its reduce-scatter lands (from the second step).
+  EXPECT_EQ(testing::TrainAndCompare(2, "plugin { sharded_optimizer { during_backward: true } } " +
+                                            std::string(testing::kSmallBuckets),
+                                     sgd),
+            "");
   std::vector<std::string> accumulate = sgd;
   accumulate.push_back("--accumulate=3");
   EXPECT_EQ(testing::TrainAndCompare(2, sharded + "plugin { bucket_view {} }", accumulate), "");
@@ -120,10 +125,14 @@ TEST(ShardedOptimizerTest, RefusesWhatReadsTheAveragedGradients) {
 
 TEST(ShardedOptimizerTest, TrainsOnGpus) {
   REQUIRE_TWO_GPUS();
-  EXPECT_EQ(testing::TrainAndCompareOnGpus("plugin { sharded_optimizer {} } plugin { bucket_view {} } plugin { static_graph {} }",
-                                           {"--expect_updated", "--grad_tolerance=-1", "--param_tolerance=1e-4",
-                                            "--momentum=0.9"}),
-            "");
+  for (const char* fields : {"", "during_backward: true"}) {
+    EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { sharded_optimizer { ") + fields +
+                                                 " } } plugin { bucket_view {} } plugin { static_graph {} }",
+                                             {"--expect_updated", "--grad_tolerance=-1", "--param_tolerance=1e-4",
+                                              "--momentum=0.9", "--steps=4"}),
+              "")
+        << fields;
+  }
 }
 
 }  // namespace
