@@ -4,7 +4,7 @@ model, torch.optim.SGD, synthetic normal images with uniform labels from a DataL
 with worker processes and pinned memory (a DistributedSampler under DDP), as in the seed
 experiment; or as users train today: --precision bf16 (torch.autocast) or tf32, and
 --optimizer adamw (PyTorch's defaults but --lr), --fused for its fused kernels; --compile for
-torch.compile's figure.
+torch.compile's figure; --zero for its optimizer sharded over the ranks.
 
   python3 pytorch_vit.py --output r.json                        # one GPU, no DDP
   torchrun --nproc_per_node=4 pytorch_vit.py --ddp --bucket_cap_mb 25 --output r.json
@@ -83,6 +83,10 @@ def main():
     p.add_argument("--start_powersgd_iter", type=int, default=2,
                    help="PyTorch's default is 1000, which a short run never reaches; "
                         "with --ddp_code, it replaces the code's (a training value)")
+    p.add_argument("--zero", action="store_true",
+                   help="the optimizer sharded over the ranks (ZeroRedundancyOptimizer); on GPUs overlapped "
+                        "with DDP's buckets (overlap_with_ddp=True, ddp_zero_hook.hook_with_zero_step around "
+                        "allreduce_hook), which PyTorch allows over NCCL alone; on CPUs stepped after backward")
     p.add_argument("--optimizer_in_backward", action="store_true",
                    help="each parameter's SGD step inside backward, after its bucket's all-reduce "
                         "(torch.distributed.optim._apply_optimizer_in_backward, which DDP picks up)")
@@ -130,6 +134,8 @@ def main():
         # its own after the bucket's all-reduce, and leaves no gradients after backward.
         from torch.distributed.optim import _apply_optimizer_in_backward
         _apply_optimizer_in_backward(kind, model.parameters(), {"lr": a.lr})
+    elif a.zero and a.ddp:
+        optimizer = None  # made once the model is wrapped
     else:
         optimizer = kind(model.parameters(), lr=a.lr, **({"fused": True} if a.fused else {}))
     if a.ddp and a.ddp_code:
@@ -156,6 +162,8 @@ def main():
                 process_group=None, matrix_approximation_rank=a.powersgd_rank,
                 start_powerSGD_iter=a.start_powersgd_iter)
             model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+        if a.zero:
+            optimizer = sharded_optimizer(a, model, kind, overlap=cuda)
     if a.compile:
         model = torch.compile(model, mode=a.compile_mode)
     criterion = torch.nn.CrossEntropyLoss()
@@ -184,7 +192,9 @@ def main():
             "high_priority_compute": a.high_priority_compute,
             "optimizer_in_backward": a.optimizer_in_backward,
             "precision": a.precision if autocast is None else "bf16",
-            "optimizer": type(optimizer).__name__ if optimizer is not None else a.optimizer,
+            "optimizer": (type(optimizer).__name__ if not isinstance(optimizer, StepsInHook)
+                          else "ZeroRedundancyOptimizer(overlap_with_ddp=True)") if optimizer is not None else a.optimizer,
+            "zero": a.zero,
             "compile": a.compile_mode if a.compile else False,
             "model": a.torchscript or a.model,
             "fused": a.fused,
@@ -206,6 +216,32 @@ def gloo_has_bfloat16():
         return True
     except RuntimeError:
         return False
+
+
+class StepsInHook:
+    """ZeroRedundancyOptimizer overlapped with DDP: its hook steps, and step() in the loop
+    would only warn."""
+
+    def __init__(self, zero):
+        self.zero = zero
+
+    def zero_grad(self):
+        self.zero.zero_grad()
+
+    def step(self):
+        pass
+
+
+def sharded_optimizer(a, ddp_model, kind, overlap):
+    """--zero: PyTorch's optimizer sharded over the ranks, its fused kernels where --fused."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    zero = ZeroRedundancyOptimizer(ddp_model.parameters(), optimizer_class=kind, overlap_with_ddp=overlap, lr=a.lr,
+                                   **({"fused": True} if a.fused else {}))
+    if not overlap:
+        return zero
+    from torch.distributed.algorithms.ddp_comm_hooks import ddp_zero_hook, default_hooks
+    ddp_model.register_comm_hook(None, ddp_zero_hook.hook_with_zero_step(default_hooks.allreduce_hook, ddp_model, zero))
+    return StepsInHook(zero)
 
 
 def synchronize(device):

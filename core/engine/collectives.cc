@@ -164,19 +164,27 @@ PendingMean StartGatherInPlace(compat::CollectiveGroup& group, std::vector<at::T
       return {work, [work] { work->wait(); }, nullptr};
     }
   }
-  // The list form, one a tensor: into views of it, from a copy of this rank's chunk.
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  for (size_t k = 0; k < wholes.size(); ++k) {
-    const int64_t n = mine[k].numel();
-    std::vector<std::vector<at::Tensor>> outs(1);
-    for (int r = 0; r < world; ++r) outs[0].push_back(wholes[k].narrow(0, r * n, n));
-    std::vector<at::Tensor> ins{mine[k].clone()};
-    works.push_back(group.allgather(outs, ins));
-  }
-  return {works.back(), [works] {
-            for (const c10::intrusive_ptr<c10d::Work>& work : works) work->wait();
+  // The list form, once: this rank's chunks end to end, every rank's gathered, then each
+  // rank's chunks copied into their places.
+  std::vector<at::Tensor> ins{at::cat(mine)};
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int r = 0; r < world; ++r) outs[0].push_back(at::empty_like(ins[0]));
+  c10::intrusive_ptr<c10d::Work> work = group.allgather(outs, ins);
+  std::function<void()> finish = [outs, wholes, world] {
+    for (int r = 0; r < world; ++r) {
+      int64_t offset = 0;
+      for (const at::Tensor& whole : wholes) {
+        const int64_t n = whole.numel() / world;
+        whole.narrow(0, r * n, n).copy_(outs[0][r].narrow(0, offset, n));
+        offset += n;
+      }
+    }
+  };
+  return {work, [work, finish] {
+            work->wait();
+            finish();
           },
-          nullptr};
+          finish};
 }
 
 namespace {
