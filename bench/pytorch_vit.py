@@ -233,8 +233,11 @@ class StepsInHook:
 
 
 def sharded_optimizer(a, ddp_model, kind, overlap):
-    """--zero: PyTorch's optimizer sharded over the ranks, its fused kernels where --fused."""
+    """--zero: PyTorch's optimizer sharded over the ranks, its fused kernels where --fused and
+    it is not overlapped: inside DDP's hook its functional AdamW fails with fused=True
+    (state_steps on the CPU, PyTorch 2.11), so a.fused is then cleared for the record."""
     from torch.distributed.optim import ZeroRedundancyOptimizer
+    a.fused = a.fused and not overlap
     zero = ZeroRedundancyOptimizer(ddp_model.parameters(), optimizer_class=kind, overlap_with_ddp=overlap, lr=a.lr,
                                    **({"fused": True} if a.fused else {}))
     if not overlap:
