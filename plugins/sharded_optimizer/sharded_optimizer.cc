@@ -35,9 +35,12 @@ using ddplab::GradBucket;
 // not divide is averaged whole and stepped whole by every rank (as without the plugin).
 //
 // When. Each bucket's reduce-scatter starts as the bucket is handed over, beside backward.
-// Once backward is queued (BackwardDone), bucket after bucket: the current stream waits
-// for the reduce-scatter, the shard is stepped, and the all-gather of its parameters
-// starts, beside the next bucket's step. Each bucket's future completes once its
+// Once backward is queued (BackwardDone), group after group of consecutive buckets: the
+// current stream waits for their reduce-scatters, their shards are stepped in one update,
+// and the all-gather of their parameters starts, beside the next group's step. Groups,
+// not single buckets: the update of one bucket's shard is a kernel of about one wave, and
+// one process stepping each 25 MiB bucket alone measured 1.1 ms a step over one fused
+// pass (bench/NOTES.md); a group is at least `step_group_mb` of stepped gradients. Each bucket's future completes once its
 // all-gather is done, so the engine's wait orders the next step after it. The steps run
 // after backward by default: ddplab's own step measured the optimizer beside a graph's
 // backward 3.4% slower than after it (bench/NOTES.md). With `during_backward`, each
@@ -51,10 +54,14 @@ using ddplab::GradBucket;
 // gradient is averaged whole and keeps its mean. So whatever reads the averaged gradients
 // after the reduction is refused: a codec or another hook in the chain.
 
+// step_group_mb's default: until measured, 64 MiB of stepped gradients a group.
+constexpr double kDefaultGroupMb = 64;
+
 class ShardedStep : public ddplab::CommHook {
  public:
-  ShardedStep(const ddplab::CommContext& context, bool during_backward)
+  ShardedStep(const ddplab::CommContext& context, bool during_backward, int64_t group_bytes)
       : during_backward_(during_backward),
+        group_bytes_(group_bytes),
         collectives_(context.collectives),
         make_optimizer_(context.optimizer_over_parts),
         rank_(context.rank),
@@ -84,6 +91,7 @@ class ShardedStep : public ddplab::CommHook {
     }
     p.grads = shards;
     p.grads.insert(p.grads.end(), whole.begin(), whole.end());
+    for (const at::Tensor& g : p.grads) p.bytes += g.numel() * g.element_size();
     if (!inputs.empty()) p.scatter = collectives_->StartMeanScatter(inputs, shards);
     if (!whole.empty()) p.mean = collectives_->StartMeanCoalesced(whole);
     std::vector<c10::Device> devices;  // the bucket's, where its gradients are
@@ -102,7 +110,13 @@ class ShardedStep : public ddplab::CommHook {
     size_t completed = 0;
     try {
       if (!optimizer_.step) optimizer_ = MakeOptimizer();
-      for (Pending& p : pending_) StepAndGather(p);
+      // Consecutive buckets stepped together, in groups of at least group_bytes_ of what
+      // the step reads (Note [A sharded step]).
+      for (size_t begin = 0, end = 0; begin < pending_.size(); begin = end) {
+        int64_t bytes = 0;
+        while (end < pending_.size() && (end == begin || bytes < group_bytes_)) bytes += pending_[end++].bytes;
+        StepAndGather(pending_.data() + begin, pending_.data() + end);
+      }
       for (Pending& p : pending_) {
         if (p.gather.wait) p.gather.wait();
         p.done->markCompleted(p.value);
@@ -119,6 +133,7 @@ class ShardedStep : public ddplab::CommHook {
     c10::IValue value;
     std::vector<size_t> sharded, whole;  // the bucket's parameters, by kind
     std::vector<at::Tensor> grads;       // their averaged gradients once waited for, in that order
+    int64_t bytes = 0;                   // of `grads`
     ddplab::PendingMean scatter, mean, gather;
     c10::intrusive_ptr<c10::ivalue::Future> done;
   };
@@ -141,7 +156,7 @@ class ShardedStep : public ddplab::CommHook {
   // The whole of a bucket beside backward (`during_backward`): stepped, gathered, done.
   void Finish(Pending& p) {
     try {
-      StepAndGather(p);
+      StepAndGather(&p, &p + 1);
       if (p.gather.wait) p.gather.wait();
       p.done->markCompleted(p.value);
     } catch (...) {
@@ -149,20 +164,29 @@ class ShardedStep : public ddplab::CommHook {
     }
   }
 
-  // The bucket's means waited for (on a GPU: the current stream waits), its shards and
-  // whole parameters stepped, and the all-gather of the shards started.
-  void StepAndGather(Pending& p) {
-    if (p.scatter.wait) p.scatter.wait();
-    if (p.mean.wait) p.mean.wait();
-    std::vector<size_t> params = p.sharded;
-    params.insert(params.end(), p.whole.begin(), p.whole.end());
-    optimizer_.step(params, p.grads);
-    std::vector<at::Tensor> wholes;
-    for (size_t i : p.sharded) wholes.push_back(optimizer_.flat_parameters.at(i));
-    if (!wholes.empty()) p.gather = collectives_->StartGatherInPlace(wholes);
+  // Buckets [begin, end): their means waited for (on a GPU: the current stream waits),
+  // their shards and whole parameters stepped at once, and one all-gather of their shards
+  // started.
+  void StepAndGather(Pending* begin, Pending* end) {
+    std::vector<size_t> params;
+    std::vector<at::Tensor> grads, wholes;
+    for (Pending* b = begin; b != end; ++b) {
+      Pending& p = *b;
+      if (p.scatter.wait) p.scatter.wait();
+      if (p.mean.wait) p.mean.wait();
+      params.insert(params.end(), p.sharded.begin(), p.sharded.end());
+      params.insert(params.end(), p.whole.begin(), p.whole.end());
+      grads.insert(grads.end(), p.grads.begin(), p.grads.end());
+      for (size_t i : p.sharded) wholes.push_back(optimizer_.flat_parameters.at(i));
+    }
+    optimizer_.step(params, grads);
+    if (wholes.empty()) return;
+    const ddplab::PendingMean gather = collectives_->StartGatherInPlace(wholes);
+    for (Pending* b = begin; b != end; ++b) b->gather = gather;
   }
 
   const bool during_backward_;
+  const int64_t group_bytes_;
   std::shared_ptr<const ddplab::Collectives> collectives_;
   ddplab::PartsOptimizerMaker make_optimizer_;
   const int64_t rank_, world_;
@@ -175,10 +199,16 @@ class ShardedStep : public ddplab::CommHook {
 
 void Register(const ddplab::plugins::sharded_optimizer::v1::Config& config, ddplab::PluginRegistrar& registrar) {
   const bool during_backward = config.during_backward();
+  const double group_mb = config.has_step_group_mb() ? config.step_group_mb() : kDefaultGroupMb;
+  if (!(group_mb >= 0) || group_mb > 1e6) {
+    registrar.RejectField("step_group_mb", "must be between 0 (each bucket stepped alone) and 1e6 MiB");
+    return;
+  }
+  const auto group_bytes = static_cast<int64_t>(group_mb * 1024 * 1024);
   registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
-                         [during_backward](std::unique_ptr<ddplab::CommHook>, const ddplab::CommContext& context)
+                         [during_backward, group_bytes](std::unique_ptr<ddplab::CommHook>, const ddplab::CommContext& context)
                              -> std::unique_ptr<ddplab::CommHook> {
-                           return std::make_unique<ShardedStep>(context, during_backward);
+                           return std::make_unique<ShardedStep>(context, during_backward, group_bytes);
                          });
   registrar.Refuse(ddplab::ExtensionPoint::kCodec,
                    "a codec hands the hook below it a bucket to reduce and turns the result back into gradients, and "

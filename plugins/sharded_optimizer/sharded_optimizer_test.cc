@@ -98,6 +98,15 @@ TEST(ShardedOptimizerTest, TrainsAsAnAllReduceAndAWholeStep) {
     EXPECT_EQ(testing::TrainAndCompare(2, sharded + more, sgd), "") << more;
   }
   EXPECT_EQ(testing::TrainAndCompare(3, sharded + testing::kSmallBuckets, sgd), "");
+  // Each bucket stepped alone, and in groups of a few (the default takes all of the tiny
+  // ViT's buckets in one).
+  for (const char* group : {"step_group_mb: 0", "step_group_mb: 0.01"}) {
+    EXPECT_EQ(testing::TrainAndCompare(2, std::string("plugin { sharded_optimizer { ") + group + " } } " +
+                                              testing::kSmallBuckets,
+                                       sgd),
+              "")
+        << group;
+  }
   // AdamW: its first updates are about lr times the gradient's sign, which rounding flips
   // where a gradient is near 0 (the parameters differ by 1e-3 with or without the plugin):
   // the gradients are checked, not the parameters.
@@ -114,6 +123,15 @@ TEST(ShardedOptimizerTest, TrainsAsAnAllReduceAndAWholeStep) {
   std::vector<std::string> accumulate = sgd;
   accumulate.push_back("--accumulate=3");
   EXPECT_EQ(testing::TrainAndCompare(2, sharded + "plugin { bucket_view {} }", accumulate), "");
+}
+
+TEST(ShardedOptimizerTest, RefusesANegativeGroup) {
+  const absl::Status s = testing::LoadWithPlugins(
+      "name: \"x\" model { preset: VIT_TINY_TEST } data { batch_size: 2 } steps { measured: 1 }\n"
+      "optimizer { sgd { learning_rate: 0.1 } } distributed { device: CPU gpus_per_node: 2 }\n"
+      "plugin { sharded_optimizer { step_group_mb: -1 } }\n");
+  EXPECT_NE(std::string(s.message()).find("test.textproto:3:"), std::string::npos) << s;
+  EXPECT_NE(std::string(s.message()).find("step_group_mb"), std::string::npos) << s;
 }
 
 TEST(ShardedOptimizerTest, RefusesWhatReadsTheAveragedGradients) {
