@@ -38,9 +38,11 @@ using ddplab::GradBucket;
 // Once backward is queued (BackwardDone), group after group of consecutive buckets: the
 // current stream waits for their reduce-scatters, their shards are stepped in one update,
 // and the all-gather of their parameters starts, beside the next group's step. Groups,
-// not single buckets: the update of one bucket's shard is a kernel of about one wave, and
-// one process stepping each 25 MiB bucket alone measured 1.1 ms a step over one fused
-// pass (bench/NOTES.md); a group is at least `step_group_mb` of stepped gradients. Each bucket's future completes once its
+// not single buckets, because each update is a kernel of its own: in one process (one
+// H200, the graph step, every parameter whole) stepping each 25 MiB bucket alone cost
+// 0.15 ms a step over one update of all, groups of 64 MiB 0.12 ms (bench/NOTES.md). A
+// group is at least `step_group_mb` of stepped gradients; the smaller the groups, the
+// sooner the first all-gather starts. Each bucket's future completes once its
 // all-gather is done, so the engine's wait orders the next step after it. The steps run
 // after backward by default: ddplab's own step measured the optimizer beside a graph's
 // backward 3.4% slower than after it (bench/NOTES.md). With `during_backward`, each
