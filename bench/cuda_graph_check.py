@@ -38,6 +38,8 @@ COMBOS = {
     # The optimizer sharded over the ranks: a reduce-scatter, the shard's step and an
     # all-gather in place, captured.
     "sharded": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { sharded_optimizer {} }",
+    "sharded_after": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS +
+                     " plugin { sharded_optimizer { during_backward: false } }",
     # The engine on with one GPU (a hook in the chain): bucket views, nothing sent.
     "no_comm": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { no_communication {} }",
 }

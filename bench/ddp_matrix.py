@@ -95,13 +95,15 @@ for rank in (1, 4):
 # levers. PyTorch's row is its ZeroRedundancyOptimizer (pytorch_vit.py --zero: on GPUs
 # overlapped with DDP's buckets, which all-reduce each bucket whole and broadcast what each
 # rank stepped).
+# `sharded_cap<cap>` steps and gathers after backward (during_backward: false);
+# `sharded_during_cap<cap>` as each bucket's reduce-scatter lands (the plugin's default).
 for cap in (25, 100):
     CONFIGS[f"sharded_cap{cap}"] = (
-        f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} plugin {{ sharded_optimizer {{}} }}",
+        f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} "
+        "plugin { sharded_optimizer { during_backward: false } }",
         CONFIGS[f"cap{cap}"][1] + ["--zero"])
-    # Each bucket's shard stepped and gathered beside backward, as its reduce-scatter lands.
     CONFIGS[f"sharded_during_cap{cap}"] = (CONFIGS[f"sharded_cap{cap}"][0].replace(
-        "sharded_optimizer {}", "sharded_optimizer { during_backward: true }"), CONFIGS[f"sharded_cap{cap}"][1])
+        "during_backward: false", "during_backward: true"), CONFIGS[f"sharded_cap{cap}"][1])
     PYTORCH_BASE[f"sharded_during_cap{cap}"] = f"sharded_cap{cap}"
 
 # Tuned overlap: 25 MB buckets, NCCL on 4 channels, compute on a high-priority stream

@@ -35,21 +35,27 @@ using ddplab::GradBucket;
 // not divide is averaged whole and stepped whole by every rank (as without the plugin).
 //
 // When. Each bucket's reduce-scatter starts as the bucket is handed over, beside backward.
-// Once backward is queued (BackwardDone), group after group of consecutive buckets: the
+// Then, by default (`during_backward`), each bucket's shard is stepped and its all-gather
+// started as soon as its reduce-scatter lands, on a stream of the hook's own (Note [A
+// hook's own stream], core/engine/hook_stream.h), so that the all-gathers travel beside
+// backward: on 2 H200 under bf16 autocast, as a graph, 56.87 steps/s against 53.97 for
+// the all-reduce (0.888 of one GPU against 0.842), where stepping after backward gained
+// nothing (53.79; bench/NOTES.md, "The optimizer sharded over the ranks"). The first step
+// runs after backward either way (the optimizer over the shards is made once every
+// parameter's size has been seen).
+// With `during_backward: false`, once backward is queued (BackwardDone), group after
+// group of consecutive buckets: the
 // current stream waits for their reduce-scatters, their shards are stepped in one update,
 // and the all-gather of their parameters starts, beside the next group's step. Groups,
 // not single buckets, because each update is a kernel of its own: in one process (one
 // H200, the graph step, every parameter whole) stepping each 25 MiB bucket alone cost
 // 0.15 ms a step over one update of all, groups of 64 MiB 0.12 ms (bench/NOTES.md). A
 // group is at least `step_group_mb` of stepped gradients; the smaller the groups, the
-// sooner the first all-gather starts. Each bucket's future completes once its
-// all-gather is done, so the engine's wait orders the next step after it. The steps run
-// after backward by default: ddplab's own step measured the optimizer beside a graph's
-// backward 3.4% slower than after it (bench/NOTES.md). With `during_backward`, each
-// bucket's shard is stepped and its all-gather started as soon as its reduce-scatter
-// lands, on a stream of the hook's own (Note [A hook's own stream],
-// core/engine/hook_stream.h): the all-gathers then travel beside backward rather than
-// after it, and the shards' steps take their bytes' time there.
+// sooner the first all-gather starts. That order was tried first because the whole
+// optimizer beside a graph's backward had measured 3.4% slower than after it; with
+// sharding, what goes beside backward is 1/W of the optimizer and the all-gather that
+// would otherwise wait after it. Either way each bucket's future completes once its
+// all-gather is done, so the engine's wait orders the next step after it.
 //
 // The gradients. After a step the parameters' gradients are not their means: where the
 // backend reduce-scatters (NCCL) they keep this rank's own; where it cannot (Gloo), each
@@ -200,7 +206,7 @@ class ShardedStep : public ddplab::CommHook {
 };
 
 void Register(const ddplab::plugins::sharded_optimizer::v1::Config& config, ddplab::PluginRegistrar& registrar) {
-  const bool during_backward = config.during_backward();
+  const bool during_backward = !config.has_during_backward() || config.during_backward();
   const double group_mb = config.has_step_group_mb() ? config.step_group_mb() : kDefaultGroupMb;
   if (!(group_mb >= 0) || group_mb > 1e6) {
     registrar.RejectField("step_group_mb", "must be between 0 (each bucket stepped alone) and 1e6 MiB");
