@@ -15,23 +15,15 @@ void Optimizer::Step() {
 }
 
 void Optimizer::StepParameters(const std::vector<size_t>& which, const std::vector<at::Tensor>& given) {
-  c10::NoGradGuard no_grad;
-  std::vector<at::Tensor> params, grads;
   std::vector<size_t> indices;
+  std::vector<at::Tensor> grads;
   for (size_t k = 0; k < which.size(); ++k) {
-    const size_t i = which[k];
-    const at::Tensor& grad = params_.at(i).grad();
+    const at::Tensor& grad = params_.at(which[k]).grad();
     if (!grad.defined()) continue;
-    params.push_back(params_[i]);
-    if (given.empty()) {
-      grads.push_back(grad);
-    } else {
-      const at::Tensor& g = given.at(k);
-      grads.push_back(g.scalar_type() == params_[i].scalar_type() ? g : g.to(params_[i].scalar_type()));
-    }
-    indices.push_back(i);
+    indices.push_back(which[k]);
+    grads.push_back(given.empty() ? grad : given.at(k));
   }
-  if (!params.empty()) Update(indices, std::move(params), std::move(grads));
+  StepTensors(indices, grads);
 }
 
 void Optimizer::StepTensors(const std::vector<size_t>& indices, const std::vector<at::Tensor>& given) {
