@@ -164,27 +164,20 @@ PendingMean StartGatherInPlace(compat::CollectiveGroup& group, std::vector<at::T
       return {work, [work] { work->wait(); }, nullptr};
     }
   }
-  // The list form, once: this rank's chunks end to end, every rank's gathered, then each
-  // rank's chunks copied into their places.
-  std::vector<at::Tensor> ins{at::cat(mine)};
-  std::vector<std::vector<at::Tensor>> outs(1);
-  for (int r = 0; r < world; ++r) outs[0].push_back(at::empty_like(ins[0]));
-  c10::intrusive_ptr<c10d::Work> work = group.allgather(outs, ins);
-  std::function<void()> finish = [outs, wholes, world] {
-    for (int r = 0; r < world; ++r) {
-      int64_t offset = 0;
-      for (const at::Tensor& whole : wholes) {
-        const int64_t n = whole.numel() / world;
-        whole.narrow(0, r * n, n).copy_(outs[0][r].narrow(0, offset, n));
-        offset += n;
-      }
+  // Without the grouped form (Gloo): this rank's chunks end to end, every rank's gathered
+  // at once (AllGatherBytes, which waits), each rank's chunks copied into their places.
+  const at::Tensor ins = at::cat(mine);
+  at::Tensor gathered = at::empty({world * ins.numel()}, ins.options());
+  AllGatherBytes(group, nccl, gathered, ins);
+  for (int r = 0; r < world; ++r) {
+    int64_t offset = r * ins.numel();
+    for (const at::Tensor& whole : wholes) {
+      const int64_t n = whole.numel() / world;
+      whole.narrow(0, r * n, n).copy_(gathered.narrow(0, offset, n));
+      offset += n;
     }
-  };
-  return {work, [work, finish] {
-            work->wait();
-            finish();
-          },
-          finish};
+  }
+  return Done(wholes[0]);
 }
 
 namespace {

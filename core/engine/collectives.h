@@ -59,8 +59,8 @@ class Collectives {
   // Starts gathering each of `wholes` (flat, its numel a multiple of the ranks) in place:
   // chunk r of every rank's wholes[k] becomes rank r's own chunk r (c10d's all-gather into a
   // tensor, this rank's chunk the input). One grouped collective on NCCL (LibTorch 2's
-  // allgather_into_tensor_coalesced); on Gloo one list-form all-gather of this rank's
-  // chunks end to end, copied into place; nothing over one rank. What waits for it is a PendingMean's `wait`.
+  // allgather_into_tensor_coalesced); on Gloo this rank's chunks end to end through
+  // AllGatherBytes (done before it returns), copied into place; nothing over one rank. What waits for it is a PendingMean's `wait`.
   virtual PendingMean StartGatherInPlace(std::vector<at::Tensor> wholes) const = 0;
 };
 
