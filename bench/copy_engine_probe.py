@@ -10,10 +10,18 @@ Traffic per GPU and step (n GPUs, G bytes of gradients, 25 MB chunks):
              peers' memory (CUDA IPC): 2 (n-1)/n G in, plus the sums of the shards
   host       the same staged through pinned host memory: (1 + 1/n) G out, 2 (n-1)/n G in,
              device-to-host and host-to-device on two streams
+  nccl_rsag  NCCL reduce-scatter then all-gather of G in chunks, as the sharded
+             optimizer's collectives (plugins/sharded_optimizer)
+  nccl_rs_ceag  the same with the all-gathers NCCL's copy-engine collective (NCCL 2.28+:
+             a communicator of CTA policy zero, buffers in symmetric memory windows)
 The bytes are moved and summed but nothing waits for the other ranks: this measures
 contention and bandwidth, not a correct all-reduce.
 
+--amp trains as amp_study does (bf16 autocast, fused AdamW); --graph captures each step,
+traffic included, as one CUDA graph and times its replays (the step alone: no phases).
+
   python3 bench/copy_engine_probe.py --output probe.json      # all visible GPUs
+  python3 bench/copy_engine_probe.py --output probe.json --amp --graph --modes none,nccl_rsag,peer
 """
 import argparse
 import datetime
@@ -38,8 +46,10 @@ def run(rank, world, a, queues, results):
     dev = torch.device("cuda", rank)
     dist.init_process_group("nccl", init_method=f"file://{a.store}", rank=rank, world_size=world,
                             device_id=dev)
+    torch.backends.cudnn.benchmark = True
     model = torchvision.models.vit_l_32().to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt = (torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True, capturable=a.graph) if a.amp
+           else torch.optim.SGD(model.parameters(), lr=0.01))
     x = torch.randn(32, 3, 224, 224, device=dev)
     y = torch.randint(1000, (32,), device=dev)
     numel = sum(p.numel() for p in model.parameters())
@@ -76,6 +86,20 @@ def run(rank, world, a, queues, results):
     memcpy = cupy.cuda.runtime.memcpyAsync
     kind = cupy.cuda.runtime.memcpyDefault
 
+    # nccl_rs_ceag's all-gathers: a communicator of CTA policy zero, over windows.
+    ce_group = ce_in = ce_out = None
+    if "nccl_rs_ceag" in a.modes.split(","):
+        import torch.distributed._symmetric_memory as symm_mem
+        symm_mem.set_backend("NCCL")
+        opts = dist.ProcessGroupNCCL.Options()
+        opts.config.cta_policy = dist.ProcessGroupNCCL.NCCL_CTA_POLICY_ZERO
+        ce_group = dist.new_group(list(range(world)), backend="nccl", pg_options=opts)
+        dist.all_reduce(torch.ones(1, device=dev), group=ce_group)
+        ce_in = symm_mem.empty(shard, device=dev).zero_()
+        ce_out = symm_mem.empty(total, device=dev)
+        symm_mem.rendezvous(ce_in, group=ce_group.group_name)
+        symm_mem.rendezvous(ce_out, group=ce_group.group_name)
+
     def traffic(mode):
         if mode == "none":
             return
@@ -83,6 +107,21 @@ def run(rank, world, a, queues, results):
             with torch.cuda.stream(side):
                 for c in range(0, numel, CHUNK):
                     dist.all_reduce(flat[c:c + CHUNK])
+            return
+        if mode == "nccl_rsag":
+            with torch.cuda.stream(side):
+                for c in range(0, total, CHUNK * world):
+                    part = reduced[(c // world):(c // world) + CHUNK]
+                    dist.reduce_scatter_tensor(part, flat[c:c + CHUNK * world])
+                    dist.all_gather_into_tensor(out[c:c + CHUNK * world], part)
+            return
+        if mode == "nccl_rs_ceag":
+            with torch.cuda.stream(side):
+                for c in range(0, total, CHUNK * world):
+                    part = reduced[(c // world):(c // world) + CHUNK]
+                    dist.reduce_scatter_tensor(part, flat[c:c + CHUNK * world])
+                    dist.all_gather_into_tensor(ce_out[c:c + CHUNK * world], ce_in[(c // world):(c // world) + CHUNK],
+                                                group=ce_group)
             return
         if mode == "peer":
             with torch.cuda.stream(side):
@@ -121,6 +160,43 @@ def run(rank, world, a, queues, results):
             return
         raise ValueError(mode)
 
+    def body(mode):
+        side.wait_stream(torch.cuda.current_stream())
+        side2.wait_stream(torch.cuda.current_stream())
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.amp):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        traffic(mode)  # launched as backward starts
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.current_stream().wait_stream(side2)
+
+    def graph_step_ms(mode):
+        warm = torch.cuda.Stream(dev)
+        warm.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(warm):
+            for _ in range(a.warmup):
+                body(mode)
+        torch.cuda.current_stream().wait_stream(warm)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            body(mode)
+        times = []
+        for _ in range(3):
+            torch.cuda.synchronize()
+            dist.barrier(device_ids=[rank])
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(a.steps):
+                graph.replay()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / a.steps)
+        del graph
+        return sorted(times)[1]
+
     def step(mode, times):
         torch.cuda.current_stream().synchronize()
         start = torch.cuda.Event(enable_timing=True)
@@ -130,7 +206,8 @@ def run(rank, world, a, queues, results):
         start.record()
         side.wait_stream(torch.cuda.current_stream())
         side2.wait_stream(torch.cuda.current_stream())
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.amp):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
         fwd.record()
         traffic(mode)  # launched as backward starts
         loss.backward()
@@ -157,7 +234,18 @@ def run(rank, world, a, queues, results):
         return (time.perf_counter() - t0) / 5 * 1000
 
     record = {"rank": rank, "numel": numel, "modes": {}}
-    for mode in ["none", "nccl", "peer", "host", "none"]:
+    for mode in a.modes.split(","):
+        if a.graph:
+            try:
+                ms = graph_step_ms(mode)
+            except Exception as e:  # a mode that cannot be captured: say so, go on
+                record.setdefault("errors", {})[mode] = str(e)[:2000]
+                print(f"rank {rank}: {mode}: {str(e)[:500]}", file=sys.stderr, flush=True)
+                continue
+            record["modes"].setdefault(mode, []).append(
+                {"step_ms": ms, "backward_ms": float("nan"), "backward_or_traffic_ms": float("nan"),
+                 "traffic_alone_ms": traffic_alone(mode) if mode != "none" else 0.0})
+            continue
         times = []
         for i in range(a.warmup + a.steps):
             dist.barrier(device_ids=[rank])
@@ -179,6 +267,9 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--output", required=True)
+    p.add_argument("--amp", action="store_true", help="bf16 autocast and fused AdamW (amp_study's training)")
+    p.add_argument("--graph", action="store_true", help="each step, traffic included, as one CUDA graph")
+    p.add_argument("--modes", default="none,nccl,peer,host,none")
     a = p.parse_args()
     a.store = os.path.join(tempfile.mkdtemp(prefix="ce_probe_"), "store")
     ctx = mp.get_context("spawn")
@@ -194,7 +285,8 @@ def main():
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "device": torch.cuda.get_device_name(0), "gpus": a.gpus, "torch": torch.__version__,
             "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-            "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
+            "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
+            "amp": a.amp, "graph": a.graph}
     with open(a.output, "w") as f:
         json.dump({"meta": meta, "ranks": records}, f, indent=1)
     gb = records[0]["numel"] * 4 / 1e9
@@ -203,10 +295,13 @@ def main():
     print("| --- | --- | --- | --- | --- |")
     for mode in records[0]["modes"]:
         for i in range(len(records[0]["modes"][mode])):
-            rows = [r["modes"][mode][i] for r in records]
+            rows = [r["modes"][mode][i] for r in records if len(r["modes"].get(mode, [])) > i]
             m = lambda k: sorted(x[k] for x in rows)[len(rows) // 2]
             print(f"| {mode} | {m('step_ms'):.2f} | {m('backward_ms'):.2f} | "
                   f"{m('backward_or_traffic_ms'):.2f} | {m('traffic_alone_ms'):.2f} |")
+    for r in records:
+        for mode, error in r.get("errors", {}).items():
+            print(f"rank {r['rank']}, {mode}: not measured: {error[:300]}")
     return 0
 
 

@@ -29,6 +29,11 @@ bucket's size (reads two, writes one, as a reduction's steps do), launched
   optW           arW's stand-in, then the bucket's own parameters stepped by fused AdamW on
                  the same stream, beside backward (no sharding: each rank steps every
                  parameter); after backward no optimizer pass.
+  zeroceW        zeroW with the all-gather's stand-in a copy by the GPU's copy engine
+                 (cudaMemcpyAsync, no multiprocessor) of the same bytes: what a collective
+                 that takes no SM would cost there
+  zeroceceW      zeroW with both stand-ins such copies
+  arceW          arW's bytes as such a copy
 
 and the stand-ins alone, as a graph of their own, for their own length. The modes run
 interleaved, each repetition in turn; one JSON line per run, then a table.
@@ -46,9 +51,9 @@ BUCKET_BYTES = 25 << 20
 
 
 def parse_mode(mode):
-    """(kind, number): ("ctas", N) for ctasN[_high], ("ar" | "zero" | "opt", W) for W > 1
+    """(kind, number): ("ctas", N) for ctasN[_high], (kind, W) for W > 1 of the other kinds
     ranks, (mode, None) for the others of MODES; None for a name it does not know."""
-    for kind, least in (("ctas", 1), ("zero", 2), ("opt", 2), ("ar", 2)):
+    for kind, least in (("ctas", 1), ("zerocece", 2), ("zeroce", 2), ("zero", 2), ("opt", 2), ("arce", 2), ("ar", 2)):
         digits = mode[len(kind):].removesuffix("_high") if kind == "ctas" else mode[len(kind):]
         if mode.startswith(kind) and digits.isdigit() and int(digits) >= least:
             return kind, int(digits)
@@ -95,36 +100,51 @@ def run_mode(a, torch, mode, launch):
     y = torch.randint(0, 1000, (a.batch,), device="cuda")
     buckets = buckets_of(params, BUCKET_BYTES)
     numel = max(sum(p.numel() for p in b) for b in buckets)
-    bufs = [torch.zeros(2 * numel, device="cuda") for _ in range(3)]
+    bufs = [torch.zeros(3 * numel, device="cuda") for _ in range(3)]
     side = torch.cuda.Stream(priority=-1 if mode.endswith("_high") else 0)
     kind, number = parse_mode(mode)
     ctas = number if kind == "ctas" else 32
     state = {"pending": {}, "active": False}
-    world = number if kind in ("ar", "zero", "opt") else 2
+    world = number if kind in ("ar", "arce", "zero", "zeroce", "zerocece", "opt") else 2
     bucket_opts = [torch.optim.AdamW(b, lr=1e-3, fused=True, capturable=True) for b in buckets] \
         if kind == "opt" else []
     # zeroW: each bucket's shard of parameters and AdamW's state, flat, on this rank.
     shards = []
-    if kind == "zero":
+    if kind.startswith("zero"):
         for bucket in buckets:
             k = sum(p.numel() for p in bucket) // world
             shards.append([torch.randn(k, device="cuda") * 0.02, torch.zeros(k, device="cuda"),
                            torch.zeros(k, device="cuda"), torch.zeros((), device="cuda")])
 
+    def by_copy_engine(part):
+        # The bytes of the add over `part` (two read, one written) as one copy's: a read
+        # and a write of 1.5 `part`, which ATen hands to cudaMemcpyAsync (copy engine).
+        k = 3 * part // 2
+        bufs[2][:k].copy_(bufs[0][:k])
+
     def reduce_bucket(n, index=None):
-        if kind == "zero":
+        if kind.startswith("zero"):
             part = n * (world - 1) // world
             a_, b_, o_ = (t[:part] for t in bufs)
-            launch(a_, b_, o_, ctas)  # the reduce-scatter's bytes
+            if kind == "zerocece":
+                by_copy_engine(part)  # the reduce-scatter's bytes
+            else:
+                launch(a_, b_, o_, ctas)
             param, exp_avg, exp_avg_sq, step_count = shards[index]
             step_count.add_(1)
             torch._fused_adamw_([param], [o_[:param.numel()]], [exp_avg], [exp_avg_sq], [], [step_count],
                                 lr=1e-3, beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8,
                                 amsgrad=False, maximize=False)
-            launch(a_, b_, o_, ctas)  # the all-gather's
+            if kind == "zero":
+                launch(a_, b_, o_, ctas)  # the all-gather's
+            else:
+                by_copy_engine(part)
             return
-        if kind in ("ar", "opt"):
+        if kind in ("ar", "arce", "opt"):
             n = 2 * n * (world - 1) // world
+        if kind == "arce":
+            by_copy_engine(n)
+            return
         a_, b_, o_ = (t[:n] for t in bufs)
         if mode == "aten":
             torch.add(a_, b_, out=o_)
@@ -159,7 +179,7 @@ def run_mode(a, torch, mode, launch):
                 reduce_bucket(sum(p.numel() for p in bucket))
         elif mode != "none":
             torch.cuda.current_stream().wait_stream(side)
-        if kind not in ("zero", "opt"):
+        if not kind.startswith("zero") and kind != "opt":
             opt.step()
         opt.zero_grad(set_to_none=False)
 
@@ -236,7 +256,7 @@ def main():
     for m in modes:
         if parse_mode(m) is None:
             sys.exit(f"overlap_probe.py: unknown mode {m!r}; modes: {', '.join(MODES)} "
-                     "(or ctasN, ctasN_high, arW, zeroW, optW)")
+                     "(or ctasN, ctasN_high, arW, arceW, zeroW, zeroceW, zeroceceW, optW)")
     results = []
     with open(os.path.join(a.out, "runs.jsonl"), "w") as log:
         for rep in range(a.reps):
