@@ -35,6 +35,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+import graph_timing
+
 CHUNK = 25 * 1000 * 1000 // 4  # floats per chunk
 
 
@@ -173,29 +175,10 @@ def run(rank, world, a, queues, results):
         torch.cuda.current_stream().wait_stream(side2)
 
     def graph_step_ms(mode):
-        warm = torch.cuda.Stream(dev)
-        warm.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(warm):
-            for _ in range(a.warmup):
-                body(mode)
-        torch.cuda.current_stream().wait_stream(warm)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            body(mode)
-        times = []
-        for _ in range(3):
-            torch.cuda.synchronize()
-            dist.barrier(device_ids=[rank])
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(a.steps):
-                graph.replay()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / a.steps)
+        graph = graph_timing.capture(torch, lambda: body(mode), a.warmup)
+        ms = graph_timing.replay_ms(torch, graph, a.steps, timings=3, before=lambda: dist.barrier(device_ids=[rank]))
         del graph
-        return sorted(times)[1]
+        return ms
 
     def step(mode, times):
         torch.cuda.current_stream().synchronize()

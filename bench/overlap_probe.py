@@ -46,6 +46,8 @@ import os
 import statistics
 import sys
 
+import graph_timing
+
 MODES = ("none", "aten", "ctas8", "ctas32", "ctas32_high", "after", "ar4", "zero2", "zero4", "opt2", "opt4")
 BUCKET_BYTES = 25 << 20
 
@@ -183,26 +185,9 @@ def run_mode(a, torch, mode, launch):
             opt.step()
         opt.zero_grad(set_to_none=False)
 
-    warm = torch.cuda.Stream()
-    warm.wait_stream(torch.cuda.current_stream())
     state["active"] = True
-    with torch.cuda.stream(warm):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(warm)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-    for _ in range(5):
-        graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(a.steps):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    step_ms = start.elapsed_time(end) / a.steps
+    graph = graph_timing.capture(torch, step, 3)
+    step_ms = graph_timing.replay_ms(torch, graph, a.steps, warm_replays=5)
 
     # The stand-ins alone, as a graph: their own length.
     alone_ms = None
@@ -217,14 +202,7 @@ def run_mode(a, torch, mode, launch):
         with torch.cuda.graph(g2, stream=s2):
             for i, bucket in enumerate(buckets):
                 reduce_bucket(sum(p.numel() for p in bucket), i)
-        g2.replay()
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(a.steps):
-            g2.replay()
-        end.record()
-        torch.cuda.synchronize()
-        alone_ms = start.elapsed_time(end) / a.steps
+        alone_ms = graph_timing.replay_ms(torch, g2, a.steps, warm_replays=1)
     moved = sum(3 * 4 * sum(p.numel() for p in b) for b in buckets)
     return {"mode": mode, "step_ms": step_ms, "steps_per_s": 1000 / step_ms, "side_alone_ms": alone_ms,
             "buckets": len(buckets), "side_gb_per_step": moved / 1e9, "ctas": ctas if kind == "ctas" else None}

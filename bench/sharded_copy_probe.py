@@ -34,6 +34,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+import graph_timing
+
 BUCKET_BYTES = 100 << 20
 
 
@@ -154,29 +156,11 @@ def run(rank, world, a, results):
     for mode in a.modes.split(","):
         state["mode"] = mode
         try:
-            warm = torch.cuda.Stream(dev)
-            warm.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(warm):
-                for _ in range(3):
-                    step()
-            torch.cuda.current_stream().wait_stream(warm)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                step()
-            times = []
-            for _ in range(3):
-                torch.cuda.synchronize()
-                dist.barrier(device_ids=[rank])
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(a.steps):
-                    graph.replay()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end) / a.steps)
+            graph = graph_timing.capture(torch, step, 3)
+            ms = graph_timing.replay_ms(torch, graph, a.steps, timings=3,
+                                        before=lambda: dist.barrier(device_ids=[rank]))
             del graph
-            record["modes"].setdefault(mode, []).append(sorted(times)[1])
+            record["modes"].setdefault(mode, []).append(ms)
         except Exception as e:  # a mode that cannot run here: say so, go on
             record["errors"][mode] = f"{type(e).__name__}: {str(e)[:1500]}; handle has {dir(handle)}"
             print(f"rank {rank}: {mode}: {str(e)[:500]}", file=sys.stderr, flush=True)
