@@ -18,9 +18,10 @@ profiler:
 """
 import argparse
 import json
-import statistics
 
 import torch
+
+import graph_timing
 
 
 def vit_l32_linear_shapes():
@@ -32,28 +33,13 @@ def vit_l32_linear_shapes():
 
 
 def graph_ms(fn, replays):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+    graph = graph_timing.capture(torch, fn, 3)
+    ms = graph_timing.replay_ms(torch, graph, 1, timings=replays)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         graph.replay()
         torch.cuda.synchronize()
     kernels = sorted({e.name[:120] for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
-    return statistics.median(times), kernels
+    return ms, kernels
 
 
 def main():

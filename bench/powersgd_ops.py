@@ -24,32 +24,18 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import environment  # noqa: E402
+import graph_timing  # noqa: E402
 
 # ViT-L/32's weight matrices: attention in-projection, out-projection, MLP in, MLP out.
 SHAPES = [(3072, 1024), (1024, 1024), (4096, 1024), (1024, 4096)]
 
 
-def timed(fn, reps=20, warmup=3):
-    """Device microseconds per call: the calls captured in a CUDA graph and replayed, so
-    that the host's time per launch (Python's included) does not count."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(warmup):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(3):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / (3 * reps) * 1e3
+def timed(fn, reps=20):
+    """Device microseconds per call: `reps` calls captured in a CUDA graph (after one
+    warm-up pass of them) and replayed, so that the host's time per launch (Python's
+    included) does not count."""
+    graph = graph_timing.capture(torch, lambda: [fn() for _ in range(reps)], 1)
+    return graph_timing.replay_ms(torch, graph, 3, warm_replays=1) / reps * 1e3
 
 
 def split_forms(k, M, O, P, Q, mat, thin):
