@@ -19,7 +19,7 @@
 #include "tune/model/partition.h"
 #include "tune/predict.h"
 #include "tune/spread.h"
-#include "tune/step_graph.h"
+#include "tune/lossless_levers.h"
 #include "tune/model/step_model.h"
 #include "tune/tune_cache.h"
 #include "tune/model/verdict.h"
@@ -298,7 +298,7 @@ absl::Status WriteAnswer(const TuneRequest& req, const ExperimentSchema& schema,
   t.set_textproto(TunedExperimentText(
       req.base, cap,
       absl::StrCat(req.base.name(), " with the bucket_cap_mb vit_ddp --tune chose on ", req.machine.device(),
-                   t.graph_chosen() ? ", its step as one CUDA graph" : ""),
+                   LeversTaken(t)),
       schema));
   if (!req.answer_path.empty()) {
     if (absl::Status s = WriteFileAtomically(req.answer_path, t.textproto()); !s.ok()) return s;
@@ -458,14 +458,12 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
     if (absl::Status s = Answer(req, runner.schema(), runner, *m, *model, *verified, t); !s.ok()) return s;
   }
   if (absl::Status s = JudgeAnswer(req, runner.schema(), *model, *m, t); !s.ok()) return s;
-  if (req.settings.try_step_graph) {
-    absl::StatusOr<std::optional<v1::Experiment>> graph = TryStepGraph(req, runner, t);
-    if (!graph.ok()) return graph.status();
-    if (*graph) {
-      TuneRequest with_graph = req;
-      with_graph.base = **graph;
-      if (absl::Status s = WriteAnswer(with_graph, runner.schema(), runner, t.chosen_cap_mb(), t); !s.ok()) return s;
-    }
+  absl::StatusOr<std::optional<v1::Experiment>> levers = TryLosslessLevers(req, runner, t);
+  if (!levers.ok()) return levers.status();
+  if (*levers) {
+    TuneRequest with_levers = req;
+    with_levers.base = **levers;
+    if (absl::Status s = WriteAnswer(with_levers, runner.schema(), runner, t.chosen_cap_mb(), t); !s.ok()) return s;
   }
   t.set_tuning_seconds(Seconds(start));
   if (req.settings.exhaustive && !t.nothing_to_tune()) {
@@ -475,7 +473,7 @@ absl::StatusOr<v1::Tuning> Tune(const TuneRequest& req, Runner& runner) {
   return t;
 }
 
-std::set<std::string> TunerPlugins() { return {kBucketSizing, kNoCommunication, kStepGraph}; }
+std::set<std::string> TunerPlugins() { return {kBucketSizing, kNoCommunication, kShardedOptimizer, kStepGraph}; }
 
 std::string CapRunName(const std::string& base, double cap, const std::string& infix) {
   return absl::StrCat(base, infix, "_", absl::StrReplaceAll(absl::StrCat(cap), {{".", "p"}}), "mb");

@@ -90,7 +90,8 @@ struct TuneRequest {
 absl::StatusOr<v1::Tuning> Tune(const TuneRequest& request, Runner& runner);
 
 // The plugins the tuner adds to an experiment's own (bucket_sizing, no_communication,
-// cuda_graph): a host loading only what a file names loads these too for --tune.
+// sharded_optimizer, cuda_graph): a host loading only what a file names loads these too
+// for --tune.
 std::set<std::string> TunerPlugins();
 
 // The run name of `base` with bucket_cap_mb `cap`: "<base>_<cap>mb" ("vit_2p5mb").

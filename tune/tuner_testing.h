@@ -1,6 +1,7 @@
 // A synthetic machine for the tuner's tests: its steps come from the step model with a
 // known slowdown (and, where asked, a cost per bucket the model does not know, or what a
-// CUDA graph saves), and a Runner that runs experiments on it.
+// CUDA graph or the optimizer sharded over the ranks saves), and a Runner that runs
+// experiments on it.
 //
 //   Machine m;
 //   FakeRunner runner(m);
@@ -39,6 +40,7 @@ struct Machine {
   double per_bucket_ms = 0;  // unknown to the model
   bool bf16 = false;         // bfloat16 on the wire, whose all-reduces cost 3 times float32's
   double graph_saves_ms = 0; // what running the step as one CUDA graph saves per step
+  double sharded_saves_ms = 0;  // what the optimizer sharded over the ranks saves per step
   double exposed_ms = 0;     // the wait for communication after backward its runs report
   std::vector<Gradient> gradients;
 
@@ -58,7 +60,8 @@ struct Machine {
 };
 
 // Runs experiments on a Machine: a probe's measurements, or a candidate's steps from the
-// step model (cuda_graph's less graph_saves_ms). Check refuses what the host would.
+// step model (cuda_graph's less graph_saves_ms, sharded_optimizer's less sharded_saves_ms).
+// Check refuses what the host would.
 class FakeRunner : public Runner {
  public:
   explicit FakeRunner(const Machine& m) : m_(m) {}
@@ -78,6 +81,7 @@ class FakeRunner : public Runner {
     }
     if (buckets && zero_copy) return absl::InvalidArgumentError("zero_copy makes no buckets");
     if (HasPlugin(e, "cuda_graph") && !refuse_graph.empty()) return absl::InvalidArgumentError(refuse_graph);
+    if (HasPlugin(e, "sharded_optimizer") && !refuse_sharded.empty()) return absl::InvalidArgumentError(refuse_sharded);
     return probe && hook ? absl::InvalidArgumentError("one communication hook only") : absl::OkStatus();
   }
 
@@ -106,6 +110,7 @@ class FakeRunner : public Runner {
   std::vector<std::string> names;  // every experiment run, in order
   std::string fail;                // the name of one that fails
   std::string refuse_graph;        // Check's refusal of cuda_graph, where set
+  std::string refuse_sharded;      // Check's refusal of sharded_optimizer, where set
 
  private:
   v1::RunResult Probe(const v1::Experiment& e) const {
@@ -143,7 +148,8 @@ class FakeRunner : public Runner {
     }
     r.set_pytorch(absl::StrCat("model = DDP(model, device_ids=[local_rank], bucket_cap_mb=", cap, ")"));
     r.set_exposed_comm_ms(m_.exposed_ms);
-    const double saved = HasPlugin(e, "cuda_graph") ? m_.graph_saves_ms : 0;
+    const double saved = (HasPlugin(e, "cuda_graph") ? m_.graph_saves_ms : 0) +
+                         (HasPlugin(e, "sharded_optimizer") ? m_.sharded_saves_ms : 0);
     for (int k = 0; k < repetitions; ++k) r.add_repetitions()->set_steps_per_s(1e3 / (m_.StepMs(cap, first, k) - saved));
     r.set_steps_per_s(r.repetitions(0).steps_per_s());
     return r;
@@ -174,9 +180,10 @@ inline TuneRequest Request(const std::string& dir) {
   req.machine.set_driver("580.1");
   req.cache_path = absl::StrCat(dir, "/tune_cache/vit.json");
   req.answer_path = absl::StrCat(dir, "/vit_tuned.textproto");
-  // The step as a graph is a question of its own (step_graph_test.cc): off here, so that
-  // these tests see the runs they count.
+  // The lossless levers are questions of their own (lossless_levers_test.cc): off here,
+  // so that these tests see the runs they count.
   req.settings.try_step_graph = false;
+  req.settings.try_sharded_optimizer = false;
   return req;
 }
 

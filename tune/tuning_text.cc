@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "tune/model/verdict.h"
-#include "tune/step_graph.h"
+#include "tune/lossless_levers.h"
 #include "tune/tuner.h"
 
 namespace ddplab::tune {
@@ -113,7 +113,7 @@ std::string TuningText(const v1::Tuning& t) {
                           "the tuned cap runs at %.1f%% of its steps/s there.\n",
                           t.exhaustive_seconds(), t.exhaustive_best_cap_mb(), t.vs_exhaustive_best() * 100);
   }
-  absl::StrAppend(&out, StepGraphText(t));
+  absl::StrAppend(&out, LosslessLeversText(t));
   if (!t.textproto_path().empty()) {
     absl::StrAppend(&out, "Run it: bazel run //experiments:vit_ddp -- --experiment=", t.textproto_path(), "\n");
   }

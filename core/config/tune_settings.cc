@@ -18,6 +18,7 @@ TuneSettings ResolveTune(const v1::Tune& t) {
   s.exhaustive = t.exhaustive();
   s.remeasure = t.remeasure();
   s.try_step_graph = !t.skip_step_graph();
+  s.try_sharded_optimizer = !t.skip_sharded_optimizer();
   return s;
 }
 

@@ -24,6 +24,7 @@ struct TuneSettings {
   bool exhaustive = false;
   bool remeasure = false;
   bool try_step_graph = true;  // tune.skip_step_graph's opposite
+  bool try_sharded_optimizer = true;  // tune.skip_sharded_optimizer's opposite
 };
 
 TuneSettings ResolveTune(const v1::Tune& t);
