@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -19,30 +18,25 @@ namespace {
 // A lever the tuner tries, and what its text says of it.
 struct Lever {
   const char* plugin;
-  const char* infix;      // in its run's name, after the experiment's
-  const char* what;       // "<what> (<plugin>) was not tried: <note>."
-  const char* with;       // "<with> (plugin { <plugin> {} }): <measured>."
-  const char* taken;      // "The answer takes it: <taken>."
-  const char* not_taken;  // "<with>: <measured>, no faster beyond the noise: <not_taken>."
-  const char* already;    // the note where the experiment has it
-  const char* taken_as;   // in the answer file's heading, where taken
+  bool TuneSettings::*asked;  // whether the settings ask for it
+  const char* infix;          // in its run's name, after the experiment's
+  const char* what;           // "<what> (<plugin>) was not tried: <note>."
+  const char* as;             // "With <as> (plugin { <plugin> {} }): <measured>."; the answer file's heading
+  const char* taken;          // "The answer takes it: <taken>."
+  const char* not_taken;      // "With <as>: <measured>, no faster beyond the noise: <not_taken>."
+  const char* already;        // the note where the experiment has it
 };
 
 // In the order they are tried (the note says why).
 constexpr Lever kLevers[] = {
-    {kShardedOptimizer, "_sharded", "The optimizer sharded over the ranks", "With the optimizer sharded over the ranks",
+    {kShardedOptimizer, &TuneSettings::try_sharded_optimizer, "_sharded", "The optimizer sharded over the ranks",
+     "its optimizer sharded over the ranks",
      "each rank steps its share of the parameters beside backward, and the collectives move an all-reduce's bytes",
-     "the answer keeps its all-reduce and whole optimizer", "the experiment shards its optimizer already",
-     "its optimizer sharded over the ranks"},
-    {kStepGraph, "_graph", "The step as one CUDA graph", "With its step as one CUDA graph",
+     "the answer keeps its all-reduce and whole optimizer", "the experiment shards its optimizer already"},
+    {kStepGraph, &TuneSettings::try_step_graph, "_graph", "The step as one CUDA graph", "its step as one CUDA graph",
      "the host's launches, not the collectives, bound this step, and a replay launches the whole step at once",
-     "the answer runs eagerly", "the experiment runs its step as one CUDA graph already",
-     "its step as one CUDA graph"},
+     "the answer runs eagerly", "the experiment runs its step as one CUDA graph already"},
 };
-
-bool Asked(const TuneSettings& s, const Lever& lever) {
-  return std::string_view(lever.plugin) == kStepGraph ? s.try_step_graph : s.try_sharded_optimizer;
-}
 
 const Lever* LeverOf(const std::string& plugin) {
   for (const Lever& lever : kLevers) {
@@ -86,9 +80,7 @@ absl::StatusOr<std::optional<v1::Experiment>> TryLever(const TuneRequest& req, R
     trial.set_note(std::string(s.message()));
     return std::nullopt;
   }
-  std::string with_lever = lever.with;
-  with_lever[0] = 'w';  // "the answer with ..."
-  req.say(absl::StrCat("tune: the answer ", with_lever, ", ", req.settings.repetitions, " run(s)"));
+  req.say(absl::StrCat("tune: the answer with ", lever.as, ", ", req.settings.repetitions, " run(s)"));
   absl::StatusOr<std::vector<absl::StatusOr<v1::RunResult>>> ran = runner.Run({with}, req.settings.repetitions);
   if (!ran.ok()) return ran.status();
   if (ran->empty() || !ran->front().ok()) {
@@ -119,10 +111,10 @@ std::string TrialText(const Lever& lever, const v1::LeverTrial& trial) {
       "%.2f ms per step [%.2f-%.2f] over %d run(s) against the answer's %.2f ms, %+.1f%% (noise %.1f%%)", s.median(),
       s.min(), s.max(), s.count(), trial.answer_step_ms().median(), trial.gain() * 100, trial.gain_noise() * 100);
   if (trial.chosen()) {
-    return absl::StrCat(lever.with, " (plugin { ", lever.plugin, " {} }): ", measured, ". The answer takes it: ",
-                        lever.taken, ".\n");
+    return absl::StrCat("With ", lever.as, " (plugin { ", lever.plugin, " {} }): ", measured,
+                        ". The answer takes it: ", lever.taken, ".\n");
   }
-  return absl::StrCat(lever.with, ": ", measured, ", no faster beyond the noise: ", lever.not_taken, ".\n");
+  return absl::StrCat("With ", lever.as, ": ", measured, ", no faster beyond the noise: ", lever.not_taken, ".\n");
 }
 
 }  // namespace
@@ -134,7 +126,7 @@ absl::StatusOr<std::optional<v1::Experiment>> TryLosslessLevers(const TuneReques
   std::string infix;  // the levers taken, in the runs' names
   bool taken = false;
   for (const Lever& lever : kLevers) {
-    if (!Asked(req.settings, lever)) continue;
+    if (!(req.settings.*lever.asked)) continue;
     v1::LeverTrial* trial = t.add_levers_tried();
     trial->set_plugin(lever.plugin);
     absl::StatusOr<std::optional<v1::Experiment>> with = TryLever(req, runner, lever, answer, answer_ms, infix, t, *trial);
@@ -154,7 +146,7 @@ std::string LeversTaken(const v1::Tuning& t) {
   std::string out;
   for (const v1::LeverTrial& trial : t.levers_tried()) {
     const Lever* lever = LeverOf(trial.plugin());
-    if (lever != nullptr && trial.chosen()) absl::StrAppend(&out, ", ", lever->taken_as);
+    if (lever != nullptr && trial.chosen()) absl::StrAppend(&out, ", ", lever->as);
   }
   return out;
 }

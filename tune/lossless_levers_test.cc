@@ -155,7 +155,7 @@ TEST(ShardedOptimizer, TheAnswerTakesItWhereItPaysAndTheGraphIsTriedOnTopOfIt) {
   ASSERT_TRUE(file.ok()) << file.status() << "\n" << t->textproto();
   EXPECT_TRUE(HasPlugin(file->experiment(0), kShardedOptimizer)) << t->textproto();
   EXPECT_TRUE(HasPlugin(file->experiment(0), kStepGraph)) << t->textproto();
-  const size_t said = t->text().find("With the optimizer sharded over the ranks (plugin { sharded_optimizer {} }): ");
+  const size_t said = t->text().find("With its optimizer sharded over the ranks (plugin { sharded_optimizer {} }): ");
   EXPECT_NE(said, std::string::npos) << t->text();
   EXPECT_NE(t->text().find("The answer takes it: each rank steps its share of the parameters beside backward"),
             std::string::npos)
