@@ -198,6 +198,10 @@ P2P_SUFFIX = re.compile(r"^(.+)_p2p([0-9]+)$")
 # (plugins/registered_buckets). PyTorch's row is the configuration's: DDP's buckets are not
 # NCCL's memory.
 WINDOWS_SUFFIX = "_win"
+# `<config>_last<N>`: the last bucket of backward N MiB, the buckets before it doubling to
+# the cap (bucket_sizing's last_bucket_cap_mb, Note [A short tail]). PyTorch's row is the
+# configuration's: DDP's buckets are all of one cap.
+LAST_SUFFIX = re.compile(r"^(.+)_last([0-9]+(?:p[0-9]+)?)$")
 
 
 def config_entry(config):
@@ -218,6 +222,14 @@ def config_entry(config):
         extra = {"NCCL_MIN_P2P_NCHANNELS": p2p.group(2), "NCCL_NCHANNELS_PER_NET_PEER": p2p.group(2)}
         fields += "".join(f' nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in extra.items())
         return plugins, args, dict(nccl_env, **extra), fields, base or p2p.group(1)
+    last = LAST_SUFFIX.match(config)
+    if last and config not in CONFIGS:
+        plugins, args, nccl_env, fields, base = config_entry(last.group(1))
+        if "bucket_sizing {" not in plugins:
+            sys.exit(f"ddp_matrix.py: {config!r}: {last.group(1)!r} has no bucket_sizing plugin for last_bucket_cap_mb")
+        mib = last.group(2).replace("p", ".")
+        return (plugins.replace("bucket_sizing {", f"bucket_sizing {{ last_bucket_cap_mb: {mib}", 1), args, nccl_env,
+                fields, base or last.group(1))
     if config.endswith(WINDOWS_SUFFIX) and config not in CONFIGS:
         stem = config[:-len(WINDOWS_SUFFIX)]
         plugins, args, nccl_env, fields, base = config_entry(stem)

@@ -83,6 +83,13 @@ class DdpMatrixCpuTest(unittest.TestCase):
                 self.assertIn("Gloo has no bfloat16 all-reduce", f.read())
             self.assertIn("FAILED", self.done.stdout)
 
+    def test_the_last_bucket_suffix_tapers_the_buckets(self):
+        plugins, _, _, _, base = ddp_matrix.config_entry("sharded_during_cap100_last2p5_graph")
+        self.assertIn("bucket_sizing { last_bucket_cap_mb: 2.5 bucket_cap_mb: 100 }", plugins)
+        self.assertIn("cuda_graph", plugins)
+        self.assertEqual(base, "sharded_cap100")  # PyTorch's row: the configuration's, untapered
+        self.assertEqual(ddp_matrix.config_entry("cap25_last4")[4], "cap25")
+
     def test_a_gpu_only_row_is_refused_before_it_runs(self):
         for configs, baselines, refused in (("naive,powersgd_rank1_tuned", "single_gpu", "powersgd_rank1_tuned"),
                                             ("naive,cap25_ch4", "single_gpu", "cap25_ch4"),

@@ -1,4 +1,6 @@
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "plugins/testing/plugin_testutil.h"
@@ -20,6 +22,34 @@ TEST(BucketSizingPluginTest, PlansBucketsOfTheCapsAsked) {
   EXPECT_EQ(Describe("plugin { bucket_sizing { bucket_cap_mb: 0.5 } }"), "buckets of 0.5 MiB, the first 0.5 MiB");
   std::vector<std::vector<size_t>> buckets = CapPlanner(500, 400).Plan({100, 100, 300, 50, 50, 400}, {5, 4, 3, 2, 1, 0});
   EXPECT_EQ(buckets, (std::vector<std::vector<size_t>>{{5}, {4, 3, 2, 1}, {0}}));
+}
+
+// The planner of one configuration.
+std::shared_ptr<const BucketPlanner> PlannerOf(const std::string& plugins) {
+  absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(plugins);
+  EXPECT_TRUE(set.ok()) << set.status();
+  return set.ok() ? set->engine_parts().planner : nullptr;
+}
+
+// Note [A short tail]: from the end of backward, a bucket of last_bucket_cap_mb, then of
+// twice that, while below the cap; DDP's buckets before them.
+TEST(BucketSizingPluginTest, TheLastBucketsDoubleFromTheLastCapToTheCap) {
+  constexpr int64_t kMiB = 1 << 20;
+  const std::shared_ptr<const BucketPlanner> planner =
+      PlannerOf("plugin { bucket_sizing { bucket_cap_mb: 64 last_bucket_cap_mb: 8 } }");
+  ASSERT_NE(planner, nullptr);
+  EXPECT_EQ(planner->Describe(), "buckets of 64 MiB, the first 1 MiB, the last 8 MiB and those before it doubling");
+  const std::vector<int64_t> bytes(20, 8 * kMiB);  // 20 gradients of 8 MiB, in the order backward makes them
+  std::vector<size_t> order(20);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  EXPECT_EQ(planner->Plan(bytes, order),
+            (std::vector<std::vector<size_t>>{
+                {0}, {1, 2, 3, 4, 5, 6, 7, 8}, {9, 10, 11, 12}, {13, 14, 15, 16}, {17, 18}, {19}}));
+  // A model smaller than the tail: the tail alone (8 MiB, then 16), every gradient once, in order.
+  EXPECT_EQ(planner->Plan({8 * kMiB, 8 * kMiB, 8 * kMiB}, {2, 0, 1}), (std::vector<std::vector<size_t>>{{2, 0}, {1}}));
+  // At or above the cap: DDP's buckets, as without it.
+  EXPECT_EQ(PlannerOf("plugin { bucket_sizing { bucket_cap_mb: 64 last_bucket_cap_mb: 64 } }")->Describe(),
+            "buckets of 64 MiB, the first 1 MiB");
 }
 
 std::string Loaded(const std::string& text) { return std::string(testing::LoadWithPlugins(text).message()); }
@@ -50,6 +80,10 @@ TEST(BucketSizingPluginTest, SmallBucketsAverageExactly) {
   EXPECT_EQ(testing::TrainAndCompare(2, testing::kSmallBuckets), "");
   EXPECT_EQ(testing::TrainAndCompare(3, testing::kSmallBuckets), "");
   EXPECT_EQ(testing::TrainAndCompare(2, testing::kSmallBuckets, {"--accumulate=3"}), "");
+  // The last buckets doubling from a smaller last cap (Note [A short tail]).
+  EXPECT_EQ(testing::TrainAndCompare(
+                2, "plugin { bucket_sizing { bucket_cap_mb: 0.02 first_bucket_cap_mb: 0.004 last_bucket_cap_mb: 0.002 } }"),
+            "");
 }
 
 // The CUDA paths (streams, events) over NCCL: one bucket and small ones.
