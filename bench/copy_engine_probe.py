@@ -110,20 +110,15 @@ def run(rank, world, a, queues, results):
                 for c in range(0, numel, CHUNK):
                     dist.all_reduce(flat[c:c + CHUNK])
             return
-        if mode == "nccl_rsag":
+        if mode in ("nccl_rsag", "nccl_rs_ceag"):
+            # nccl_rs_ceag's all-gathers read and write the windows, on the zero-CTA communicator.
+            gather_out, gather_in, group = (ce_out, ce_in, ce_group) if mode == "nccl_rs_ceag" else (out, reduced, None)
             with torch.cuda.stream(side):
                 for c in range(0, total, CHUNK * world):
                     part = reduced[(c // world):(c // world) + CHUNK]
                     dist.reduce_scatter_tensor(part, flat[c:c + CHUNK * world])
-                    dist.all_gather_into_tensor(out[c:c + CHUNK * world], part)
-            return
-        if mode == "nccl_rs_ceag":
-            with torch.cuda.stream(side):
-                for c in range(0, total, CHUNK * world):
-                    part = reduced[(c // world):(c // world) + CHUNK]
-                    dist.reduce_scatter_tensor(part, flat[c:c + CHUNK * world])
-                    dist.all_gather_into_tensor(ce_out[c:c + CHUNK * world], ce_in[(c // world):(c // world) + CHUNK],
-                                                group=ce_group)
+                    dist.all_gather_into_tensor(gather_out[c:c + CHUNK * world],
+                                                gather_in[(c // world):(c // world) + CHUNK], group=group)
             return
         if mode == "peer":
             with torch.cuda.stream(side):

@@ -35,23 +35,19 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import graph_timing
+import overlap_probe
 
 BUCKET_BYTES = 100 << 20
 
 
 def buckets_of(params, world):
-    """Parameters in reverse order cut into buckets of BUCKET_BYTES: (offset, numel) of
-    each in a flat buffer, each numel rounded up to a multiple of `world`."""
-    out, offset, size, count = [], 0, 0, []
-    for p in reversed(params):
-        count.append(p)
-        size += p.numel()
-        if size * 4 >= BUCKET_BYTES:
-            out.append((offset, count, -(-size // world) * world))
-            offset += out[-1][2]
-            count, size = [], 0
-    if count:
-        out.append((offset, count, -(-size // world) * world))
+    """overlap_probe's buckets of BUCKET_BYTES (parameters in reverse order), each as
+    (offset in a flat buffer, its parameters, numel rounded up to a multiple of `world`)."""
+    out, offset = [], 0
+    for bucket in overlap_probe.buckets_of(params, BUCKET_BYTES):
+        n = -(-sum(p.numel() for p in bucket) // world) * world
+        out.append((offset, bucket, n))
+        offset += n
     return out
 
 
