@@ -30,9 +30,9 @@ std::string Format(double value) {
 // 0.47 ms of a 17.4 ms step on 2 H200 under bf16 autocast, as a graph (bench/NOTES.md,
 // "Where the sharded step's 1.8 ms go"), and every earlier bucket's chain ended before
 // the next bucket was ready. A smaller last bucket shortens the tail only if the bucket
-// before it also finishes in time, so from `last_bucket_cap_mb` the buckets double
-// towards the end's start until they reach bucket_cap_mb: each is reduced in about the
-// time backward takes to fill the next. The rest are DDP's buckets (ddp_buckets.h).
+// before it also finishes in time, so the last bucket is `last_bucket_cap_mb` and each
+// bucket before it twice the next, until they reach bucket_cap_mb: each is reduced in
+// about the time backward takes to fill the next. The rest are DDP's buckets (ddp_buckets.h).
 class TaperedPlanner : public ddplab::BucketPlanner {
  public:
   TaperedPlanner(int64_t cap, int64_t first_cap, int64_t last_cap, std::string described)
@@ -52,8 +52,7 @@ class TaperedPlanner : public ddplab::BucketPlanner {
       tail.push_back(std::move(bucket));
     }
     std::vector<std::vector<size_t>> buckets =
-        end > 0 ? caps_.Plan(bytes, std::vector<size_t>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(end)))
-                : std::vector<std::vector<size_t>>{};
+        caps_.Plan(bytes, std::vector<size_t>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(end)));
     for (auto it = tail.rbegin(); it != tail.rend(); ++it) buckets.push_back(std::move(*it));
     return buckets;
   }
