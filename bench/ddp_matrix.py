@@ -12,7 +12,8 @@ DIR/ddp.json (bench/results' format, with ratios to the single-GPU step). With -
 configuration runs in one process with the engine on, against PyTorch's DDP in one process
 (transport "local": what the plugins' own work costs, nothing sent). --before names
 another build of vit_ddp (say, of the commit before a change), run after ddplab's in each
-repetition into DIR/before/<key>/<rep>/...: before and after in the same call.
+repetition into DIR/before/<key>/<rep>/...: before and after in the same call. Each
+repetition runs every row in turn, so that --deadline leaves out last repetitions, not rows.
 <config>_bf16state is a PowerSGD <config> with powersgd.bf16_state, <config>_aten one with
 powersgd.disable_fused_kernels. Transports: nvlink, host (NCCL_P2P_DISABLE=1, as a
 PCIe-only machine) and sockets (also NCCL_SHM_DISABLE=1, as between nodes).
@@ -478,51 +479,62 @@ def main():
             sys.exit(f"ddp_matrix.py --device cpu: {meta['config']!r} sets NCCL, a stream's priority, NCCL's "
                      "windows or a CUDA graph, which are GPUs' (its configuration without them runs on the CPU)")
     for key, meta, plugins, args, transport, env, force, py_extra in runs:
-        meta = dict(meta, batch_size=a.batch, model=model_name, measured_steps=a.measured, device=a.device)
+        meta.update(batch_size=a.batch, model=model_name, measured_steps=a.measured, device=a.device)
         with open(os.path.join(out, "configs", key + ".json"), "w") as f:
             json.dump(meta, f)
-        textproto = os.path.join(out, "configs", key + ".textproto")
-        with open(textproto, "w") as f:
+        with open(os.path.join(out, "configs", key + ".textproto"), "w") as f:
             f.write(EXPERIMENT.format(name=key, model=model, warmup=a.warmup, measured=a.measured, gpus=meta["gpus"],
                                       transport=transport, force="force_engine: true" if force else "",
                                       plugins=plugins, training=training, batch=a.batch,
                                       device="CPU" if cpu else "CUDA",
                                       loader="num_workers: 1" if cpu else "num_workers: 8 pin_memory: true"))
-        # On the CPU both sides' processes share the cores alike (torchrun would give each
-        # of PyTorch's one thread, and ddplab's would take every core), unless the caller
-        # set OMP_NUM_THREADS; PyTorch's Gloo meets on loopback, as ddplab's does.
-        threads = ({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS") or
-                    str(max(1, len(os.sched_getaffinity(0)) // meta["gpus"]))} if cpu else {})
-        gloo = {"GLOO_SOCKET_IFNAME": "lo"} if cpu else {}
-        for rep in range(1, a.reps + 1):
+    # Repetition after repetition, each running every row in turn: rows measured minutes
+    # apart (a row and its one GPU) see the machine's drift alike, and a deadline leaves out
+    # the last repetitions of every row rather than whole rows at the end of the list.
+    for rep in range(1, a.reps + 1):
+        for key, meta, plugins, args, transport, env, force, py_extra in runs:
             if a.deadline and time.time() - start > a.deadline:
                 print(f"deadline: {key} rep {rep} not run", flush=True)
                 continue
-            print(f"{key} rep {rep}", flush=True)
-            run([a.binary, f"--experiment={textproto}",
-                 f"--output_dir={out}/ddplab/{key}/{rep}"] + a.ddplab_args.split(),
-                f"{out}/logs/ddplab_{key}_{rep}.log", env=dict(os.environ, **threads))
-            # The build before runs every row it has: the graph's (plugins/cuda_graph) with
-            # --before_graph alone.
-            if a.before and (a.before_graph or "cuda_graph" not in plugins) and (
-                    not a.before_configs or meta.get("config") in a.before_configs.split(",")):
-                run([a.before, f"--experiment={textproto}", f"--output_dir={out}/before/{key}/{rep}"],
-                    f"{out}/logs/before_{key}_{rep}.log", env=dict(os.environ, **threads))
-            if "pytorch_key" in meta or a.skip_pytorch:
-                continue
-            os.makedirs(f"{out}/pytorch/{key}", exist_ok=True)
-            py = pytorch_command(meta["gpus"], a.warmup, a.measured, f"{out}/pytorch/{key}/{rep}.json", args,
-                                 py_training + list(py_extra), torchrun=not cpu)
-            run(py, f"{out}/logs/pytorch_{key}_{rep}.log", env=dict(os.environ, **env, **threads, **gloo),
-                ranks=meta["gpus"] if cpu else 1)
-            for mode in filter(None, a.compile_modes.split(",") if key == "single_gpu" else []):
-                os.makedirs(f"{out}/pytorch_compile_{mode}/{key}", exist_ok=True)
-                py = pytorch_command(1, a.warmup, a.measured, f"{out}/pytorch_compile_{mode}/{key}/{rep}.json",
-                                     args, py_training + ["--compile", "--compile_mode", mode])
-                run(py, f"{out}/logs/pytorch_compile_{mode}_{key}_{rep}.log")
+            run_row(a, out, key, meta, plugins, args, env, py_extra, py_training, rep)
 
     subprocess.check_call([sys.executable, os.path.join(HERE, "summarize.py"), "--name", "ddp",
                            "--dir", out, "--output", os.path.join(out, "ddp.json")])
+
+
+def run_row(a, out, key, meta, plugins, args, env, py_extra, py_training, rep):
+    """One repetition of one row: ddplab's run, the build before's where it has the row,
+    then PyTorch's (and its compiled one-GPU modes)."""
+    cpu = a.device == "cpu"
+    textproto = os.path.join(out, "configs", key + ".textproto")
+    # On the CPU both sides' processes share the cores alike (torchrun would give each
+    # of PyTorch's one thread, and ddplab's would take every core), unless the caller
+    # set OMP_NUM_THREADS; PyTorch's Gloo meets on loopback, as ddplab's does.
+    threads = ({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS") or
+                str(max(1, len(os.sched_getaffinity(0)) // meta["gpus"]))} if cpu else {})
+    gloo = {"GLOO_SOCKET_IFNAME": "lo"} if cpu else {}
+    print(f"{key} rep {rep}", flush=True)
+    run([a.binary, f"--experiment={textproto}",
+         f"--output_dir={out}/ddplab/{key}/{rep}"] + a.ddplab_args.split(),
+        f"{out}/logs/ddplab_{key}_{rep}.log", env=dict(os.environ, **threads))
+    # The build before runs every row it has: the graph's (plugins/cuda_graph) with
+    # --before_graph alone.
+    if a.before and (a.before_graph or "cuda_graph" not in plugins) and (
+            not a.before_configs or meta.get("config") in a.before_configs.split(",")):
+        run([a.before, f"--experiment={textproto}", f"--output_dir={out}/before/{key}/{rep}"],
+            f"{out}/logs/before_{key}_{rep}.log", env=dict(os.environ, **threads))
+    if "pytorch_key" in meta or a.skip_pytorch:
+        return
+    os.makedirs(f"{out}/pytorch/{key}", exist_ok=True)
+    py = pytorch_command(meta["gpus"], a.warmup, a.measured, f"{out}/pytorch/{key}/{rep}.json", args,
+                         py_training + list(py_extra), torchrun=not cpu)
+    run(py, f"{out}/logs/pytorch_{key}_{rep}.log", env=dict(os.environ, **env, **threads, **gloo),
+        ranks=meta["gpus"] if cpu else 1)
+    for mode in filter(None, a.compile_modes.split(",") if key == "single_gpu" else []):
+        os.makedirs(f"{out}/pytorch_compile_{mode}/{key}", exist_ok=True)
+        py = pytorch_command(1, a.warmup, a.measured, f"{out}/pytorch_compile_{mode}/{key}/{rep}.json",
+                             args, py_training + ["--compile", "--compile_mode", mode])
+        run(py, f"{out}/logs/pytorch_compile_{mode}_{key}_{rep}.log")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 without a GPU (bench/own_model.sh with DEVICE=cpu): ddplab's vit_ddp and PyTorch's DDP
 (bench/pytorch_vit.py) train the same TorchScript module on 2 Gloo processes each, in
 turn, and the table has both sides' rows. Also: the rows that only a GPU has are refused
-before anything runs, and a group of ranks stops when one of them fails.
+before anything runs, a group of ranks stops when one of them fails, and each
+repetition runs every row in turn.
 """
 import glob
 import json
@@ -129,6 +130,41 @@ class DdpMatrixCpuTest(unittest.TestCase):
         self.assertLess(time.time() - start, 30)
         with open(log) as f:
             self.assertIn("stopped after 2 s", f.read())
+
+
+class RepetitionOrderTest(unittest.TestCase):
+    """The runs' order, with the runs themselves and the clock made up: each repetition
+    runs every row in turn, and a deadline leaves out the last repetitions of every row."""
+
+    def runs_of(self, extra, seconds_per_run=0.0):
+        started, clock = [], [1000.0]
+
+        def fake_run(cmd, log, env=None, ranks=1):
+            started.append(os.path.basename(log)[:-len(".log")])
+            clock[0] += seconds_per_run
+            return 0
+
+        argv = ["ddp_matrix.py", "--out", scratch(), "--device", "cpu", "--gpus", "2", "--baselines", "single_gpu",
+                "--configs", "naive,cap25", "--binary", "vit_ddp"] + extra
+        saved = (ddp_matrix.run, ddp_matrix.subprocess.check_call, ddp_matrix.time.time, sys.argv)
+        try:
+            ddp_matrix.run, ddp_matrix.subprocess.check_call = fake_run, lambda *a, **k: 0
+            ddp_matrix.time.time, sys.argv = (lambda: clock[0]), argv
+            ddp_matrix.main()
+        finally:
+            ddp_matrix.run, ddp_matrix.subprocess.check_call, ddp_matrix.time.time, sys.argv = saved
+        return started
+
+    def test_each_repetition_runs_every_row_in_turn(self):
+        rows = ["single_gpu", "naive_2gpu_gloo", "cap25_2gpu_gloo"]
+        expected = [f"{side}_{row}_{rep}" for rep in (1, 2) for row in rows for side in ("ddplab", "pytorch")]
+        self.assertEqual(self.runs_of(["--reps", "2"]), expected)
+
+    def test_a_deadline_leaves_out_repetitions_not_rows(self):
+        # Each run takes 10 s: after the first repetition's 6 runs the clock is 60 s on.
+        started = self.runs_of(["--reps", "3", "--deadline", "55"], seconds_per_run=10)
+        self.assertEqual([name for name in started if name.endswith("_1")], started)
+        self.assertEqual(len(started), 6)
 
 
 if __name__ == "__main__":
