@@ -242,17 +242,26 @@ absl::Status PluginSet::CheckComposition() const {
   return absl::OkStatus();
 }
 
-std::string PluginSet::StepRunnerRefusal(const v1::Experiment& e) const {
+std::string PluginSet::StepRunnerRefusal(const v1::Experiment& e, std::optional<bool> optimizer_capturable) const {
   if (!step_runner_) return "";
   RunFacts run;
   run.cuda = e.distributed().device() != v1::Distributed::CPU;
   run.warmup_steps = static_cast<int>(e.steps().warmup());
   run.accumulation = static_cast<int>(std::max<uint32_t>(e.steps().accumulation(), 1));
   // As core/optim/optimizer.h decides: AdamW's foreach form computes its bias
-  // corrections on the host.
-  run.optimizer_capturable = !e.optimizer().has_adamw() || UsesFusedOptimizer(e);
+  // corrections on the host. The file asks for that form or not; whether this LibTorch
+  // has the fused one, the optimizer built says (VetStepRunner).
+  run.optimizer_capturable =
+      optimizer_capturable.value_or(!e.optimizer().has_adamw() || !e.optimizer().foreach());
   run.sampling_plugins = sampling_plugins_;
   return step_runner_->Refusal(run);
+}
+
+absl::Status PluginSet::VetStepRunner(const v1::Experiment& experiment, bool optimizer_capturable) const {
+  const std::string why = StepRunnerRefusal(experiment, optimizer_capturable);
+  if (why.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("plugin \"", takers_.at(ExtensionPoint::kStepRunner).front(), "\" refuses this run: ", why));
 }
 
 bool PluginSet::diagnostic() const {

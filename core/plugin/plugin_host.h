@@ -70,6 +70,11 @@ class PluginSet {
   const std::vector<std::unique_ptr<StepCallbacks>>& step_callbacks() const { return step_callbacks_; }
   // What runs the training steps; none: the trainer, eagerly.
   const std::shared_ptr<const StepRunnerFactory>& step_runner() const { return step_runner_; }
+  // The step runner's verdict on a run of `experiment` once its optimizer is built, where
+  // `optimizer_capturable` is the built one's (Optimizer::capturable): what the file
+  // cannot say, such as a LibTorch without AdamW's fused kernels. OK, or the plugin's
+  // refusal by name. PluginHost::Configure vetted the rest before anything ran.
+  absl::Status VetStepRunner(const v1::Experiment& experiment, bool optimizer_capturable) const;
   // The plugins in the order they were configured.
   const std::vector<const LoadedPlugin*>& plugins() const { return plugins_; }
   // A plugin of diagnostic status is listed: the run is not a way to train.
@@ -87,8 +92,10 @@ class PluginSet {
   friend class internal_plugin_host::Registrar;
   // Refuses points taken twice, or taken where another plugin refuses them.
   absl::Status CheckComposition() const;
-  // The step runner's verdict on `experiment` with these plugins: "" or why not.
-  std::string StepRunnerRefusal(const v1::Experiment& experiment) const;
+  // The step runner's verdict on `experiment` with these plugins: "" or why not. Without
+  // `optimizer_capturable`, the optimizer as the file asks for it (its foreach form or not).
+  std::string StepRunnerRefusal(const v1::Experiment& experiment,
+                                std::optional<bool> optimizer_capturable = std::nullopt) const;
   struct Refusal {
     std::string plugin;
     ExtensionPoint point;

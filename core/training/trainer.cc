@@ -133,6 +133,9 @@ absl::Status Training::Setup() {
   model_ = *std::move(model);
   for (const at::Tensor& p : model_->parameters()) parameters_ += p.numel();
   optimizer_ = MakeOptimizer(e_.optimizer(), model_->parameters());
+  if (runner_) {
+    if (absl::Status s = options_.plugins->VetStepRunner(e_, optimizer_->capturable()); !s.ok()) return s;
+  }
   if (absl::Status s = SetMatmulPrecision(e_.precision(), device_); !s.ok()) return s;
   // The data-parallel engine, for runs of several processes or when asked for.
   if (world_ > 1 || e_.distributed().force_engine()) {

@@ -62,6 +62,23 @@ TEST(CudaGraphPluginTest, RefusesForeachAdamW) {
       << message;
 }
 
+// What the file cannot say, the run's optimizer as built: on a LibTorch without AdamW's
+// fused kernels (before 2.3, or the CPU build's 1.13) the file's AdamW is its foreach
+// form. The file is accepted, and the run refused before its first step (the trainer asks
+// with Optimizer::capturable).
+TEST(CudaGraphPluginTest, RefusesAnOptimizerBuiltWithoutFusedAdamWBeforeTheFirstStep) {
+  v1::Experiment experiment;
+  absl::StatusOr<PluginSet> set =
+      testing::ConfigureText(Experiment("", "warmup: 6 measured: 2", "adamw { learning_rate: 0.001 }"), &experiment);
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_TRUE(set->VetStepRunner(experiment, /*optimizer_capturable=*/true).ok());
+  const absl::Status refused = set->VetStepRunner(experiment, /*optimizer_capturable=*/false);
+  EXPECT_NE(std::string(refused.message()).find("plugin \"cuda_graph\" refuses this run: AdamW's foreach form "
+                                                "computes its bias corrections on the host"),
+            std::string::npos)
+      << refused;
+}
+
 TEST(CudaGraphPluginTest, RefusesACaptureAfterTheWarmUp) {
   const std::string message = Refusal(Experiment("", "warmup: 4 measured: 2"));
   EXPECT_NE(message.find("steps.warmup must be at least 5 (eager_steps + 2), got 4"), std::string::npos) << message;

@@ -93,6 +93,13 @@ absl::Status LoadWithPlugins(const std::string& text) {
       .status();
 }
 
+absl::StatusOr<PluginSet> ConfigureText(const std::string& text, v1::Experiment* experiment) {
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(text, "test.textproto", Host().schema());
+  if (!suite.ok()) return suite.status();
+  *experiment = suite->experiment(0);
+  return Host().Configure(*experiment);
+}
+
 std::string RefusedTogether(const std::string& mine, const std::string& theirs) {
   const std::string a = "plugin { " + mine + " }", b = "plugin { " + theirs + " }";
   for (const std::string& plugins : {a + " " + b, b + " " + a}) {

@@ -40,6 +40,10 @@ std::string PyTorchCodeFor(const std::string& plugins_text,
 // "test.textproto:7:35: plugin[0].bucket_sizing.first_bucket_cap_mb: must be ...".
 absl::Status LoadWithPlugins(const std::string& text);
 
+// Loads `text` as LoadWithPlugins does, and configures its first experiment: what its
+// plugins registered, and the experiment as loaded in `experiment`.
+absl::StatusOr<PluginSet> ConfigureText(const std::string& text, v1::Experiment* experiment);
+
 // Whether the plugin entries `mine` and `theirs` (each e.g. "zero_copy {}") are refused
 // together when loaded, in either order, each time with a message that names both plugins
 // and says to list one of them: "" if so, else what went otherwise.
