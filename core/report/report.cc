@@ -86,15 +86,18 @@ v1::StepParts PartsOf(const v1::RunResult& r, const v1::RunResult* single) {
   return p;
 }
 
-// Naive DDP on the same processes and transport ("naive_ddp", or "naive_ddp_<transport>").
+// Naive DDP on the same processes and transport ("naive_ddp", or "naive_ddp_<suffix>"),
+// one whose steps ran as `r`'s did if there is one.
 const v1::RunResult* NaiveFor(const v1::RunResult& r, const std::vector<v1::RunResult>& runs) {
+  const v1::RunResult* any = nullptr;
   for (const v1::RunResult& n : runs) {
     if ((n.experiment() == "naive_ddp" || absl::StartsWith(n.experiment(), "naive_ddp_")) &&
         n.world_size() == r.world_size() && n.transport() == r.transport()) {
-      return &n;
+      if (n.step_runner() == r.step_runner()) return &n;
+      if (any == nullptr) any = &n;
     }
   }
-  return nullptr;
+  return any;
 }
 
 v1::ReportRow RowOf(const v1::RunResult& r, const v1::RunResult* single, const v1::RunResult* naive) {
@@ -216,11 +219,14 @@ double MedianStepsPerSecond(const v1::RunResult& r) {
   return MedianOf(r, [](const v1::Repetition& rep) { return rep.steps_per_s(); });
 }
 
-const v1::RunResult* SingleProcessRun(const std::vector<v1::RunResult>& runs) {
+const v1::RunResult* SingleProcessRun(const std::vector<v1::RunResult>& runs, const v1::RunResult* like) {
+  const v1::RunResult* first = nullptr;
   for (const v1::RunResult& r : runs) {
-    if (r.world_size() == 1 && !r.engine() && !r.has_convergence()) return &r;
+    if (r.world_size() != 1 || r.engine() || r.has_convergence()) continue;
+    if (like == nullptr || r.step_runner() == like->step_runner()) return &r;
+    if (first == nullptr) first = &r;
   }
-  return nullptr;
+  return first;
 }
 
 v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Machine& machine,
@@ -237,7 +243,6 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Mach
       runs.push_back(r);
     }
   }
-  const v1::RunResult* single = SingleProcessRun(runs);
   for (const v1::RunResult& r : runs) {
     if (report.suite().empty()) report.set_suite(r.suite());
     if (r.date() > report.date()) report.set_date(r.date());
@@ -246,7 +251,7 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& all, const v1::Mach
     }
     report.set_repetitions(std::max<uint32_t>(report.repetitions(), std::max(1, r.repetitions_size())));
   }
-  for (const v1::RunResult& r : runs) *report.add_rows() = RowOf(r, single, NaiveFor(r, runs));
+  for (const v1::RunResult& r : runs) *report.add_rows() = RowOf(r, SingleProcessRun(runs, &r), NaiveFor(r, runs));
   internal_report::AddPluginBuilds(runs, report);
   for (const ReportContribution* study : studies) study->DecideRows(runs, report);
   internal_report::AddConvergenceVerdicts(checks, report);

@@ -41,9 +41,10 @@ class ReportContribution {
   virtual void AddToRecommendations(v1::SuiteReport& /*report*/) const {}
 };
 
-// Rows in the order given, and the recommendations. The single-process baseline is the
-// first run of one process without the engine (SingleProcessRun); "naive" is the run
-// named naive_ddp (or naive_ddp_<transport>) on the same processes and transport. Runs of
+// Rows in the order given, and the recommendations. Each row's single-process baseline is
+// SingleProcessRun(runs, &row's run): the one-process run whose steps ran as the row's
+// did; "naive" is the run named naive_ddp (or naive_ddp_<suffix>) on the same processes
+// and transport, one whose steps ran as the row's did first. Runs of
 // the convergence check (RunResult.convergence) are not rows: they give the lossy rows
 // their verdicts. Each of `studies` decides on the rows in turn, before the
 // recommendations.
@@ -54,7 +55,10 @@ v1::SuiteReport MakeReport(const std::vector<v1::RunResult>& runs, const v1::Mac
 std::vector<v1::Repetition> RepetitionsOf(const v1::RunResult& r);
 
 // The rows' baseline among `runs`: the first run of one process without the engine, or null.
-const v1::RunResult* SingleProcessRun(const std::vector<v1::RunResult>& runs);
+// Given `like`, the first such run whose steps ran as `like`'s did (the same
+// RunResult.step_runner: a row whose step is one CUDA graph is measured against one GPU's
+// graph), and the first such run where none did.
+const v1::RunResult* SingleProcessRun(const std::vector<v1::RunResult>& runs, const v1::RunResult* like = nullptr);
 
 // The machine as one line: "2x NVIDIA H200 (NV18), driver 580.159.04, CUDA 13.0, ...".
 std::string FormatMachine(const v1::Machine& machine);

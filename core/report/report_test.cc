@@ -50,6 +50,31 @@ TEST(ReportTest, RatiosAgainstTheSingleProcessRunAndNaive) {
   EXPECT_EQ(report.repetitions(), 1u);
 }
 
+// A row whose step a plugin ran whole (RunResult.step_runner: one CUDA graph) is measured
+// against one GPU's step run the same way, and against naive run the same way; the rows
+// run eagerly keep the eager ones. Where no one-GPU run ran so, the first one stands.
+TEST(ReportTest, ARowRunAsAGraphAgainstOneGpusGraph) {
+  const std::string graph = "the step as one CUDA graph, captured after 3 eager step(s)";
+  std::vector<v1::RunResult> runs{::ddplab::Run("single_gpu", 1, 25.0, false),
+                                  ::ddplab::Run("single_gpu_graph", 1, 64.0, false),
+                                  ::ddplab::Run("naive_ddp", 4, 20.0, true),
+                                  ::ddplab::Run("naive_ddp_graph", 4, 50.0, true),
+                                  ::ddplab::Run("cap25", 4, 16.0, true),
+                                  ::ddplab::Run("sharded_graph", 4, 57.0, true)};
+  for (int i : {1, 3, 5}) runs[i].set_step_runner(graph);
+  v1::SuiteReport report = MakeReport(runs);
+  ASSERT_EQ(report.rows_size(), 6);
+  EXPECT_DOUBLE_EQ(report.rows(1).vs_single().median(), 1.0);
+  EXPECT_DOUBLE_EQ(report.rows(2).vs_single().median(), 20.0 / 25.0);
+  EXPECT_DOUBLE_EQ(report.rows(3).vs_single().median(), 50.0 / 64.0);
+  EXPECT_DOUBLE_EQ(report.rows(4).vs_naive(), 16.0 / 20.0);
+  EXPECT_DOUBLE_EQ(report.rows(5).vs_single().median(), 57.0 / 64.0);
+  EXPECT_DOUBLE_EQ(report.rows(5).vs_naive(), 57.0 / 50.0);
+  runs.erase(runs.begin() + 1);  // no one GPU as a graph: the eager one stands
+  report = MakeReport(runs);
+  EXPECT_DOUBLE_EQ(report.rows(4).vs_single().median(), 57.0 / 25.0);
+}
+
 // Repetitions: medians and spread; the recommendation names a winner only when its
 // slowest repetition beats the runner-up's fastest, and says "within noise" otherwise.
 TEST(ReportTest, RepetitionsGiveMedianAndSpreadAndNoWinnerWithinNoise) {

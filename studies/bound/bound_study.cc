@@ -3,7 +3,9 @@
 // the row's bytes per step and its transport's bus bandwidth, the best measured on the
 // largest bucket of a row of the same processes and transport. It sets each row's
 // `bound`, lists them after report.md's table, and where the row recommended is within
-// 5% of its bound, says that only fewer bytes can do much better.
+// 5% of its bound, says that only fewer bytes can do much better. Rows whose step a
+// plugin ran whole (a CUDA graph) have no bound: such a step's phases are timed as one,
+// so neither the row nor one GPU has a backward to hide the bytes behind.
 #include <algorithm>
 #include <map>
 #include <string>
@@ -42,9 +44,6 @@ class BoundStudy : public Study {
   std::string Name() const override { return "bound"; }
 
   void DecideRows(const std::vector<v1::RunResult>& runs, v1::SuiteReport& report) const override {
-    const v1::RunResult* single = SingleProcessRun(runs);
-    if (single == nullptr) return;
-    const BoundInputs one = OneGpu(*single);
     std::map<std::pair<int, std::string>, double> busbw;  // by processes and transport
     for (const v1::ReportRow& row : report.rows()) {
       double& best = busbw[{row.gpus(), row.transport()}];
@@ -58,9 +57,12 @@ class BoundStudy : public Study {
       const v1::RunResult& r = runs[i];
       v1::ReportRow& row = *report.mutable_rows(static_cast<int>(i));
       if (row.gpus() <= 1 || !r.engine() || row.diagnostic() || r.bucket_bytes_size() == 0) continue;
+      if (!r.step_runner().empty()) continue;  // its phases timed as one (above)
+      const v1::RunResult* single = SingleProcessRun(runs, &r);
+      if (single == nullptr || !single->step_runner().empty()) continue;
       double bucket_sum = 0;
       for (int64_t b : r.bucket_bytes()) bucket_sum += static_cast<double>(b);
-      BoundInputs in = one;
+      BoundInputs in = OneGpu(*single);
       in.wire_bytes = static_cast<double>(r.wire_bytes());
       in.last_bucket_bytes = bucket_sum > 0 ? in.wire_bytes * r.bucket_bytes(r.bucket_bytes_size() - 1) / bucket_sum : 0;
       in.ranks = row.gpus();

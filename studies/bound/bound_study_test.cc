@@ -91,6 +91,27 @@ TEST(BoundStudyTest, TheReportAloneSaysNothingOfBounds) {
   EXPECT_EQ(report.recommendations(0).text().find("allows it"), std::string::npos);
 }
 
+// A row run as one CUDA graph has its phases timed as one, and so has one GPU's graph:
+// no backward to hide its bytes behind, so no bound; the eager rows keep theirs, from
+// the eager one GPU's phases.
+TEST(BoundStudyTest, NoBoundForARowRunAsAGraph) {
+  const std::string graph = "the step as one CUDA graph, captured after 3 eager step(s)";
+  std::vector<v1::RunResult> runs = HostMemoryRuns();
+  runs.insert(runs.begin() + 1, testing::RunOf("single_gpu_graph", 1, 30.0, false));
+  runs[1].set_step_runner(graph);
+  runs[1].mutable_phases()->set_backward_ms(33);
+  runs.push_back(runs[3]);
+  runs.back().set_experiment("cap25_graph");
+  runs.back().set_step_runner(graph);
+  const v1::SuiteReport report = MakeReport(runs, {}, RegisteredStudies());
+  ASSERT_EQ(report.rows_size(), 5);
+  EXPECT_FALSE(report.rows(4).has_bound());
+  ASSERT_TRUE(report.rows(3).has_bound());
+  const double comm = 1224000000 * 1.5 / 23e9 * 1e3;
+  EXPECT_NEAR(report.rows(3).bound().steps_per_s(), 1e3 / (20 + comm + 5), 1e-9);  // the eager one GPU's phases
+  EXPECT_EQ(report.sections(0).lines_size(), 2);
+}
+
 // No single-process run: no bound to compute, nothing said.
 TEST(BoundStudyTest, NoOneGpuRunNoBound) {
   std::vector<v1::RunResult> runs = HostMemoryRuns();
