@@ -185,16 +185,26 @@ POWERSGD_SUFFIXES = {"_bf16state": "bf16_state: true", "_aten": "disable_fused_k
 # configuration's without it: its DDP has no graph argument.
 GRAPH_SUFFIX = "_graph"
 # NCCL's levers that take fewer SMs from compute, as suffixes that compose with the above:
-# `<config>_ch<N>` caps the communicator's channels (CTAs) at N (distributed.nccl_channels),
-# `<config>_cta1` sets NCCL's CTA policy to efficiency (NCCL_CTA_POLICY=1, NCCL 2.27+).
-# PyTorch's row is the configuration's without them.
+# `<config>_ch<N>` caps the communicator's channels (CTAs) at N (distributed.nccl_channels).
+# PyTorch's row is the configuration's without it.
 CHANNELS_SUFFIX = re.compile(r"^(.+)_ch([0-9]+)$")
-CTA_SUFFIX = "_cta1"
-# `<config>_p2p<N>`: NCCL's point-to-point operations (the all-to-all of fp8 and
-# bf16_fp32_sum) on N channels per peer where NCCL allows it: NCCL_MIN_P2P_NCHANNELS and
-# NCCL_NCHANNELS_PER_NET_PEER set to N (#62: NCCL's log said 2 per peer at 4 ranks, where
-# a ring all-reduce drives 4 towards its neighbour). PyTorch's row is the configuration's.
-P2P_SUFFIX = re.compile(r"^(.+)_p2p([0-9]+)$")
+# NCCL's variables as suffixes, each set on ddplab's run (distributed.nccl_env) and on
+# PyTorch's where the configuration without it is not in the list (else PyTorch's row is
+# that one's):
+# - `<config>_cta1`: NCCL's CTA policy to efficiency (NCCL_CTA_POLICY=1, NCCL 2.27+);
+# - `<config>_p2p<N>`: NCCL's point-to-point operations (the all-to-all of fp8 and
+#   bf16_fp32_sum) on N channels per peer where NCCL allows it (#62: NCCL's log said 2 per
+#   peer at 4 ranks, where a ring all-reduce drives 4 towards its neighbour);
+# - `<config>_shmce`: NCCL's host-memory transport moving its data by copy engines at
+#   both ends, the proxy thread with a CUDA context of its own (on 2026-11-21, without
+#   that context, no run finished within 60 s).
+ENV_SUFFIXES = [
+    (re.compile(r"^(.+)_cta1$"), lambda m: {"NCCL_CTA_POLICY": "1"}),
+    (re.compile(r"^(.+)_p2p([0-9]+)$"),
+     lambda m: {"NCCL_MIN_P2P_NCHANNELS": m.group(2), "NCCL_NCHANNELS_PER_NET_PEER": m.group(2)}),
+    (re.compile(r"^(.+)_shmce$"), lambda m: {"NCCL_SHM_USE_CUDA_MEMCPY": "1", "NCCL_SHM_MEMCPY_MODE": "3",
+                                             "NCCL_CREATE_THREAD_CONTEXT": "1"}),
+]
 # `<config>_win`: the flat buckets as NCCL windows, summed by NCCL's symmetric kernels
 # (plugins/registered_buckets). PyTorch's row is the configuration's: DDP's buckets are not
 # NCCL's memory.
@@ -217,12 +227,13 @@ def config_entry(config):
         plugins, args, nccl_env, fields, base = config_entry(channels.group(1))
         return (plugins, args, nccl_env, f"{fields} nccl_channels: {channels.group(2)}",
                 base or channels.group(1))
-    p2p = P2P_SUFFIX.match(config)
-    if p2p and config not in CONFIGS:
-        plugins, args, nccl_env, fields, base = config_entry(p2p.group(1))
-        extra = {"NCCL_MIN_P2P_NCHANNELS": p2p.group(2), "NCCL_NCHANNELS_PER_NET_PEER": p2p.group(2)}
-        fields += "".join(f' nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in extra.items())
-        return plugins, args, dict(nccl_env, **extra), fields, base or p2p.group(1)
+    for suffix, variables in ENV_SUFFIXES:
+        match = suffix.match(config)
+        if match and config not in CONFIGS:
+            plugins, args, nccl_env, fields, base = config_entry(match.group(1))
+            extra = variables(match)
+            fields += "".join(f' nccl_env {{ name: "{k}" value: "{v}" }}' for k, v in extra.items())
+            return plugins, args, dict(nccl_env, **extra), fields, base or match.group(1)
     last = LAST_SUFFIX.match(config)
     if last and config not in CONFIGS:
         plugins, args, nccl_env, fields, base = config_entry(last.group(1))
@@ -235,11 +246,6 @@ def config_entry(config):
         stem = config[:-len(WINDOWS_SUFFIX)]
         plugins, args, nccl_env, fields, base = config_entry(stem)
         return f"{plugins} plugin {{ registered_buckets {{}} }}", args, nccl_env, fields, base or stem
-    if config.endswith(CTA_SUFFIX) and config not in CONFIGS:
-        stem = config[:-len(CTA_SUFFIX)]
-        plugins, args, nccl_env, fields, base = config_entry(stem)
-        env = dict(nccl_env, NCCL_CTA_POLICY="1")
-        return (plugins, args, env, fields + ' nccl_env { name: "NCCL_CTA_POLICY" value: "1" }', base or stem)
     # The variants compose; the PyTorch row is the configuration's without any of them.
     for suffix, setting in POWERSGD_SUFFIXES.items():
         if config.endswith(suffix) and config not in CONFIGS:

@@ -91,6 +91,16 @@ class DdpMatrixCpuTest(unittest.TestCase):
         self.assertEqual(base, "sharded_cap100")  # PyTorch's row: the configuration's, untapered
         self.assertEqual(ddp_matrix.config_entry("cap25_last4")[4], "cap25")
 
+    def test_nccl_variable_suffixes_compose(self):
+        _, _, env, fields, base = ddp_matrix.config_entry("bf16_cap25_p2p4_shmce")
+        self.assertEqual(env, {"NCCL_MIN_P2P_NCHANNELS": "4", "NCCL_NCHANNELS_PER_NET_PEER": "4",
+                               "NCCL_SHM_USE_CUDA_MEMCPY": "1", "NCCL_SHM_MEMCPY_MODE": "3",
+                               "NCCL_CREATE_THREAD_CONTEXT": "1"})
+        for name, value in env.items():
+            self.assertIn(f'nccl_env {{ name: "{name}" value: "{value}" }}', fields)
+        self.assertEqual(base, "bf16_cap25")  # PyTorch's row: the configuration's
+        self.assertEqual(ddp_matrix.config_entry("cap25_cta1_graph")[2], {"NCCL_CTA_POLICY": "1"})
+
     def test_a_gpu_only_row_is_refused_before_it_runs(self):
         for configs, baselines, refused in (("naive,powersgd_rank1_tuned", "single_gpu", "powersgd_rank1_tuned"),
                                             ("naive,cap25_ch4", "single_gpu", "cap25_ch4"),
