@@ -177,5 +177,51 @@ class RepetitionOrderTest(unittest.TestCase):
         self.assertEqual(len(started), 6)
 
 
+class SummarizeTest(unittest.TestCase):
+    """summarize.py over a made-up run directory: each repetition's ratio pairs the two
+    sides' runs of that repetition (one of PyTorch's is missing), and a row whose step is
+    one CUDA graph is divided by one GPU's graph."""
+
+    def test_ratios_by_repetition_and_graph_rows_over_one_gpus_graph(self):
+        out = scratch()
+
+        def record(path, steps_per_s):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                json.dump({"steps_per_s": steps_per_s, "peak_memory_gib": 1.0, "tflops_per_gpu": 1.0,
+                           "data_wait_fraction": 0.0, "phases": {}}, f)
+
+        with open(os.path.join(out, "environment.json"), "w") as f:
+            json.dump({"device": "d", "gpu_count": 4, "driver": "-", "pytorch_version": "-",
+                       "libtorch_version": "-", "nccl_version": "-", "date": "-"}, f)
+        rows = {"single_gpu": (1, None, [20.0, 20.0, 20.0], [10.0, 10.0, 10.0]),
+                "single_gpu_graph": (1, "single_gpu", [50.0, 50.0, 50.0], []),
+                "cap25": (4, None, [9.0, 11.0, 10.0], [10.0, None, 10.0]),
+                "cap25_graph": (4, "cap25", [45.0, 45.0, 45.0], [])}
+        for config, (gpus, pytorch_key, ours, theirs) in rows.items():
+            meta = {"config": config, "gpus": gpus, "transport": "nvlink" if gpus > 1 else "none"}
+            if pytorch_key:
+                meta["pytorch_key"] = pytorch_key
+            os.makedirs(os.path.join(out, "configs"), exist_ok=True)
+            with open(os.path.join(out, "configs", config + ".json"), "w") as f:
+                json.dump(meta, f)
+            for rep, rate in enumerate(ours, 1):
+                record(os.path.join(out, "ddplab", config, str(rep), "s", config + ".json"), rate)
+            for rep, rate in enumerate(theirs, 1):
+                if rate is not None:
+                    record(os.path.join(out, "pytorch", config, f"{rep}.json"), rate)
+        done = subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), "--name", "t", "--dir", out,
+                               "--output", os.path.join(out, "t.json")], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(os.path.join(out, "t.json")) as f:
+            by_config = {r["config"]: r for r in json.load(f)["rows"]}
+        self.assertEqual(by_config["cap25"]["ratio_runs"], [0.9, 1.0])  # repetitions 1 and 3
+        self.assertAlmostEqual(by_config["cap25_graph"]["ddplab_vs_single_gpu_graph"], 0.9)
+        self.assertAlmostEqual(by_config["cap25_graph"]["ddplab_vs_single_gpu"], 2.25)
+        table = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line.startswith("cap25")}
+        self.assertEqual(table["cap25_graph"][6], "0.900")  # d/1gpu: over single_gpu_graph
+        self.assertEqual(table["cap25"][6], "0.500")
+        self.assertIn("ratio by repetition, cap25 (4, nvlink): [0.9, 1.0]", done.stdout)
+
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1])

@@ -27,6 +27,16 @@ def figure(value, width, digits):
     return f"{value:>{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
 
 
+def by_repetition(paths, rep_part):
+    """The records at `paths` by repetition number, in its order; the number is the path's
+    part at `rep_part` (counted from the end; a file's name without .json)."""
+    runs = {}
+    for path in paths:
+        rep = os.path.normpath(path).split(os.sep)[rep_part]
+        runs[int(rep[:-len(".json")] if rep.endswith(".json") else rep)] = load(path)
+    return dict(sorted(runs.items()))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--name", required=True)
@@ -37,11 +47,13 @@ def main():
     rows = []
     for config_dir in sorted(glob.glob(os.path.join(a.dir, "ddplab", "*"))):
         config = os.path.basename(config_dir)
-        ours = [load(f) for f in sorted(glob.glob(os.path.join(config_dir, "*", "*", config + ".json")))]
+        ours_by_rep = by_repetition(glob.glob(os.path.join(config_dir, "*", "*", config + ".json")), -3)
+        ours = list(ours_by_rep.values())
         meta = load(os.path.join(a.dir, "configs", config + ".json"))
         # A variant PyTorch has no setting for shares its base configuration's PyTorch runs.
         theirs_key = meta.get("pytorch_key", config)
-        theirs = [load(f) for f in sorted(glob.glob(os.path.join(a.dir, "pytorch", theirs_key, "*.json")))]
+        theirs_by_rep = by_repetition(glob.glob(os.path.join(a.dir, "pytorch", theirs_key, "*.json")), -1)
+        theirs = list(theirs_by_rep.values())
         if not ours:
             continue
         # Without PyTorch's runs (ddp_matrix.py --skip_pytorch) its fields are None.
@@ -59,6 +71,10 @@ def main():
             "ddplab_phases_ms": ours[len(ours) // 2]["phases"],
         })
         row["ratio"] = row["ddplab_steps_per_s"] / row["pytorch_steps_per_s"] if theirs else None
+        # Each repetition's ratio, ddplab's run over PyTorch's of the same repetition: where
+        # they cross 1, the medians' ratio is within the runs' noise.
+        row["ratio_runs"] = [round(ours_by_rep[k]["steps_per_s"] / theirs_by_rep[k]["steps_per_s"], 4)
+                             for k in ours_by_rep if k in theirs_by_rep and theirs_by_rep[k]["steps_per_s"] > 0]
         exposed = [r.get("exposed_comm_ms") for r in ours if r.get("engine")]
         if exposed:
             row["ddplab_exposed_comm_ms"] = statistics.median(exposed)
@@ -93,6 +109,12 @@ def main():
             r["ddplab_vs_single_gpu"] = r["ddplab_steps_per_s"] / single["ddplab_steps_per_s"]
             if r["pytorch_steps_per_s"] and single["pytorch_steps_per_s"]:
                 r["pytorch_vs_single_gpu"] = r["pytorch_steps_per_s"] / single["pytorch_steps_per_s"]
+    # A row whose step is one CUDA graph (<config>_graph) over one GPU's graph, where it
+    # was measured: the table's d/1gpu for those rows.
+    graph = next((r for r in rows if r["config"] == "single_gpu_graph"), None)
+    if graph:
+        for r in rows:
+            r["ddplab_vs_single_gpu_graph"] = r["ddplab_steps_per_s"] / graph["ddplab_steps_per_s"]
     # The same over the single-GPU step with compute on a high-priority stream, where it
     # was measured (the tuned configurations run theirs so).
     high = next((r for r in rows if r["config"] == "single_gpu_high_priority"), None)
@@ -114,11 +136,17 @@ def main():
           f"{'ratio':>7}{'d/1gpu':>7}{'p/1gpu':>7}{'d GiB':>7}{'p GiB':>7}{'exposed ms':>11}{'grad err':>9}")
     for r in rows:
         # "-" where a side has no figure (its run failed, or PyTorch has no such row).
+        ours_vs_one = r.get("ddplab_vs_single_gpu_graph" if is_graph(r) else "ddplab_vs_single_gpu")
         print(f"{r['config']:<30}{r['gpus']:>4} {r['transport']:<9}{r['ddplab_steps_per_s']:>9.3f}"
               f"{figure(r['pytorch_steps_per_s'], 10, 3)}{figure(r['ratio'], 7, 3)}"
-              f"{figure(r.get('ddplab_vs_single_gpu'), 7, 3)}{figure(r.get('pytorch_vs_single_gpu'), 7, 3)}"
+              f"{figure(ours_vs_one, 7, 3)}{figure(r.get('pytorch_vs_single_gpu'), 7, 3)}"
               f"{r['ddplab_peak_gib']:>7.2f}{figure(r['pytorch_peak_gib'], 7, 2)}"
               f"{r.get('ddplab_exposed_comm_ms', 0):>11.2f}{r.get('ddplab_gradient_error', 0):>9.1e}")
+    if graph and any(is_graph(r) for r in rows):
+        print("d/1gpu of a row whose step is one CUDA graph (*_graph): over single_gpu_graph")
+    for r in rows:
+        if len(r["ratio_runs"]) > 1:
+            print(f"ratio by repetition, {r['config']} ({r['gpus']}, {r['transport']}): {r['ratio_runs']}")
     for r in rows:
         for mode, steps in r.get("pytorch_compile_steps_per_s", {}).items():
             print(f"PyTorch torch.compile(mode={mode!r}), {r['config']}: {steps:.3f} steps/s "
@@ -132,6 +160,11 @@ def main():
                   f"{r['ddplab_steps_per_s']:>9.3f}{r['ddplab_steps_per_s'] / r['before_steps_per_s']:>13.4f}"
                   f"{r['before_peak_gib']:>7.2f}{r['ddplab_peak_gib']:>7.2f}"
                   f"{str(r['before_runs_steps_per_s']):>22}{str(r['ddplab_runs_steps_per_s']):>22}")
+
+
+def is_graph(row):
+    """Whether the row's step ran as one CUDA graph (ddp_matrix.py's <config>_graph)."""
+    return row["config"].endswith("_graph")
 
 
 if __name__ == "__main__":
