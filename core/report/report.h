@@ -44,7 +44,7 @@ class ReportContribution {
 // Rows in the order given, and the recommendations. Each row's single-process baseline is
 // SingleProcessRun(runs, &row's run): the one-process run whose steps ran as the row's
 // did; "naive" is the run named naive_ddp (or naive_ddp_<suffix>) on the same processes
-// and transport, one whose steps ran as the row's did first. Runs of
+// and transport, preferring one whose steps ran as the row's did. Runs of
 // the convergence check (RunResult.convergence) are not rows: they give the lossy rows
 // their verdicts. Each of `studies` decides on the rows in turn, before the
 // recommendations.
