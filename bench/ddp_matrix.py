@@ -13,7 +13,9 @@ configuration runs in one process with the engine on, against PyTorch's DDP in o
 (transport "local": what the plugins' own work costs, nothing sent). --before names
 another build of vit_ddp (say, of the commit before a change), run after ddplab's in each
 repetition into DIR/before/<key>/<rep>/...: before and after in the same call. Each
-repetition runs every row in turn, so that --deadline leaves out last repetitions, not rows.
+repetition runs every row in turn, so that --deadline leaves out last repetitions, not rows;
+--more_reps N adds up to N repetitions of the rows whose repetitions so far put ddplab
+ahead of PyTorch in some and behind in others.
 <config>_bf16state is a PowerSGD <config> with powersgd.bf16_state, <config>_aten one with
 powersgd.disable_fused_kernels. Transports: nvlink, host (NCCL_P2P_DISABLE=1, as a
 PCIe-only machine) and sockets (also NCCL_SHM_DISABLE=1, as between nodes).
@@ -23,6 +25,7 @@ processes), both sides: the command checked on a machine without a GPU, with --b
 --warmup and --measured small enough for it. Its figures are Gloo's, not a GPU's.
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -33,6 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import environment  # noqa: E402
+import summarize  # noqa: E402
 from rendezvous_check import free_port  # noqa: E402
 
 # config -> (ddplab plugin entries, PyTorch DDP arguments)
@@ -393,6 +397,9 @@ def main():
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--baselines", default="single_gpu,ddp_1gpu")
     p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--more_reps", type=int, default=0,
+                   help="after --reps, up to this many more repetitions of the rows whose ratios to PyTorch's "
+                        "run of the same repetition fall on both sides of 1 (within the deadline)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--measured", type=int, default=20)
     p.add_argument("--deadline", type=float, default=0,
@@ -497,8 +504,14 @@ def main():
     # Repetition after repetition, each running every row in turn: rows measured minutes
     # apart (a row and its one GPU) see the machine's drift alike, and a deadline leaves out
     # the last repetitions of every row rather than whole rows at the end of the list.
-    for rep in range(1, a.reps + 1):
-        for key, meta, plugins, args, transport, env, force, py_extra in runs:
+    # Then, with --more_reps, more of the rows whose repetitions do not yet say which side is
+    # faster: each of their ratios to PyTorch's run of the same repetition, some above 1 and
+    # some below (as over sockets, where runs spread by 7%).
+    for rep in range(1, a.reps + a.more_reps + 1):
+        rows = runs if rep <= a.reps else [r for r in runs if undecided(out, r[0], r[1])]
+        if not rows:
+            break
+        for key, meta, plugins, args, transport, env, force, py_extra in rows:
             if a.deadline and time.time() - start > a.deadline:
                 print(f"deadline: {key} rep {rep} not run", flush=True)
                 continue
@@ -506,6 +519,18 @@ def main():
 
     subprocess.check_call([sys.executable, os.path.join(HERE, "summarize.py"), "--name", "ddp",
                            "--dir", out, "--output", os.path.join(out, "ddp.json")])
+
+
+def undecided(out, key, meta):
+    """Whether row `key` has PyTorch runs of its own and its repetitions' ratios to them
+    (each repetition's ddplab run over PyTorch's) lie on both sides of 1."""
+    if "pytorch_key" in meta:
+        return False
+    ours = summarize.by_repetition(glob.glob(os.path.join(out, "ddplab", key, "*", "*", key + ".json")), -3)
+    theirs = summarize.by_repetition(glob.glob(os.path.join(out, "pytorch", key, "*.json")), -1)
+    ratios = [ours[k]["steps_per_s"] / theirs[k]["steps_per_s"] for k in ours
+              if k in theirs and theirs[k]["steps_per_s"] > 0]
+    return bool(ratios) and min(ratios) < 1 < max(ratios)
 
 
 def run_row(a, out, key, meta, plugins, args, env, py_extra, py_training, rep):

@@ -144,14 +144,29 @@ class DdpMatrixCpuTest(unittest.TestCase):
 
 class RepetitionOrderTest(unittest.TestCase):
     """The runs' order, with the runs themselves and the clock made up: each repetition
-    runs every row in turn, and a deadline leaves out the last repetitions of every row."""
+    runs every row in turn, a deadline leaves out the last repetitions of every row, and
+    --more_reps repeats only the rows whose ratios to PyTorch fall on both sides of 1."""
 
-    def runs_of(self, extra, seconds_per_run=0.0):
+    def runs_of(self, extra, seconds_per_run=0.0, rate=None):
+        """The runs ddp_matrix.py starts, by log name. `rate(side, key, rep)`, where given,
+        is the steps/s each run records where its side writes it."""
         started, clock = [], [1000.0]
 
         def fake_run(cmd, log, env=None, ranks=1):
-            started.append(os.path.basename(log)[:-len(".log")])
+            name = os.path.basename(log)[:-len(".log")]
+            started.append(name)
             clock[0] += seconds_per_run
+            if rate is not None:
+                side, rest = name.split("_", 1)
+                key, rep = rest.rsplit("_", 1)
+                if side == "ddplab":
+                    output_dir = next(c for c in cmd if c.startswith("--output_dir="))[len("--output_dir="):]
+                    path = os.path.join(output_dir, key, key + ".json")
+                else:
+                    path = cmd[cmd.index("--output") + 1]
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    json.dump({"steps_per_s": rate(side, key, int(rep))}, f)
             return 0
 
         argv = ["ddp_matrix.py", "--out", scratch(), "--device", "cpu", "--gpus", "2", "--baselines", "single_gpu",
@@ -169,6 +184,25 @@ class RepetitionOrderTest(unittest.TestCase):
         rows = ["single_gpu", "naive_2gpu_gloo", "cap25_2gpu_gloo"]
         expected = [f"{side}_{row}_{rep}" for rep in (1, 2) for row in rows for side in ("ddplab", "pytorch")]
         self.assertEqual(self.runs_of(["--reps", "2"]), expected)
+
+    def test_more_repetitions_of_the_rows_whose_ratios_cross_one(self):
+        # naive: ddplab behind PyTorch in repetition 2 and ahead in every other, so its
+        # ratios cross 1 after each repetition and it runs until --more_reps is spent; the
+        # one GPU and cap25 are ahead in every repetition and get none.
+        def rate(side, key, rep):
+            if side == "pytorch":
+                return 10.0
+            return {"naive_2gpu_gloo": 9.0 if rep == 2 else 11.0}.get(key, 12.0)
+
+        started = self.runs_of(["--reps", "2", "--more_reps", "2"], rate=rate)
+        self.assertEqual([n for n in started if n.endswith(("_3", "_4"))],
+                         ["ddplab_naive_2gpu_gloo_3", "pytorch_naive_2gpu_gloo_3",
+                          "ddplab_naive_2gpu_gloo_4", "pytorch_naive_2gpu_gloo_4"])
+
+    def test_no_more_repetitions_where_every_ratio_is_on_one_side(self):
+        started = self.runs_of(["--reps", "2", "--more_reps", "3"],
+                               rate=lambda side, key, rep: 11.0 if side == "ddplab" else 10.0)
+        self.assertEqual(len(started), 12)  # 3 rows, 2 sides, 2 repetitions
 
     def test_a_deadline_leaves_out_repetitions_not_rows(self):
         # Each run takes 10 s: after the first repetition's 6 runs the clock is 60 s on.
