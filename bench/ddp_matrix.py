@@ -403,7 +403,8 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--measured", type=int, default=20)
     p.add_argument("--deadline", type=float, default=0,
-                   help="seconds after start: no new run after (0: none); the table still comes")
+                   help="seconds after start: no run starts that would end after it, by the row's last "
+                        "repetition, nor any after it (0: none); the table still comes")
     p.add_argument("--binary", default="bazel-bin/experiments/vit_ddp", help="ddplab's vit_ddp")
     p.add_argument("--before", default="",
                    help="another vit_ddp binary (with its .runfiles beside it), run after ours in each repetition")
@@ -507,15 +508,22 @@ def main():
     # Then, with --more_reps, more of the rows whose repetitions do not yet say which side is
     # faster: each of their ratios to PyTorch's run of the same repetition, some above 1 and
     # some below (as over sockets, where runs spread by 7%).
+    # A repetition of a row is not started where the last one of that row, had it started
+    # now, would have ended after the deadline: the call's own time limit then never cuts
+    # a run, and its results all come back.
+    took = {}  # seconds a repetition of each row took, the last one
     for rep in range(1, a.reps + a.more_reps + 1):
         rows = runs if rep <= a.reps else [r for r in runs if undecided(out, r[0], r[1])]
         if not rows:
             break
         for key, meta, plugins, args, transport, env, force, py_extra in rows:
-            if a.deadline and time.time() - start > a.deadline:
-                print(f"deadline: {key} rep {rep} not run", flush=True)
+            now = time.time()
+            if a.deadline and now + took.get(key, 0) - start > a.deadline:
+                print(f"deadline: {key} rep {rep} not run" +
+                      (f" (its last repetition took {took[key]:.0f} s)" if key in took else ""), flush=True)
                 continue
             run_row(a, out, key, meta, plugins, args, env, py_extra, py_training, rep)
+            took[key] = time.time() - now
 
     subprocess.check_call([sys.executable, os.path.join(HERE, "summarize.py"), "--name", "ddp",
                            "--dir", out, "--output", os.path.join(out, "ddp.json")])

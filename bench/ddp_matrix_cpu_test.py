@@ -204,6 +204,15 @@ class RepetitionOrderTest(unittest.TestCase):
                                rate=lambda side, key, rep: 11.0 if side == "ddplab" else 10.0)
         self.assertEqual(len(started), 12)  # 3 rows, 2 sides, 2 repetitions
 
+    def test_no_run_starts_that_its_last_repetition_says_would_end_after_the_deadline(self):
+        # Each run 10 s, a row's repetition 20 s (ddplab's and PyTorch's): the first
+        # repetition ends at 60 s; at 100 s the second has run two rows, and the third
+        # row's would end at 120 s, after the deadline, so it does not start.
+        started = self.runs_of(["--reps", "2", "--deadline", "100"], seconds_per_run=10)
+        self.assertEqual([name for name in started if name.endswith("_2")],
+                         ["ddplab_single_gpu_2", "pytorch_single_gpu_2", "ddplab_naive_2gpu_gloo_2",
+                          "pytorch_naive_2gpu_gloo_2"])
+
     def test_a_deadline_leaves_out_repetitions_not_rows(self):
         # Each run takes 10 s: after the first repetition's 6 runs the clock is 60 s on.
         started = self.runs_of(["--reps", "3", "--deadline", "55"], seconds_per_run=10)
