@@ -69,6 +69,18 @@ bool SayNeitherWins(const v1::ReportRow& use, const v1::ReportRow* rival, const 
 
 void SayCommunication(const v1::ReportRow& r, const std::string& one, std::string& out) {
   const v1::StepParts& p = r.parts();
+  if (!r.step_runner().empty()) {
+    // A replay's phases are timed as one (ReportRow.step_runner): what it costs beyond one
+    // GPU run the same way is not split between waiting and slowed compute.
+    absl::StrAppendFormat(&out, " Its steps ran as %s, whose phases are timed as one", r.step_runner());
+    if (p.compute_slowdown_ms() > 0) {
+      absl::StrAppendFormat(&out, ": of its %.1f ms step, %.2f ms are beyond %s's run the same way, communication's "
+                            "wait and compute slowed beside it together",
+                            p.step_ms(), p.compute_slowdown_ms(), one);
+    }
+    absl::StrAppend(&out, ".");
+    return;
+  }
   absl::StrAppendFormat(&out, " Of its %.1f ms step, communication costs %.2f ms of exposed wait", p.step_ms(),
                         p.exposed_comm_ms());
   if (p.compute_slowdown_ms() > 0) {

@@ -61,7 +61,8 @@ std::string Configuration(const v1::RunResult& r) {
   return name;
 }
 
-// Where the step of `r` went, against the single-process run `single` (if any).
+// Where the step of `r` went, against the single-process run `single` (if any, and only
+// where its steps ran as `r`'s did: phases timed as one are not a step's parts).
 v1::StepParts PartsOf(const v1::RunResult& r, const v1::RunResult* single) {
   auto phase = [](const v1::RunResult& of, double (v1::PhaseTimes::*f)() const) {
     return MedianOf(of, [f](const v1::Repetition& rep) { return (rep.phases().*f)(); });
@@ -72,7 +73,7 @@ v1::StepParts PartsOf(const v1::RunResult& r, const v1::RunResult* single) {
   const double forward = phase(r, &v1::PhaseTimes::forward_ms);
   const double backward = std::max(0.0, phase(r, &v1::PhaseTimes::backward_ms) - exposed);
   double forward_single = forward, backward_single = backward;
-  if (single != nullptr && single != &r) {
+  if (single != nullptr && single != &r && single->step_runner() == r.step_runner()) {
     forward_single = std::min(forward, phase(*single, &v1::PhaseTimes::forward_ms));
     backward_single = std::min(backward, phase(*single, &v1::PhaseTimes::backward_ms));
   }
@@ -110,6 +111,7 @@ v1::ReportRow RowOf(const v1::RunResult& r, const v1::RunResult* single, const v
   row.set_transport(r.world_size() > 1 ? r.transport() : "");
   if (row.transport() == "TRANSPORT_UNSPECIFIED") row.set_transport("default");
   row.set_nccl_transport(r.nccl_transport());
+  row.set_step_runner(r.step_runner());
   std::vector<double> rates;
   for (const v1::Repetition& rep : RepetitionsOf(r)) rates.push_back(rep.steps_per_s());
   *row.mutable_steps_per_s() = SpreadOf(rates);
@@ -176,7 +178,7 @@ std::string MarkdownCell(const v1::ReportRow& r, int column) {
                            : absl::StrFormat("%.3f", s.median());
     case 4: return r.has_vs_single() ? Fixed(r.vs_single().median(), 3) : "-";
     case 5: return Fixed(r.has_vs_naive() ? std::optional<double>(r.vs_naive()) : std::nullopt, 3);
-    case 6: return absl::StrFormat("%.2f", r.exposed_comm_ms());
+    case 6: return r.step_runner().empty() ? absl::StrFormat("%.2f", r.exposed_comm_ms()) : "-";  // a replay: unmeasured
     case 7: return Fixed(r.has_busbw_gbps() ? std::optional<double>(r.busbw_gbps()) : std::nullopt, 1);
     case 8: return r.peak_memory_gib() > 0 ? absl::StrFormat("%.2f", r.peak_memory_gib()) : "-";  // CPUs: unmeasured
     case 9:
@@ -352,7 +354,9 @@ std::string FormatCsv(const v1::SuiteReport& report) {
         CsvText(r.nccl_transport()), CsvNumber(r.steps_per_s().median()), CsvNumber(r.steps_per_s().min()),
         CsvNumber(r.steps_per_s().max()), absl::StrCat(r.steps_per_s().count()),
         CsvNumber(opt(r.has_vs_single(), r.vs_single().median())), CsvNumber(opt(r.has_vs_naive(), r.vs_naive())),
-        CsvNumber(r.exposed_comm_ms()), CsvNumber(r.parts().compute_slowdown_ms()),
+        // A replay's (step_runner) phases are one: no exposed wait, no slowed compute apart.
+        CsvNumber(opt(r.step_runner().empty(), r.exposed_comm_ms())),
+        CsvNumber(opt(r.step_runner().empty(), r.parts().compute_slowdown_ms())),
         CsvNumber(opt(r.has_busbw_gbps(), r.busbw_gbps())),
         CsvNumber(opt(!cpus || r.peak_memory_gib() > 0, r.peak_memory_gib())),
         CsvNumber(opt(r.has_gradient_error(), r.gradient_error())), CsvNumber(r.tflops_per_gpu()),

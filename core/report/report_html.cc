@@ -186,7 +186,7 @@ std::string TableRow(const v1::ReportRow& row, bool bounds) {
       Cell(absl::StrCat(row.gpus())), TransportCell(row), StepsCell(row),
       Cell(row.has_vs_single() ? Number(row.vs_single().median(), 3) : kDash),
       Cell(row.has_vs_naive() ? absl::StrCat(Number(row.vs_naive(), 2), "×") : kDash), bounds ? BoundCell(row) : "",
-      Cell(several ? Number(row.exposed_comm_ms(), 1) : kDash),
+      Cell(several && row.step_runner().empty() ? Number(row.exposed_comm_ms(), 1) : kDash),
       Cell(row.has_busbw_gbps() ? Number(row.busbw_gbps(), 1) : kDash),
       Cell(row.peak_memory_gib() > 0 ? Number(row.peak_memory_gib(), 2) : kDash),
       row.has_gradient_error() ? GradientErrorCell(row)

@@ -75,6 +75,38 @@ TEST(ReportTest, ARowRunAsAGraphAgainstOneGpusGraph) {
   EXPECT_DOUBLE_EQ(report.rows(4).vs_single().median(), 57.0 / 25.0);
 }
 
+// A row whose steps a plugin ran as one graph has its phases timed as one: no exposed wait
+// is shown for it (the table's "-", the CSV's empty cell), and the recommendation says what
+// it costs beyond one GPU's graph without splitting it into waiting and slowed compute.
+TEST(ReportTest, AGraphRowsCostBeyondOneGpusGraphIsNotSplit) {
+  const std::string graph = "one CUDA graph";
+  std::vector<v1::RunResult> runs{::ddplab::Run("single_gpu_graph", 1, 64.5, false),
+                                  ::ddplab::Run("sharded_graph", 4, 57.1, true)};
+  for (v1::RunResult& r : runs) r.set_step_runner(graph);
+  runs[0].mutable_phases()->set_step_ms(15.5);
+  runs[0].mutable_phases()->set_backward_ms(15.5);
+  runs[1].mutable_phases()->set_step_ms(17.5);
+  runs[1].mutable_phases()->set_backward_ms(17.5);
+  const v1::SuiteReport report = MakeReport(runs);
+  ASSERT_EQ(report.rows_size(), 2);
+  EXPECT_EQ(report.rows(1).step_runner(), graph);
+  const std::vector<std::string> csv = absl::StrSplit(FormatCsv(report), '\n');
+  ASSERT_GE(csv.size(), 3u);
+  const std::vector<std::string> cells = absl::StrSplit(csv[2], ',');
+  ASSERT_GT(cells.size(), 12u);
+  EXPECT_EQ(cells[11], "") << csv[2];  // exposed_comm_ms: not measured in a replay
+  EXPECT_EQ(cells[12], "") << csv[2];  // compute_slowdown_ms: nor apart from it
+  const std::string md = FormatMarkdown(report);
+  EXPECT_NE(md.find("| 0.885 | - | - |"), std::string::npos) << md;  // vs 1 GPU, vs naive, exposed
+  ASSERT_EQ(report.recommendations_size(), 1);
+  EXPECT_NE(report.recommendations(0).text().find(
+                "Its steps ran as one CUDA graph, whose phases are timed as one: of its 17.5 ms step, 2.00 ms are "
+                "beyond one GPU's run the same way"),
+            std::string::npos)
+      << report.recommendations(0).text();
+  EXPECT_EQ(report.recommendations(0).text().find("exposed wait"), std::string::npos);
+}
+
 // Repetitions: medians and spread; the recommendation names a winner only when its
 // slowest repetition beats the runner-up's fastest, and says "within noise" otherwise.
 TEST(ReportTest, RepetitionsGiveMedianAndSpreadAndNoWinnerWithinNoise) {
