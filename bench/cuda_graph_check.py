@@ -40,6 +40,9 @@ COMBOS = {
     "sharded": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { sharded_optimizer {} }",
     "sharded_after": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS +
                      " plugin { sharded_optimizer { during_backward: false } }",
+    # The same by copy engines between the GPUs' buckets, with signals the graph replays.
+    "sharded_copies": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS +
+                      " plugin { sharded_optimizer { by_copy_engines: true } }",
     # The engine on with one GPU (a hook in the chain): bucket views, nothing sent.
     "no_comm": "plugin { bucket_sizing { bucket_cap_mb: 4 } } " + LEVERS + " plugin { no_communication {} }",
 }

@@ -101,7 +101,9 @@ for rank in (1, 4):
 # overlapped with DDP's buckets, which all-reduce each bucket whole and broadcast what each
 # rank stepped).
 # `sharded_cap<cap>` steps and gathers after backward (during_backward: false);
-# `sharded_during_cap<cap>` as each bucket's reduce-scatter lands (the plugin's default).
+# `sharded_during_cap<cap>` as each bucket's reduce-scatter lands (the plugin's default);
+# `sharded_copies_cap<cap>` the same by copy engines between the GPUs' buckets in
+# symmetric memory (by_copy_engines; GPUs of one node, LibTorch 2.x).
 for cap in (25, 100):
     CONFIGS[f"sharded_cap{cap}"] = (
         f"plugin {{ bucket_sizing {{ bucket_cap_mb: {cap} }} }} {LEVERS} "
@@ -110,6 +112,9 @@ for cap in (25, 100):
     CONFIGS[f"sharded_during_cap{cap}"] = (CONFIGS[f"sharded_cap{cap}"][0].replace(
         "during_backward: false", "during_backward: true"), CONFIGS[f"sharded_cap{cap}"][1])
     PYTORCH_BASE[f"sharded_during_cap{cap}"] = f"sharded_cap{cap}"
+    CONFIGS[f"sharded_copies_cap{cap}"] = (CONFIGS[f"sharded_during_cap{cap}"][0].replace(
+        "during_backward: true", "during_backward: true by_copy_engines: true"), CONFIGS[f"sharded_cap{cap}"][1])
+    PYTORCH_BASE[f"sharded_copies_cap{cap}"] = f"sharded_cap{cap}"
 
 # Tuned overlap: 25 MB buckets, NCCL on 4 channels, compute on a high-priority stream
 # (bench/nccl_tuning.py). PyTorch gets the same NCCL variables and stream priority.
@@ -267,8 +272,8 @@ def config_entry(config):
 # The transport of --device cpu rows of several processes: Gloo, no NCCL variable.
 CPU_TRANSPORT = "gloo"
 # What a row may not ask for on the CPU (besides NCCL's variables and PyTorch's extra
-# arguments): a stream's priority, NCCL's channels and windows, a CUDA graph.
-GPU_ONLY = ("high_priority_compute", "nccl_channels", "registered_buckets", "cuda_graph")
+# arguments): a stream's priority, NCCL's channels and windows, a CUDA graph, copy engines.
+GPU_ONLY = ("high_priority_compute", "nccl_channels", "registered_buckets", "cuda_graph", "by_copy_engines")
 TRANSPORTS = {"nvlink": ("NVLINK", {}), "host": ("HOST_MEMORY", {"NCCL_P2P_DISABLE": "1"}),
               "sockets": ("NETWORK", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})}
 # The transport of --gpus 1 rows (one process with force_engine; see the docstring).

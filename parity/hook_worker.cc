@@ -200,7 +200,7 @@ absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugins
 // exit code.
 int ReduceSteps(const Case& c, const Run& run, const PluginSet& set, compat::CollectiveGroup& group, int rank,
                 int world) {
-  std::unique_ptr<CommHook> hook = MakeHookChain(set.engine_parts().hooks, CommContext{&group, rank, world, false, {}, nullptr, {}});
+  std::unique_ptr<CommHook> hook = MakeHookChain(set.engine_parts().hooks, CommContext{&group, rank, world, false, {}, nullptr, {}, {}});
   const std::shared_ptr<const BucketCodec> codec = hook->Codec();
   const std::string dir = absl::GetFlag(FLAGS_dir);
   for (int64_t step = 0; step < c.steps; ++step) {

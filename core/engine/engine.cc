@@ -58,6 +58,7 @@ struct DataParallelEngine::State {
   bool pass_through = false;
   std::shared_ptr<HookUpdates> updates;  // what hooks step themselves, and have stepped
   std::unique_ptr<CommTimer> timer;
+  c10::intrusive_ptr<c10d::Store> store;  // for the hooks (CommContext::store)
 
   std::weak_ptr<State> self;
   std::mutex mu;  // MarkReady runs on autograd's threads
@@ -100,7 +101,7 @@ void DataParallelEngine::State::MakeChain(const std::vector<HookWrapper>& wrappe
     sent_dtype = dtype;
     if (timer->timing() && work) timer->Launched(static_cast<int>(index), work);
   };
-  CommContext context{group.get(), group->getRank(), world, cuda, {}, nullptr, {}};
+  CommContext context{group.get(), group->getRank(), world, cuda, {}, nullptr, {}, store};
   std::weak_ptr<HookUpdates> weak = updates;
   context.step = [weak](const std::vector<size_t>& indices, const std::vector<at::Tensor>& grads) {
     if (std::shared_ptr<HookUpdates> u = weak.lock()) u->Step(indices, grads);
@@ -350,6 +351,8 @@ void DataParallelEngine::SetParameterStep(ParameterStep step) { state_->updates-
 void DataParallelEngine::SetOptimizerMaker(OptimizerMaker maker) {
   state_->updates->SetOptimizerMaker(std::move(maker));
 }
+
+void DataParallelEngine::SetStore(c10::intrusive_ptr<c10d::Store> store) { state_->store = std::move(store); }
 
 bool DataParallelEngine::updated_parameters() const { return state_->updated; }
 

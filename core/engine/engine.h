@@ -128,6 +128,9 @@ class DataParallelEngine {
   // (CommContext::optimizer_over_parts: a sharded optimizer's).
   using OptimizerMaker = ddplab::OptimizerMaker;  // core/hook_updates/hook_updates.h
   void SetOptimizerMaker(OptimizerMaker maker);
+  // The store the ranks met at, for a hook that meets its peers outside the collectives
+  // (CommContext::store). Before the first step.
+  void SetStore(c10::intrusive_ptr<c10d::Store> store);
   // Whether the last EndBackward's hooks stepped every parameter that had a gradient
   // (the caller then skips its optimizer step). False after a step that did not sync.
   bool updated_parameters() const;

@@ -38,6 +38,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "core/engine/collectives.h"
 #include "core/engine/ddp_buckets.h"
@@ -349,6 +350,10 @@ struct CommContext {
   // itself (a sharded optimizer); empty where the engine was given none. Valid while the
   // engine lives.
   PartsOptimizerMaker optimizer_over_parts;
+  // The store the ranks met at (c10d's), for a hook that meets its peers outside the
+  // collectives, e.g. to share memory with them (c10d's symmetric memory); null where the
+  // engine was given none. Keys a hook sets there are its own to prefix.
+  c10::intrusive_ptr<c10d::Store> store;
 };
 
 // Note [What a codec hands below]

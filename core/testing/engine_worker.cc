@@ -242,7 +242,12 @@ class WorkerRun {
     if (!suite.ok()) return Fail(13, suite.status().ToString());
     absl::StatusOr<PluginSet> plugins = host_.Configure(suite->experiment(0));
     if (!plugins.ok()) return Fail(13, plugins.status().ToString());
-    auto groups = CreateProcessGroups(env_, /*nccl=*/cuda_, std::chrono::seconds(60), {GroupOptions()}, std::move(store));
+    if (!store) {  // the launcher's: met once, for the group and the engine's hooks
+      absl::StatusOr<c10::intrusive_ptr<c10d::Store>> opened = OpenRendezvousStore(env_, std::chrono::seconds(60));
+      if (!opened.ok()) return Fail(13, opened.status().ToString());
+      store = *opened;
+    }
+    auto groups = CreateProcessGroups(env_, /*nccl=*/cuda_, std::chrono::seconds(60), {GroupOptions()}, store);
     if (!groups.ok()) return Fail(13, groups.status().ToString());
     group_ = groups->front();
     // The engine's parameters: the model's, and with --unused_parameter one more at the end,
@@ -264,6 +269,7 @@ class WorkerRun {
       step_ours_->StepParameters(indices, grads);
     });
     engine_->SetOptimizerMaker(OptimizersOf(OptimizerFromFlags()));
+    engine_->SetStore(store);
     return 0;
   }
 

@@ -158,8 +158,13 @@ absl::Status Training::StartEngine() {
   ScopedEnvironment nccl_env(nccl_variables);
   GroupOptions group_options;
   group_options.nccl_channels = static_cast<int>(e_.distributed().nccl_channels());
-  absl::StatusOr<std::vector<ProcessGroupPtr>> group = CreateProcessGroups(
-      env, cuda_, std::chrono::seconds(e_.distributed().timeout_seconds()), {group_options}, options_.store);
+  const std::chrono::seconds timeout(e_.distributed().timeout_seconds());
+  // The ranks meet at the store once: the process group, then the hooks that meet their
+  // peers outside it (CommContext::store).
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
+      options_.store ? absl::StatusOr<c10::intrusive_ptr<c10d::Store>>(options_.store) : OpenRendezvousStore(env, timeout);
+  if (!store.ok()) return store.status();
+  absl::StatusOr<std::vector<ProcessGroupPtr>> group = CreateProcessGroups(env, cuda_, timeout, {group_options}, *store);
   if (!group.ok()) return group.status();
   group_ = group->front();
   EngineParts parts = options_.plugins ? options_.plugins->engine_parts() : EngineParts();
@@ -172,6 +177,7 @@ absl::Status Training::StartEngine() {
     optimizer->StepParameters(indices, grads);
   });
   engine_->SetOptimizerMaker(OptimizersOf(e_.optimizer()));
+  engine_->SetStore(*store);
   return absl::OkStatus();
 }
 

@@ -152,7 +152,7 @@ int CheckAt(PluginHost& host, compat::CollectiveGroup& group, int rank, int worl
     std::cerr << "rank " << rank << ": " << set.status() << "\n";
     return 13;
   }
-  const CommContext context{&group, rank, world, /*nccl=*/false, {}, nullptr, {}};
+  const CommContext context{&group, rank, world, /*nccl=*/false, {}, nullptr, {}, {}};
   std::unique_ptr<CommHook> hook = MakeHookChain(set->engine_parts().hooks, context);
   for (int step = 0; step < kSteps; ++step) {
     GradBucket bucket = MakeBucket(step, rank);

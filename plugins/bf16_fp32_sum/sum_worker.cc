@@ -164,7 +164,7 @@ int CheckAt(PluginHost& host, compat::CollectiveGroup& group, int rank, int worl
     return 13;
   }
   // Each plugin's hook chain, as the engine makes it: core's all-reduce, wrapped.
-  const CommContext context{&group, rank, world, /*nccl=*/false, {}, nullptr, {}};
+  const CommContext context{&group, rank, world, /*nccl=*/false, {}, nullptr, {}, {}};
   auto chain = [&](const PluginSet& set) { return MakeHookChain(set.engine_parts().hooks, context); };
   at::Tensor hook_result;
   {

@@ -296,7 +296,7 @@ absl::StatusOr<PluginSet> Configure(PluginHost& host, const std::string& plugin)
 // One world's checks (testing::RunAtEachWorld): every configuration of kCases; rank 0
 // writes the values to `out`.
 int CheckAt(PluginHost& host, compat::CollectiveGroup& group, int rank, int world, const std::string& out) {
-  const CommContext context{&group, rank, world, /*nccl=*/false, {}, nullptr, {}};
+  const CommContext context{&group, rank, world, /*nccl=*/false, {}, nullptr, {}, {}};
   std::ostringstream lines;
   for (const Case& c : Cases()) {
     absl::StatusOr<PluginSet> set = Configure(host, c.plugin);

@@ -56,7 +56,7 @@ TEST(PowerSgdCollectivesTest, TwoCollectivesABucketTheUncompressedWithP) {
   // The plugin's hook alone (it takes no hook below it), over no process group: every
   // collective it asks for is the counted ones'.
   ASSERT_EQ(set->engine_parts().hooks.size(), 1u);
-  std::unique_ptr<CommHook> hook = set->engine_parts().hooks[0](nullptr, CommContext{nullptr, 0, 2, false, {}, counted, {}});
+  std::unique_ptr<CommHook> hook = set->engine_parts().hooks[0](nullptr, CommContext{nullptr, 0, 2, false, {}, counted, {}, {}});
   torch::manual_seed(4);
   const std::vector<at::Tensor> gradients{torch::randn({5}), torch::randn({16, 12}), torch::randn({3})};
   auto run = [&](const std::vector<at::Tensor>& grads, int64_t step) {

@@ -76,7 +76,7 @@ TEST(RegisteredBucketsPluginTest, HalvesOverOneRankToldOfTwo) {
     absl::StatusOr<PluginSet> set = testing::ConfigureWithPlugins(plugins, "device: CUDA gpus_per_node: 2");
     ASSERT_TRUE(set.ok()) << set.status();
     std::unique_ptr<CommHook> hook =
-        MakeHookChain(set->engine_parts().hooks, CommContext{group.get(), 0, 2, true, {}, nullptr, {}});
+        MakeHookChain(set->engine_parts().hooks, CommContext{group.get(), 0, 2, true, {}, nullptr, {}, {}});
     const at::Tensor grad = at::arange(1 << 16, at::TensorOptions().device(at::kCUDA)).to(at::kFloat);
     const std::shared_ptr<const BucketCodec> codec = hook->Codec();
     const at::Tensor buffer = codec->Buffer(grad.numel(), grad.options());

@@ -12,6 +12,7 @@
 
 #include "core/engine/hook_stream.h"
 #include "core/plugin/plugin_api.h"
+#include "plugins/sharded_optimizer/peer_buckets.h"
 #include "plugins/sharded_optimizer/sharded_optimizer.pb.h"
 
 namespace {
@@ -56,6 +57,9 @@ using ddplab::GradBucket;
 // sharding, what goes beside backward is 1/W of the optimizer and the all-gather that
 // would otherwise wait after it. Either way each bucket's future completes once its
 // all-gather is done, so the engine's wait orders the next step after it.
+// With `by_copy_engines`, from the second step, each bucket's step beside backward is done
+// by copies between the ranks' buckets instead (Note [A sharded step by copy engines],
+// peer_buckets.h): the same shards, the same state.
 //
 // The gradients. After a step the parameters' gradients are not their means: where the
 // backend reduce-scatters (NCCL) they keep this rank's own; where it cannot (Gloo), each
@@ -65,17 +69,41 @@ using ddplab::GradBucket;
 // step_group_mb's default: until measured, 64 MiB of stepped gradients a group.
 constexpr double kDefaultGroupMb = 64;
 
+// The buckets' memory where copy engines reduce them: in symmetric memory.
+class PeerCodec : public ddplab::BucketCodec {
+ public:
+  explicit PeerCodec(std::shared_ptr<ddplab::PeerBuckets> peers) : peers_(std::move(peers)) {}
+  at::Tensor Buffer(int64_t numel, const at::TensorOptions& gradients) const override {
+    return peers_->Allocate(numel, gradients);
+  }
+  std::string Describe() const override { return "in symmetric memory, stepped by copy engines"; }
+
+ private:
+  std::shared_ptr<ddplab::PeerBuckets> peers_;
+};
+
 class ShardedStep : public ddplab::CommHook {
  public:
-  ShardedStep(const ddplab::CommContext& context, bool during_backward, int64_t group_bytes)
+  ShardedStep(const ddplab::CommContext& context, bool during_backward, int64_t group_bytes,
+              std::shared_ptr<ddplab::PeerBuckets> peers)
       : during_backward_(during_backward),
         group_bytes_(group_bytes),
         collectives_(context.collectives),
         make_optimizer_(context.optimizer_over_parts),
         rank_(context.rank),
-        world_(context.world_size) {}
+        world_(context.world_size),
+        peers_(std::move(peers)) {}
+
+  std::shared_ptr<const ddplab::BucketCodec> Codec() const override {
+    if (peers_) return std::make_shared<const PeerCodec>(peers_);
+    return ddplab::CommHook::Codec();
+  }
 
   c10::intrusive_ptr<c10::ivalue::Future> Run(GradBucket& bucket) override {
+    if (peers_) {
+      peers_->InUse();
+      if (optimizer_.step) return ByCopies(bucket);
+    }
     Pending p;
     // What the layout gets back: the bucket as it was handed over (Note [A sharded step]).
     p.value = bucket.buffer.defined() ? c10::IValue(bucket.buffer) : c10::IValue(bucket.gradients);
@@ -161,6 +189,22 @@ class ShardedStep : public ddplab::CommHook {
     return make_optimizer_(parts);
   }
 
+  // The whole of a bucket beside backward by copy engines (`by_copy_engines`, from the
+  // second step): reduced, stepped and gathered, on the hook's stream.
+  c10::intrusive_ptr<c10::ivalue::Future> ByCopies(GradBucket& bucket) {
+    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::AnyType::get(),
+                                                         std::vector<c10::Device>{bucket.buffer.device()});
+    stream_.Run(bucket, [&] {
+      try {
+        peers_->Step(bucket, optimizer_);
+        done->markCompleted(c10::IValue(bucket.buffer));
+      } catch (...) {
+        done->setError(std::current_exception());
+      }
+    });
+    return done;
+  }
+
   // The whole of a bucket beside backward (`during_backward`): stepped, gathered, done.
   void Finish(Pending& p) {
     try {
@@ -203,6 +247,7 @@ class ShardedStep : public ddplab::CommHook {
   std::vector<at::Tensor> shard_grads_;   // per sharded parameter: its shard's mean
   std::vector<Pending> pending_;          // this step's buckets so far, to step after backward
   ddplab::HookStream stream_;             // Run's (autograd's thread) alone
+  std::shared_ptr<ddplab::PeerBuckets> peers_;  // with by_copy_engines over several ranks
 };
 
 void Register(const ddplab::plugins::sharded_optimizer::v1::Config& config, ddplab::PluginRegistrar& registrar) {
@@ -213,11 +258,27 @@ void Register(const ddplab::plugins::sharded_optimizer::v1::Config& config, ddpl
     return;
   }
   const auto group_bytes = static_cast<int64_t>(group_mb * 1024 * 1024);
-  registrar.WrapCommHook(ddplab::ExtensionPoint::kCommHook,
-                         [during_backward, group_bytes](std::unique_ptr<ddplab::CommHook>, const ddplab::CommContext& context)
-                             -> std::unique_ptr<ddplab::CommHook> {
-                           return std::make_unique<ShardedStep>(context, during_backward, group_bytes);
-                         });
+  const bool by_copy_engines = config.by_copy_engines();
+  if (by_copy_engines && !during_backward) {
+    registrar.RejectField("by_copy_engines", "copy engines step each bucket beside backward: leave during_backward set");
+    return;
+  }
+  if (absl::Status s = ddplab::PeerBuckets::Supported(); by_copy_engines && !s.ok()) {
+    registrar.RejectField("by_copy_engines", std::string(s.message()));
+    return;
+  }
+  registrar.WrapCommHook(
+      ddplab::ExtensionPoint::kCommHook,
+      [during_backward, group_bytes, by_copy_engines](std::unique_ptr<ddplab::CommHook>,
+                                                      const ddplab::CommContext& context) -> std::unique_ptr<ddplab::CommHook> {
+        std::shared_ptr<ddplab::PeerBuckets> peers;
+        if (by_copy_engines && context.world_size > 1) {  // one rank has no peers to copy from
+          absl::StatusOr<std::unique_ptr<ddplab::PeerBuckets>> made = ddplab::PeerBuckets::Make(context);
+          if (!made.ok()) throw std::invalid_argument("sharded_optimizer: by_copy_engines: " + std::string(made.status().message()));
+          peers = std::move(*made);
+        }
+        return std::make_unique<ShardedStep>(context, during_backward, group_bytes, std::move(peers));
+      });
   registrar.Refuse(ddplab::ExtensionPoint::kCodec,
                    "a codec hands the hook below it a bucket to reduce and turns the result back into gradients, and "
                    "the sharded optimizer never forms the bucket's mean: each rank has its shard's alone");

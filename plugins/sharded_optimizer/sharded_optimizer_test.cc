@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "core/build_flags.h"
 #include "gtest/gtest.h"
 #include "plugins/testing/plugin_testutil.h"
 
@@ -45,7 +46,7 @@ TEST(ShardedOptimizerTest, StepsThisRanksShardAndGathersTheRest) {
   std::vector<size_t> stepped;
   std::vector<at::Tensor> step_grads;
   const std::vector<at::Tensor> params{at::zeros({2, 3}), at::zeros({3})};
-  CommContext context{nullptr, 1, 2, false, {}, collectives, {}};
+  CommContext context{nullptr, 1, 2, false, {}, collectives, {}, {}};
   context.optimizer_over_parts = [&](const std::vector<ParameterPart>& parts) {
     parts_made = parts;
     PartsOptimizer out;
@@ -136,6 +137,23 @@ TEST(ShardedOptimizerTest, RefusesANegativeGroup) {
   EXPECT_NE(std::string(s.message()).find("step_group_mb"), std::string::npos) << s;
 }
 
+// Copies are made bucket by bucket beside backward, and only where symmetric memory is.
+TEST(ShardedOptimizerTest, RefusesCopyEnginesWhereTheyCannotRun) {
+  const std::string head =
+      "name: \"x\" model { preset: VIT_TINY_TEST } data { batch_size: 2 } steps { measured: 1 }\n"
+      "optimizer { sgd { learning_rate: 0.1 } } distributed { device: CPU gpus_per_node: 2 }\n";
+  absl::Status s =
+      testing::LoadWithPlugins(head + "plugin { sharded_optimizer { during_backward: false by_copy_engines: true } }\n");
+  EXPECT_NE(std::string(s.message()).find("test.textproto:3:"), std::string::npos) << s;
+  EXPECT_NE(std::string(s.message()).find("leave during_backward set"), std::string::npos) << s;
+  s = testing::LoadWithPlugins(head + "plugin { sharded_optimizer { by_copy_engines: true } }\n");
+  if (DDPLAB_CUDA_BUILD) {
+    GTEST_SKIP() << "this build has symmetric memory";
+  }
+  EXPECT_NE(std::string(s.message()).find("test.textproto:3:"), std::string::npos) << s;
+  EXPECT_NE(std::string(s.message()).find("no symmetric memory"), std::string::npos) << s;
+}
+
 TEST(ShardedOptimizerTest, RefusesWhatReadsTheAveragedGradients) {
   for (const char* other : {"bf16 {}", "optimizer_overlap {}", "powersgd { matrix_approximation_rank: 1 }",
                             "no_communication {}", "zero_copy {}"}) {
@@ -145,7 +163,7 @@ TEST(ShardedOptimizerTest, RefusesWhatReadsTheAveragedGradients) {
 
 TEST(ShardedOptimizerTest, TrainsOnGpus) {
   REQUIRE_TWO_GPUS();
-  for (const char* fields : {"", "during_backward: false"}) {
+  for (const char* fields : {"", "during_backward: false", "by_copy_engines: true"}) {
     EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { sharded_optimizer { ") + fields +
                                                  " } } plugin { bucket_view {} } plugin { static_graph {} }",
                                              {"--expect_updated", "--grad_tolerance=-1", "--param_tolerance=1e-4",

@@ -125,7 +125,7 @@ std::unique_ptr<CommHook> MakeHook(const PluginSet& set) {
     env.master_port = FreePort();
     return new ProcessGroupPtr(CreateProcessGroup(env, false, std::chrono::seconds(30)).value());
   }();
-  return MakeHookChain(set.engine_parts().hooks, CommContext{group->get(), 0, 1, false, {}, nullptr, {}});
+  return MakeHookChain(set.engine_parts().hooks, CommContext{group->get(), 0, 1, false, {}, nullptr, {}, {}});
 }
 
 Packing PackOneGradient(const CommHook& hook) {
