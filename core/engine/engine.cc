@@ -270,11 +270,12 @@ std::string DataParallelEngine::State::WaitAndDeliver(size_t index) {
 }
 
 DataParallelEngine::DataParallelEngine(std::vector<at::Tensor> params, ProcessGroupPtr group,
-                                       const EngineParts& parts)
+                                       const EngineParts& parts, c10::intrusive_ptr<c10d::Store> store)
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   s.params = std::move(params);
   s.group = std::move(group);
+  s.store = std::move(store);
   s.world = s.group->getSize();
   s.cuda = !s.params.empty() && s.params[0].is_cuda();
   s.timer = CommTimer::For(s.params.empty() ? at::Device(at::kCPU) : s.params[0].device());
@@ -351,8 +352,6 @@ void DataParallelEngine::SetParameterStep(ParameterStep step) { state_->updates-
 void DataParallelEngine::SetOptimizerMaker(OptimizerMaker maker) {
   state_->updates->SetOptimizerMaker(std::move(maker));
 }
-
-void DataParallelEngine::SetStore(c10::intrusive_ptr<c10d::Store> store) { state_->store = std::move(store); }
 
 bool DataParallelEngine::updated_parameters() const { return state_->updated; }
 

@@ -103,8 +103,10 @@ std::string Describe(const BucketPlanner& planner, const GradientLayout& layout,
 
 class DataParallelEngine {
  public:
-  // `params` in the model's order.
-  DataParallelEngine(std::vector<at::Tensor> params, ProcessGroupPtr group, const EngineParts& parts);
+  // `params` in the model's order; `store`, where the ranks met, for the hooks that meet
+  // their peers outside the collectives (CommContext::store).
+  DataParallelEngine(std::vector<at::Tensor> params, ProcessGroupPtr group, const EngineParts& parts,
+                     c10::intrusive_ptr<c10d::Store> store = {});
   ~DataParallelEngine();
   DataParallelEngine(const DataParallelEngine&) = delete;
   DataParallelEngine& operator=(const DataParallelEngine&) = delete;
@@ -128,9 +130,6 @@ class DataParallelEngine {
   // (CommContext::optimizer_over_parts: a sharded optimizer's).
   using OptimizerMaker = ddplab::OptimizerMaker;  // core/hook_updates/hook_updates.h
   void SetOptimizerMaker(OptimizerMaker maker);
-  // The store the ranks met at, for a hook that meets its peers outside the collectives
-  // (CommContext::store). Before the first step.
-  void SetStore(c10::intrusive_ptr<c10d::Store> store);
   // Whether the last EndBackward's hooks stepped every parameter that had a gradient
   // (the caller then skips its optimizer step). False after a step that did not sync.
   bool updated_parameters() const;

@@ -258,7 +258,7 @@ class WorkerRun {
     }
     EngineParts parts = plugins->engine_parts();
     sampler_ = AddErrorSampler(params_, plugins->sample_error_every(), parts);
-    engine_ = std::make_unique<DataParallelEngine>(params_, group_, parts);
+    engine_ = std::make_unique<DataParallelEngine>(params_, group_, parts, store);
     engine_->BroadcastParameters();
     step_ours_ = MakeOptimizer(OptimizerFromFlags(), params_);
     step_theirs_ = MakeOptimizer(OptimizerFromFlags(), reference_->parameters());
@@ -269,7 +269,6 @@ class WorkerRun {
       step_ours_->StepParameters(indices, grads);
     });
     engine_->SetOptimizerMaker(OptimizersOf(OptimizerFromFlags()));
-    engine_->SetStore(store);
     return 0;
   }
 

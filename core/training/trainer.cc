@@ -169,7 +169,7 @@ absl::Status Training::StartEngine() {
   group_ = group->front();
   EngineParts parts = options_.plugins ? options_.plugins->engine_parts() : EngineParts();
   if (options_.plugins) sampler_ = AddErrorSampler(model_->parameters(), options_.plugins->sample_error_every(), parts);
-  engine_ = std::make_unique<DataParallelEngine>(model_->parameters(), group_, parts);
+  engine_ = std::make_unique<DataParallelEngine>(model_->parameters(), group_, parts, *store);
   engine_->SetParameterNames(model_->parameter_names());
   engine_->BroadcastParameters();
   Optimizer* optimizer = optimizer_.get();
@@ -177,7 +177,6 @@ absl::Status Training::StartEngine() {
     optimizer->StepParameters(indices, grads);
   });
   engine_->SetOptimizerMaker(OptimizersOf(e_.optimizer()));
-  engine_->SetStore(*store);
   return absl::OkStatus();
 }
 
