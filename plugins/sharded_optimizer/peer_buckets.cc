@@ -55,10 +55,12 @@ std::string NextGroupName() {
 
 struct PeerBuckets::State {
   std::string group;
+  c10::intrusive_ptr<c10d::ProcessGroup> registered;  // c10d's registry holds it weakly
   int rank = 0, world = 1;
   std::map<const void*, PeerBucket> buckets;  // by buffer
   bool in_use = false;
   at::Tensor staging, mean;  // one bucket's pieces, one row per rank; their mean
+  std::vector<PeerBucket*> read;  // buckets of this step whose peers' are read (step 5)
 
   ~State() {
     buckets.clear();
@@ -87,13 +89,19 @@ struct PeerBuckets::State {
     return out;
   }
 
-  void Signal(PeerBucket& b, Channel channel) {
+  void Put(PeerBucket& b, Channel channel) {
     for (int j = 0; j < world; ++j) {
       if (j != rank) b.memory->put_signal(j, channel, kSignalTimeoutMs);
     }
+  }
+  void Wait(PeerBucket& b, Channel channel) {
     for (int j = 0; j < world; ++j) {
       if (j != rank) b.memory->wait_signal(j, channel, kSignalTimeoutMs);
     }
+  }
+  void Signal(PeerBucket& b, Channel channel) {
+    Put(b, channel);
+    Wait(b, channel);
   }
 };
 
@@ -114,9 +122,9 @@ absl::StatusOr<std::unique_ptr<PeerBuckets>> PeerBuckets::Make(const CommContext
     // rank and size, under the name, both where LibTorch looks them up by name and
     // where it keeps them for symmetric memory alone.
     c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::PrefixStore>(state->group, context.store);
-    auto group = c10::make_intrusive<c10d::ProcessGroup>(store, context.rank, context.world_size);
-    group->setGroupName(state->group);
-    c10d::register_process_group(state->group, group);
+    state->registered = c10::make_intrusive<c10d::ProcessGroup>(store, context.rank, context.world_size);
+    state->registered->setGroupName(state->group);
+    c10d::register_process_group(state->group, state->registered);
     symm::set_group_info(state->group, context.rank, context.world_size, store);
   } catch (const std::exception& e) {
     return absl::FailedPreconditionError(
@@ -131,7 +139,10 @@ at::Tensor PeerBuckets::Allocate(int64_t numel, const at::TensorOptions& options
   if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
     throw std::runtime_error("sharded_optimizer: buckets in symmetric memory cannot be made inside a CUDA graph's capture");
   }
-  if (std::exchange(s.in_use, false)) s.buckets.clear();  // a rebuild's: the earlier go
+  if (std::exchange(s.in_use, false)) {  // a rebuild's: the earlier go
+    s.buckets.clear();
+    s.read.clear();
+  }
   at::Tensor buffer = symm::empty_strided_p2p({numel}, {1}, c10::typeMetaToScalarType(options.dtype()), options.device(),
                                               s.group, std::nullopt);
   buffer.zero_();
@@ -195,8 +206,13 @@ void PeerBuckets::Step(const GradBucket& bucket, const PartsOptimizer& optimizer
       optimizer.flat_parameters.at(p.param).narrow(0, j * p.numel, p.numel).copy_(b.ranks[j].narrow(0, p.Start(j), p.numel));
     }
   }
-  // 5: no rank goes on to overwrite a bucket a peer still reads.
-  s.Signal(b, kDone);
+  // 5: no rank goes on to overwrite a bucket a peer still reads. The waits are the last
+  // bucket's, so that no bucket's chain waits for a peer's before the next one starts.
+  s.Put(b, kDone);
+  s.read.push_back(&b);
+  if (!bucket.is_last) return;
+  for (PeerBucket* read : s.read) s.Wait(*read, kDone);
+  s.read.clear();
 }
 
 #else  // no symmetric memory in this build

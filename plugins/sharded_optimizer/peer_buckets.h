@@ -32,8 +32,10 @@
 //    of its bucket (which no peer reads until then: each reads its own range);
 // 4. stepped: signals, waits, and each peer's stepped range is copied into this rank's
 //    parameters;
-// 5. done: the rank signals every peer that it has read their buckets and waits for each
-//    peer's, so that no rank's next backward overwrites a bucket a peer still reads.
+// 5. done: the rank signals every peer that it has read their buckets; in the step's last
+//    bucket it waits for each peer's signals of every bucket, so that no rank's next
+//    backward overwrites a bucket a peer still reads, and no bucket waits for them before
+//    the next bucket's step starts.
 // Copies are one per parameter and rank, each a transfer of the copy engine.
 // After the step, a bucket's range of this rank's shard holds parameters, not gradients:
 // as over NCCL, the gradients are not their means after the step.
