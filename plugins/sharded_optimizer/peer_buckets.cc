@@ -1,6 +1,7 @@
 #include "plugins/sharded_optimizer/peer_buckets.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -113,6 +114,13 @@ absl::Status PeerBuckets::Supported() { return absl::OkStatus(); }
 absl::StatusOr<std::unique_ptr<PeerBuckets>> PeerBuckets::Make(const CommContext& context) {
   if (!context.nccl) return absl::FailedPreconditionError("it needs GPUs (NCCL's group); this run is on CPUs");
   if (!context.store) return absl::FailedPreconditionError("the engine gave its hooks no store to meet at");
+  // A run that keeps NCCL off NVLink (host memory, sockets) measures that transport: copies
+  // between the GPUs' buckets would go over NVLink all the same.
+  if (const char* p2p = std::getenv("NCCL_P2P_DISABLE"); p2p != nullptr && std::string(p2p) == "1") {
+    return absl::FailedPreconditionError(
+        "the run keeps NCCL off NVLink (NCCL_P2P_DISABLE=1: its transport is host memory or sockets), and copies "
+        "between the GPUs' buckets would travel over NVLink all the same; use transport NVLINK");
+  }
   auto state = std::make_unique<State>();
   state->group = NextGroupName();
   state->rank = context.rank;
