@@ -60,7 +60,10 @@ struct PeerBuckets::State {
   int rank = 0, world = 1;
   std::map<const void*, PeerBucket> buckets;  // by buffer
   bool in_use = false;
-  at::Tensor staging, mean;  // one bucket's pieces, one row per rank; their mean
+  // One bucket's pieces from the peers: of this rank's shard, a row per peer (peers'
+  // order from this rank on), with their mean where there are several; of the
+  // parameters stepped whole, a row per rank (rank order) and their mean.
+  at::Tensor peers, peers_mean, whole, whole_mean;
   std::vector<PeerBucket*> read;  // buckets of this step whose peers' are read (step 5)
 
   ~State() {
@@ -103,6 +106,73 @@ struct PeerBuckets::State {
   void Signal(PeerBucket& b, Channel channel) {
     Put(b, channel);
     Wait(b, channel);
+  }
+
+  // Step 2: each piece's mean over the ranks, in the pieces' order (Note [Averaging where
+  // the gradients lie]).
+  std::vector<at::Tensor> Average(const PeerBucket& b, const std::vector<Piece>& pieces) {
+    int64_t shard = 0, whole_numel = 0;
+    for (const Piece& p : pieces) (p.sharded ? shard : whole_numel) += p.numel;
+    const at::TensorOptions options = b.ranks[rank].options();
+    Reserve(peers, {world - 1, shard}, options);
+    if (world > 2) Reserve(peers_mean, {shard}, options);
+    Reserve(whole, {world, whole_numel}, options);
+    Reserve(whole_mean, {whole_numel}, options);
+    // Every peer's pieces, by the copy engines; where this rank's own lie.
+    std::vector<at::Tensor> own, peer_mean, own_whole, whole_rows;
+    for (int i = 0; i + 1 < world; ++i) {
+      const int j = (rank + 1 + i) % world;
+      int64_t at_shard = 0, at_whole = 0;
+      for (const Piece& p : pieces) {
+        at::Tensor to = p.sharded ? peers[i].narrow(0, at_shard, p.numel) : whole[j].narrow(0, at_whole, p.numel);
+        to.copy_(b.ranks[j].narrow(0, p.Start(rank), p.numel));
+        (p.sharded ? at_shard : at_whole) += p.numel;
+      }
+    }
+    std::vector<at::Tensor> grads;
+    int64_t at_shard = 0, at_whole = 0;
+    const at::Tensor peers_avg = world > 2 ? peers_mean : world == 2 ? peers[0] : at::Tensor();
+    for (const Piece& p : pieces) {
+      at::Tensor mine = b.ranks[rank].narrow(0, p.Start(rank), p.numel);
+      if (p.sharded) {
+        if (world > 1) {
+          own.push_back(mine);
+          peer_mean.push_back(peers_avg.narrow(0, at_shard, p.numel));
+        }
+        grads.push_back(mine);
+        at_shard += p.numel;
+      } else {
+        own_whole.push_back(mine);
+        whole_rows.push_back(whole[rank].narrow(0, at_whole, p.numel));
+        grads.push_back(whole_mean.narrow(0, at_whole, p.numel));
+        at_whole += p.numel;
+      }
+    }
+    if (!own.empty()) {
+      if (world > 2) {
+        at::Tensor out = peers_mean.narrow(0, 0, shard);
+        at::mean_out(out, peers.narrow(1, 0, shard), {0});
+      }
+      // mean = own + (W-1)/W (mean of the peers' - own), one multi-tensor kernel.
+      at::_foreach_lerp_(own, peer_mean, static_cast<double>(world - 1) / world);
+    }
+    if (!own_whole.empty()) {
+      compat::CopyEach(whole_rows, own_whole);
+      at::Tensor out = whole_mean.narrow(0, 0, whole_numel);
+      at::mean_out(out, whole.narrow(1, 0, whole_numel), {0});
+    }
+    return grads;
+  }
+
+  // `buffer` made `sizes` with `options` unless it is already, or its last dimension
+  // longer: the staging buffers grow to the largest bucket during the eager steps, and
+  // a graph's replays then reuse them.
+  static void Reserve(at::Tensor& buffer, at::IntArrayRef sizes, const at::TensorOptions& options) {
+    bool fits = buffer.defined() && buffer.dim() == static_cast<int64_t>(sizes.size()) &&
+                buffer.scalar_type() == c10::typeMetaToScalarType(options.dtype()) &&
+                buffer.size(-1) >= sizes.back();
+    for (size_t d = 0; fits && d + 1 < sizes.size(); ++d) fits = buffer.size(d) == sizes[d];
+    if (!fits) buffer = at::empty(sizes, options);
   }
 };
 
@@ -173,38 +243,20 @@ void PeerBuckets::Step(const GradBucket& bucket, const PartsOptimizer& optimizer
   }
   PeerBucket& b = found->second;
   const std::vector<State::Piece> pieces = s.PiecesOf(bucket);
-  int64_t total = 0;
-  for (const State::Piece& p : pieces) total += p.numel;
-  if (!s.staging.defined() || s.staging.size(1) < total || s.staging.scalar_type() != bucket.buffer.scalar_type()) {
-    s.staging = at::empty({s.world, total}, bucket.buffer.options());
-    s.mean = at::empty({total}, bucket.buffer.options());
-  }
   // 1, 2: every rank's pieces of this rank's shard, averaged.
   s.Signal(b, kReady);
-  for (int j = 0; j < s.world; ++j) {
-    int64_t pos = 0;
-    for (const State::Piece& p : pieces) {
-      s.staging[j].narrow(0, pos, p.numel).copy_(b.ranks[j].narrow(0, p.Start(s.rank), p.numel));
-      pos += p.numel;
-    }
-  }
-  at::Tensor mean = s.mean.narrow(0, 0, total);
-  at::mean_out(mean, s.staging.narrow(1, 0, total), {0});
-  // 3: the shard stepped, and copied where the peers read it.
+  const std::vector<at::Tensor> grads = s.Average(b, pieces);
+  // 3: the shard stepped, and copied where the peers read it (one multi-tensor kernel).
   std::vector<size_t> params;
-  std::vector<at::Tensor> grads;
-  int64_t pos = 0;
-  for (const State::Piece& p : pieces) {
-    params.push_back(p.param);
-    grads.push_back(mean.narrow(0, pos, p.numel));
-    pos += p.numel;
-  }
+  for (const State::Piece& p : pieces) params.push_back(p.param);
   optimizer.step(params, grads);
-  const at::Tensor& mine = b.ranks[s.rank];
+  std::vector<at::Tensor> where, stepped;
   for (const State::Piece& p : pieces) {
     if (!p.sharded) continue;
-    mine.narrow(0, p.Start(s.rank), p.numel).copy_(optimizer.flat_parameters.at(p.param).narrow(0, s.rank * p.numel, p.numel));
+    where.push_back(b.ranks[s.rank].narrow(0, p.Start(s.rank), p.numel));
+    stepped.push_back(optimizer.flat_parameters.at(p.param).narrow(0, s.rank * p.numel, p.numel));
   }
+  if (!where.empty()) compat::CopyEach(where, stepped);
   // 4: every peer's stepped shard into this rank's parameters.
   s.Signal(b, kStepped);
   for (int j = 0; j < s.world; ++j) {

@@ -26,19 +26,33 @@
 // lets a graph replay them):
 // 1. ready: the rank signals every peer that its bucket holds the step's gradients, and
 //    waits for each peer's signal;
-// 2. every rank's pieces of this rank's shard (its own and each peer's, read over NVLink)
-//    are copied into a staging buffer, one row per rank, and averaged by one kernel;
+// 2. each peer's pieces of this rank's shard are copied over NVLink into a staging buffer,
+//    and averaged with this rank's own where they lie (Note [Averaging where the gradients
+//    lie]);
 // 3. the optimizer steps the shard; the stepped shard is copied into this rank's own range
-//    of its bucket (which no peer reads until then: each reads its own range);
+//    of its bucket (which no peer reads until then: each reads its own range), by one
+//    multi-tensor kernel;
 // 4. stepped: signals, waits, and each peer's stepped range is copied into this rank's
 //    parameters;
 // 5. done: the rank signals every peer that it has read their buckets; in the step's last
 //    bucket it waits for each peer's signals of every bucket, so that no rank's next
 //    backward overwrites a bucket a peer still reads, and no bucket waits for them before
 //    the next bucket's step starts.
-// Copies are one per parameter and rank, each a transfer of the copy engine.
+// Copies between GPUs are one per parameter and peer, each a transfer of the copy engine.
 // After the step, a bucket's range of this rank's shard holds parameters, not gradients:
 // as over NCCL, the gradients are not their means after the step.
+//
+// Note [Averaging where the gradients lie]
+// Copies within a GPU are kernels, not the copy engine's: one per parameter, they cost a
+// step on 2 H200 2.08 ms of multiprocessor time, most of what the copy engines saved
+// (bench/NOTES.md, "Where the copy-engine step's time goes"). So this rank's own pieces
+// are not copied: the mean is written over them in its bucket, a range no peer reads
+// before the stepped shard replaces it in step 3, by one multi-tensor kernel for the
+// bucket (lerp from this rank's pieces to the mean of its peers', with weight (W-1)/W;
+// the peers' averaged first by one kernel where there are several). A parameter W does not
+// divide is the exception: every rank steps it whole, from the same bits, and each peer
+// reads it whole from every bucket, so its rows are copied into a buffer in rank order
+// and averaged there, as every rank does alike.
 #ifndef DDPLAB_PLUGINS_SHARDED_OPTIMIZER_PEER_BUCKETS_H_
 #define DDPLAB_PLUGINS_SHARDED_OPTIMIZER_PEER_BUCKETS_H_
 

@@ -161,13 +161,15 @@ TEST(ShardedOptimizerTest, RefusesWhatReadsTheAveragedGradients) {
   }
 }
 
+// With a parameter of 7 elements besides the model's (--unused_parameter), which 2 ranks
+// cannot shard: every rank steps it whole (Note [Averaging where the gradients lie]).
 TEST(ShardedOptimizerTest, TrainsOnGpus) {
   REQUIRE_TWO_GPUS();
   for (const char* fields : {"", "during_backward: false", "by_copy_engines: true"}) {
     EXPECT_EQ(testing::TrainAndCompareOnGpus(std::string("plugin { sharded_optimizer { ") + fields +
                                                  " } } plugin { bucket_view {} } plugin { static_graph {} }",
                                              {"--expect_updated", "--grad_tolerance=-1", "--param_tolerance=1e-4",
-                                              "--momentum=0.9", "--steps=4"}),
+                                              "--momentum=0.9", "--steps=4", "--unused_parameter"}),
               "")
         << fields;
   }
