@@ -263,10 +263,6 @@ void Register(const ddplab::plugins::sharded_optimizer::v1::Config& config, ddpl
     registrar.RejectField("by_copy_engines", "copy engines step each bucket beside backward: leave during_backward set");
     return;
   }
-  if (absl::Status s = ddplab::PeerBuckets::Supported(); by_copy_engines && !s.ok()) {
-    registrar.RejectField("by_copy_engines", std::string(s.message()));
-    return;
-  }
   registrar.WrapCommHook(
       ddplab::ExtensionPoint::kCommHook,
       [during_backward, group_bytes, by_copy_engines](std::unique_ptr<ddplab::CommHook>,
