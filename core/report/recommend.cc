@@ -60,6 +60,13 @@ bool SayNeitherWins(const v1::ReportRow& use, const v1::ReportRow* rival, const 
                                                                                              : rival->experiment(),
                                                                " ran once"),
                     ": with no spread to judge by, neither wins.");
+    // The leader repeated and its rival not: a suite spares the runs clear of their
+    // transport's fastest after their first (Note [Repetitions that decide]), which is
+    // what a user then reads here; say how to have both judged by their spreads.
+    if (use.steps_per_s().count() >= 2) {
+      absl::StrAppend(&out, " A suite repeats only the runs close to their transport's fastest; --all_repetitions "
+                            "repeats every run, so that each has a spread to judge by.");
+    }
   } else {
     absl::StrAppend(&out, use.experiment(), " and ", rival->experiment(), " are within noise: ", RateWithSpread(use),
                     " and ", RateWithSpread(*rival), " on ", use.gpus(), " processes overlap; neither wins.");
