@@ -131,14 +131,12 @@ struct PeerBuckets::State {
     }
     std::vector<at::Tensor> grads;
     int64_t at_shard = 0, at_whole = 0;
-    const at::Tensor peers_avg = world > 2 ? peers_mean : world == 2 ? peers[0] : at::Tensor();
+    const at::Tensor peers_avg = world > 2 ? peers_mean : peers[0];  // Make asks for 2 ranks or more
     for (const Piece& p : pieces) {
       at::Tensor mine = b.ranks[rank].narrow(0, p.Start(rank), p.numel);
       if (p.sharded) {
-        if (world > 1) {
-          own.push_back(mine);
-          peer_mean.push_back(peers_avg.narrow(0, at_shard, p.numel));
-        }
+        own.push_back(mine);
+        peer_mean.push_back(peers_avg.narrow(0, at_shard, p.numel));
         grads.push_back(mine);
         at_shard += p.numel;
       } else {
@@ -184,6 +182,7 @@ absl::Status PeerBuckets::Supported() { return absl::OkStatus(); }
 absl::StatusOr<std::unique_ptr<PeerBuckets>> PeerBuckets::Make(const CommContext& context) {
   if (!context.nccl) return absl::FailedPreconditionError("it needs GPUs (NCCL's group); this run is on CPUs");
   if (!context.store) return absl::FailedPreconditionError("the engine gave its hooks no store to meet at");
+  if (context.world_size < 2) return absl::FailedPreconditionError("one rank has no peers to copy from");
   // A run that keeps NCCL off NVLink (host memory, sockets) measures that transport: copies
   // between the GPUs' buckets would go over NVLink all the same.
   if (const char* p2p = std::getenv("NCCL_P2P_DISABLE"); p2p != nullptr && std::string(p2p) == "1") {

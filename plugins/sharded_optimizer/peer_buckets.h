@@ -67,8 +67,9 @@ namespace ddplab {
 
 class PeerBuckets {
  public:
-  // For `context`'s ranks (one node, NCCL on GPUs, its store set): an error where this
-  // build or its LibTorch has no symmetric memory, or the context cannot have it.
+  // For `context`'s ranks (two or more of one node, NCCL on GPUs, its store set): an
+  // error where this build or its LibTorch has no symmetric memory, or the context cannot
+  // have it.
   static absl::StatusOr<std::unique_ptr<PeerBuckets>> Make(const CommContext& context);
   // OK where this build has symmetric memory, else why not.
   static absl::Status Supported();
