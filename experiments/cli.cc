@@ -34,8 +34,10 @@ ABSL_FLAG(int, node_rank, 0, "This node's rank, 0 to nnodes-1 (as torchrun's --n
 ABSL_FLAG(std::string, master_addr, "127.0.0.1", "Address of node 0, where rank 0 serves the rendezvous store.");
 ABSL_FLAG(int, master_port, 0, "Port of the rendezvous store; 0: a free port (one node only).");
 ABSL_FLAG(std::string, only, "",
-          "Run only the experiments of these names (comma-separated); the suite's report keeps the "
-          "other runs' earlier results.");
+          "Run only the experiments of these names (comma-separated): an experiment's name as the "
+          "file gives it selects every run its sweeps make of it (bucket_caps: bucket_caps_25mb_nvlink, "
+          "...), a run's own name that run alone. The suite's report keeps the other runs' earlier "
+          "results.");
 ABSL_FLAG(bool, skip_completed, false,
           "Keep the repetitions a result already in the output directory holds, where it records "
           "the same experiment, and run only the missing ones (a rerun after a crash or Ctrl-C "

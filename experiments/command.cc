@@ -206,7 +206,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
       (plan.selected == 0 || !missing.empty()) && !plan.tune) {
     std::vector<std::string> names;
     for (const PlannedRun& p : plan.runs) names.push_back(p.run.experiment.name());
-    std::cerr << "vit_ddp: --only=" << Printable(options.only) << ": " << path << " has no run named "
+    std::cerr << "vit_ddp: --only=" << Printable(options.only) << ": " << path << " has no experiment or run named "
               << Printable(absl::StrJoin(missing, ", ")) << "; its runs: " << absl::StrJoin(names, ", ") << "\n";
     return 2;
   }

@@ -208,7 +208,7 @@ absl::StatusOr<Plan> MakePlan(const v1::Suite& suite, const Machine& machine, co
     PlannedRun p;
     p.index = ++index;
     p.run = std::move(run);
-    p.selected = only.empty() || std::find(only.begin(), only.end(), p.run.experiment.name()) != only.end();
+    p.selected = only.empty() || OnlySelects(only, p.run);
     planned.push_back(PlanRun(p, machine, worker, options));
     if (!planned.back().ok() && p.selected && !options.tune) return planned.back();
     p.run_dir = absl::StrCat(p.run.experiment.output().directory(), "/", suite.name());
@@ -225,11 +225,17 @@ std::vector<std::string> OnlyNames(const std::string& only) {
   return absl::StrSplit(only, ',', absl::SkipWhitespace());
 }
 
+bool OnlySelects(const std::vector<std::string>& names, const SuiteRun& run) {
+  return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+    return name == run.experiment.name() || name == run.origin;
+  });
+}
+
 std::vector<std::string> OnlyNamesNotFound(const Plan& plan, const std::string& only) {
   std::vector<std::string> missing;
   for (const std::string& name : OnlyNames(only)) {
     const bool found = std::any_of(plan.runs.begin(), plan.runs.end(),
-                                   [&](const PlannedRun& p) { return p.run.experiment.name() == name; });
+                                   [&](const PlannedRun& p) { return OnlySelects({name}, p.run); });
     if (!found) missing.push_back(name);
   }
   return missing;

@@ -101,8 +101,11 @@ std::string FormatPlan(const Plan& plan, const ExperimentSchema& schema);
 // left one process; a model of more than 50M parameters on CPUs (minutes per step).
 std::vector<std::string> PlanNotes(const Plan& plan, const Machine& machine, const PlanOptions& options);
 
-// The names --only lists (comma-separated), and which of them name no run of `plan`.
+// The names --only lists (comma-separated), whether they select `run` (by its own name,
+// or by the suite's experiment it comes from: "bucket_caps" selects every run its sweeps
+// give, bucket_caps_25mb_nvlink and the rest), and which of them select no run of `plan`.
 std::vector<std::string> OnlyNames(const std::string& only);
+bool OnlySelects(const std::vector<std::string>& names, const SuiteRun& run);
 std::vector<std::string> OnlyNamesNotFound(const Plan& plan, const std::string& only);
 
 }  // namespace ddplab

@@ -1,9 +1,11 @@
 // The plan's memory check on CPUs (Note [Memory on CPUs], plan.cc): a CPU process holds
 // more than the GPU's caching allocator peaks at, and a node's processes share its memory.
+// And what --only selects.
 #include "experiments/plan.h"
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "core/config/experiment.h"
@@ -66,6 +68,56 @@ TEST(PlanMemory, AGpuHasItsOwnMemoryAndTheGpusFigures) {
   ASSERT_FALSE(plan.ok());
   EXPECT_TRUE(absl::StrContains(plan.status().message(), "needs at least 4.3 GiB")) << plan.status();
   EXPECT_FALSE(absl::StrContains(plan.status().message(), "on CPUs")) << plan.status();
+}
+
+// --only takes the names the file gives as well as the runs' own: an experiment's name
+// selects every run its sweeps make of it, as --tune's does.
+TEST(PlanOnly, AnExperimentsNameSelectsEveryRunItsSweepsMake) {
+  absl::StatusOr<v1::Suite> suite = ParseExperimentText(R"pb(
+    # proto-message: ddplab.v1.Suite
+    name: "s"
+    defaults {
+      model { preset: VIT_TINY_TEST }
+      data { batch_size: 4 }
+      steps { measured: 2 }
+      optimizer { sgd { learning_rate: 0.1 } }
+      distributed { gpus_per_node: 2 device: CUDA sweep_transport: [NVLINK, HOST_MEMORY] }
+    }
+    experiment { name: "single" distributed { gpus_per_node: 1 } }
+    experiment {
+      name: "caps"
+      plugin { bucket_sizing { sweep_cap_mb: [25, 50] } }
+    }
+    experiment { name: "naive" plugin { bucket_sizing { bucket_cap_mb: 2000 } } }
+  )pb", "s.textproto", testing::ShippedSchema());
+  ASSERT_TRUE(suite.ok()) << suite.status();
+  Machine m;
+  m.cuda_build = true;
+  m.gpus = 2;
+  m.gpu_memory_bytes = 80 * kGiB;
+  m.cpu_cores = 16;
+  m.host_memory_bytes = 64 * kGiB;
+  const auto selected = [&](const std::string& only) {
+    PlanOptions options;
+    options.only = only;
+    options.schema = &testing::ShippedSchema();
+    absl::StatusOr<Plan> plan = MakePlan(*suite, m, std::nullopt, options);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    std::vector<std::string> names;
+    if (!plan.ok()) return names;
+    for (const PlannedRun& p : plan->runs) {
+      if (p.selected) names.push_back(p.run.experiment.name());
+    }
+    EXPECT_EQ(plan->selected, static_cast<int>(names.size()));
+    EXPECT_EQ(OnlyNamesNotFound(*plan, only + ",nope"), std::vector<std::string>{"nope"});
+    return names;
+  };
+  EXPECT_EQ(selected("caps"), (std::vector<std::string>{"caps_25mb_nvlink", "caps_50mb_nvlink",
+                                                        "caps_25mb_host_memory", "caps_50mb_host_memory"}));
+  EXPECT_EQ(selected("naive"), (std::vector<std::string>{"naive_nvlink", "naive_host_memory"}));
+  // A run's own name, that run alone; the names in the suite's order, whatever --only's.
+  EXPECT_EQ(selected("caps_50mb_host_memory,single"),
+            (std::vector<std::string>{"single", "caps_50mb_host_memory"}));
 }
 
 }  // namespace
