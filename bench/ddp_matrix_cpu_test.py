@@ -222,8 +222,9 @@ class RepetitionOrderTest(unittest.TestCase):
 
 class SummarizeTest(unittest.TestCase):
     """summarize.py over a made-up run directory: each repetition's ratio pairs the two
-    sides' runs of that repetition (one of PyTorch's is missing), and a row whose step is
-    one CUDA graph is divided by one GPU's graph."""
+    sides' runs of that repetition (one of PyTorch's is missing), a row whose step is
+    one CUDA graph is divided by one GPU's graph, and a row that shares another's PyTorch
+    runs is paired with that row's runs of each repetition."""
 
     def test_ratios_by_repetition_and_graph_rows_over_one_gpus_graph(self):
         out = scratch()
@@ -240,7 +241,9 @@ class SummarizeTest(unittest.TestCase):
         rows = {"single_gpu": (1, None, [20.0, 20.0, 20.0], [10.0, 10.0, 10.0]),
                 "single_gpu_graph": (1, "single_gpu", [50.0, 50.0, 50.0], []),
                 "cap25": (4, None, [9.0, 11.0, 10.0], [10.0, None, 10.0]),
-                "cap25_graph": (4, "cap25", [45.0, 45.0, 45.0], [])}
+                "cap25_graph": (4, "cap25", [45.0, 45.0, 45.0], []),
+                # Its repetitions drift as cap25's do: 0.9 by the medians, 1.0 by each pair.
+                "fp8_cap25": (4, "cap25", [9.0, 11.0, 9.0], [])}
         for config, (gpus, pytorch_key, ours, theirs) in rows.items():
             meta = {"config": config, "gpus": gpus, "transport": "nvlink" if gpus > 1 else "none"}
             if pytorch_key:
@@ -265,6 +268,13 @@ class SummarizeTest(unittest.TestCase):
         self.assertEqual(table["cap25_graph"][6], "0.900")  # d/1gpu: over single_gpu_graph
         self.assertEqual(table["cap25"][6], "0.500")
         self.assertIn("ratio by repetition, cap25 (4, nvlink): [0.9, 1.0]", done.stdout)
+        self.assertEqual(by_config["fp8_cap25"]["vs_base_runs"], [1.0, 1.0, 0.9])
+        self.assertAlmostEqual(by_config["fp8_cap25"]["vs_base"], 1.0)
+        self.assertAlmostEqual(by_config["fp8_cap25"]["ddplab_steps_per_s"] / by_config["cap25"]["ddplab_steps_per_s"],
+                               0.9)
+        self.assertIn("by repetition, fp8_cap25 over cap25 (4, nvlink): [1.0, 1.0, 0.9], median 1.000",
+                      done.stdout)
+        self.assertNotIn("by repetition, single_gpu over", done.stdout)  # a row of its own PyTorch runs
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1])

@@ -45,6 +45,7 @@ def main():
     a = p.parse_args()
     env = load(os.path.join(a.dir, "environment.json"))
     rows = []
+    ours_of = {}  # each row's key: (its row, ddplab's runs by repetition)
     for config_dir in sorted(glob.glob(os.path.join(a.dir, "ddplab", "*"))):
         config = os.path.basename(config_dir)
         ours_by_rep = by_repetition(glob.glob(os.path.join(config_dir, "*", "*", config + ".json")), -3)
@@ -102,6 +103,19 @@ def main():
                 row.setdefault("pytorch_compile_steps_per_s", {})[mode] = statistics.median(runs)
                 row.setdefault("pytorch_compile_runs_steps_per_s", {})[mode] = [round(r, 4) for r in runs]
         rows.append(row)
+        ours_of[config] = (row, ours_by_rep)
+    # A row that shares another row's PyTorch runs (fp8 and bf16_fp32_sum share bf16's, a
+    # graph row its eager row's) is that row's variant: each repetition's run over that
+    # row's run of the same repetition. Where the runs drift between repetitions (sockets
+    # by 7%), the pairs say what the medians' ratio cannot.
+    for config, (row, ours_by_rep) in ours_of.items():
+        base = row.get("pytorch_key")
+        if base in ours_of and base != config:
+            base_row, base_by_rep = ours_of[base]
+            pairs = [round(ours_by_rep[k]["steps_per_s"] / base_by_rep[k]["steps_per_s"], 4)
+                     for k in ours_by_rep if k in base_by_rep and base_by_rep[k]["steps_per_s"] > 0]
+            if pairs:
+                row.update(vs_base_config=base_row["config"], vs_base_runs=pairs, vs_base=statistics.median(pairs))
     # Scaling: steps/s over the single-GPU step's (batch per GPU is fixed).
     single = next((r for r in rows if r["config"] == "single_gpu"), None)
     if single:
@@ -147,6 +161,10 @@ def main():
     for r in rows:
         if len(r["ratio_runs"]) > 1:
             print(f"ratio by repetition, {r['config']} ({r['gpus']}, {r['transport']}): {r['ratio_runs']}")
+    for r in rows:
+        if r.get("vs_base_runs"):
+            print(f"by repetition, {r['config']} over {r['vs_base_config']} ({r['gpus']}, {r['transport']}): "
+                  f"{r['vs_base_runs']}, median {r['vs_base']:.3f}")
     for r in rows:
         for mode, steps in r.get("pytorch_compile_steps_per_s", {}).items():
             print(f"PyTorch torch.compile(mode={mode!r}), {r['config']}: {steps:.3f} steps/s "
