@@ -267,13 +267,15 @@ class SummarizeTest(unittest.TestCase):
         table = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line.startswith("cap25")}
         self.assertEqual(table["cap25_graph"][6], "0.900")  # d/1gpu: over single_gpu_graph
         self.assertEqual(table["cap25"][6], "0.500")
-        self.assertIn("ratio by repetition, cap25 (4, nvlink): [0.9, 1.0]", done.stdout)
+        self.assertIn("ratio by repetition, cap25 (4, nvlink): [0.9, 1.0]: on no one side of 1", done.stdout)
         self.assertEqual(by_config["fp8_cap25"]["vs_base_runs"], [1.0, 1.0, 0.9])
         self.assertAlmostEqual(by_config["fp8_cap25"]["vs_base"], 1.0)
         self.assertAlmostEqual(by_config["fp8_cap25"]["ddplab_steps_per_s"] / by_config["cap25"]["ddplab_steps_per_s"],
                                0.9)
-        self.assertIn("by repetition, fp8_cap25 over cap25 (4, nvlink): [1.0, 1.0, 0.9], median 1.000",
-                      done.stdout)
+        self.assertIn("by repetition, fp8_cap25 over cap25 (4, nvlink): [1.0, 1.0, 0.9], median 1.000: on no one "
+                      "side of 1", done.stdout)
+        self.assertIn("by repetition, cap25_graph over cap25 (4, nvlink): [5.0, 4.0909, 4.5], median 4.500: ahead in "
+                      "every repetition", done.stdout)
         self.assertNotIn("by repetition, single_gpu over", done.stdout)  # a row of its own PyTorch runs
 
 if __name__ == "__main__":

@@ -27,6 +27,16 @@ def figure(value, width, digits):
     return f"{value:>{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
 
 
+def side_of_one(ratios):
+    """Which side of 1 a row's ratios by repetition fall: each repetition's pair saw the
+    machine alike, so only a side every pair takes is a finding."""
+    if all(r > 1 for r in ratios):
+        return ": ahead in every repetition"
+    if all(r < 1 for r in ratios):
+        return ": behind in every repetition"
+    return ": on no one side of 1 in every repetition (level within the runs' noise)"
+
+
 def by_repetition(paths, rep_part):
     """The records at `paths` by repetition number, in its order; the number is the path's
     part at `rep_part` (counted from the end; a file's name without .json)."""
@@ -160,11 +170,12 @@ def main():
         print("d/1gpu of a row whose step is one CUDA graph (*_graph): over single_gpu_graph")
     for r in rows:
         if len(r["ratio_runs"]) > 1:
-            print(f"ratio by repetition, {r['config']} ({r['gpus']}, {r['transport']}): {r['ratio_runs']}")
+            print(f"ratio by repetition, {r['config']} ({r['gpus']}, {r['transport']}): {r['ratio_runs']}"
+                  f"{side_of_one(r['ratio_runs'])}")
     for r in rows:
         if r.get("vs_base_runs"):
             print(f"by repetition, {r['config']} over {r['vs_base_config']} ({r['gpus']}, {r['transport']}): "
-                  f"{r['vs_base_runs']}, median {r['vs_base']:.3f}")
+                  f"{r['vs_base_runs']}, median {r['vs_base']:.3f}{side_of_one(r['vs_base_runs'])}")
     for r in rows:
         for mode, steps in r.get("pytorch_compile_steps_per_s", {}).items():
             print(f"PyTorch torch.compile(mode={mode!r}), {r['config']}: {steps:.3f} steps/s "
