@@ -160,10 +160,10 @@ class GraphRunnerFactory : public ddplab::StepRunnerFactory {
 
 void Register(const Config& config, ddplab::PluginRegistrar& registrar) {
   const int eager_steps = config.has_eager_steps() ? static_cast<int>(config.eager_steps()) : 3;
-  if (eager_steps < 1) {
+  if (eager_steps < 2) {
     registrar.RejectField("eager_steps",
-                          "must be at least 1: the engine regroups its buckets after the first step, which a "
-                          "captured step cannot do");
+                          "must be at least 2: the engine regroups its buckets at the start of the second step "
+                          "(a broadcast and a copy to the host), which a captured step cannot do");
     return;
   }
   registrar.SetStepRunner(std::make_shared<GraphRunnerFactory>(eager_steps, config.capture_mode()));
@@ -174,4 +174,4 @@ void Register(const Config& config, ddplab::PluginRegistrar& registrar) {
 
 }  // namespace
 
-DDPLAB_PLUGIN("cuda_graph", "1.0.0", Config, ddplab::PluginStatus::kExperimental, Register)
+DDPLAB_PLUGIN("cuda_graph", "1.0.1", Config, ddplab::PluginStatus::kExperimental, Register)

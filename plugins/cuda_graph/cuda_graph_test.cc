@@ -84,14 +84,17 @@ TEST(CudaGraphPluginTest, RefusesACaptureAfterTheWarmUp) {
   EXPECT_NE(message.find("steps.warmup must be at least 5 (eager_steps + 2), got 4"), std::string::npos) << message;
 }
 
-TEST(CudaGraphPluginTest, RefusesNoEagerStep) {
-  std::string text = Experiment("");
-  text.replace(text.find("cuda_graph {}"), 13, "cuda_graph { eager_steps: 0 }");
-  const std::string message = Refusal(text);
-  EXPECT_NE(message.find("plugin[0].cuda_graph.eager_steps: plugin \"cuda_graph\" rejected its configuration: must "
-                         "be at least 1"),
-            std::string::npos)
-      << message;
+// One eager step would capture the second, whose start holds the engine's regroup.
+TEST(CudaGraphPluginTest, RefusesFewerThanTwoEagerSteps) {
+  for (const char* steps : {"0", "1"}) {
+    std::string text = Experiment("");
+    text.replace(text.find("cuda_graph {}"), 13, std::string("cuda_graph { eager_steps: ") + steps + " }");
+    const std::string message = Refusal(text);
+    EXPECT_NE(message.find("plugin[0].cuda_graph.eager_steps: plugin \"cuda_graph\" rejected its configuration: "
+                           "must be at least 2: the engine regroups its buckets at the start of the second step"),
+              std::string::npos)
+        << steps << ": " << message;
+  }
 }
 
 // The step runner is the trainer's, not the engine's: a run of one process without the
