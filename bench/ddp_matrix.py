@@ -206,13 +206,20 @@ CHANNELS_SUFFIX = re.compile(r"^(.+)_ch([0-9]+)$")
 #   peer at 4 ranks, where a ring all-reduce drives 4 towards its neighbour);
 # - `<config>_shmce`: NCCL's host-memory transport moving its data by copy engines at
 #   both ends, the proxy thread with a CUDA context of its own (on 2026-11-21, without
-#   that context, no run finished within 60 s).
+#   that context, no run finished within 60 s; on 2 H200 on 2026-11-30 it ran, at 0.38 of
+#   one GPU);
+# - `<config>_socks<T>x<S>`: NCCL's socket transport (sockets) with T helper threads per
+#   connection, each opening S sockets (NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD; NCCL
+#   asks T*S <= 64; its default is 1 and 1 outside some clouds): over sockets every row
+#   waits on TCP's rate, which more connections may raise.
 ENV_SUFFIXES = [
     (re.compile(r"^(.+)_cta1$"), lambda m: {"NCCL_CTA_POLICY": "1"}),
     (re.compile(r"^(.+)_p2p([0-9]+)$"),
      lambda m: {"NCCL_MIN_P2P_NCHANNELS": m.group(2), "NCCL_NCHANNELS_PER_NET_PEER": m.group(2)}),
     (re.compile(r"^(.+)_shmce$"), lambda m: {"NCCL_SHM_USE_CUDA_MEMCPY": "1", "NCCL_SHM_MEMCPY_MODE": "3",
                                              "NCCL_CREATE_THREAD_CONTEXT": "1"}),
+    (re.compile(r"^(.+)_socks([0-9]+)x([0-9]+)$"),
+     lambda m: {"NCCL_SOCKET_NTHREADS": m.group(2), "NCCL_NSOCKS_PERTHREAD": m.group(3)}),
 ]
 # `<config>_win`: the flat buckets as NCCL windows, summed by NCCL's symmetric kernels
 # (plugins/registered_buckets). PyTorch's row is the configuration's: DDP's buckets are not

@@ -100,6 +100,10 @@ class DdpMatrixCpuTest(unittest.TestCase):
             self.assertIn(f'nccl_env {{ name: "{name}" value: "{value}" }}', fields)
         self.assertEqual(base, "bf16_cap25")  # PyTorch's row: the configuration's
         self.assertEqual(ddp_matrix.config_entry("cap25_cta1_graph")[2], {"NCCL_CTA_POLICY": "1"})
+        _, _, env, _, base = ddp_matrix.config_entry("bf16_fp32_sum_cap25_p2p4_socks4x2")
+        self.assertEqual(env, {"NCCL_MIN_P2P_NCHANNELS": "4", "NCCL_NCHANNELS_PER_NET_PEER": "4",
+                               "NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "2"})
+        self.assertEqual(base, "bf16_cap25")  # PyTorch has no float32 sum: its bf16 hook
 
     def test_a_gpu_only_row_is_refused_before_it_runs(self):
         for configs, baselines, refused in (("naive,powersgd_rank1_tuned", "single_gpu", "powersgd_rank1_tuned"),
