@@ -37,6 +37,15 @@ Machine Cpus(int64_t memory) {
   return m;
 }
 
+// A CUDA build's machine of two GPUs with `gpu_memory` each, and 16 cores.
+Machine TwoGpus(int64_t gpu_memory, int64_t host_memory) {
+  Machine m = Cpus(host_memory);
+  m.cuda_build = true;
+  m.gpus = 2;
+  m.gpu_memory_bytes = gpu_memory;
+  return m;
+}
+
 // ViT-L/32 at batch 32 measured 8.1 GiB in one CPU process, 9.3 with the engine's buckets:
 // two such processes do not fit in 16 GiB, though the GPU's figures (4.3 GiB) would.
 TEST(PlanMemory, TwoCpuProcessesOfViTL32DoNotFitIn16GiB) {
@@ -56,12 +65,7 @@ TEST(PlanMemory, TwoCpuProcessesOfViTL32DoNotFitIn16GiB) {
 }
 
 TEST(PlanMemory, AGpuHasItsOwnMemoryAndTheGpusFigures) {
-  Machine m;
-  m.cuda_build = true;
-  m.gpus = 2;
-  m.gpu_memory_bytes = 5 * kGiB;
-  m.cpu_cores = 16;
-  m.host_memory_bytes = 8 * kGiB;
+  Machine m = TwoGpus(5 * kGiB, 8 * kGiB);
   EXPECT_TRUE(MakePlan(ViTL32(2, "CUDA"), m, std::nullopt, PlanOptions()).ok());
   m.gpu_memory_bytes = 4 * kGiB;
   absl::StatusOr<Plan> plan = MakePlan(ViTL32(2, "CUDA"), m, std::nullopt, PlanOptions());
@@ -91,12 +95,7 @@ TEST(PlanOnly, AnExperimentsNameSelectsEveryRunItsSweepsMake) {
     experiment { name: "naive" plugin { bucket_sizing { bucket_cap_mb: 2000 } } }
   )pb", "s.textproto", testing::ShippedSchema());
   ASSERT_TRUE(suite.ok()) << suite.status();
-  Machine m;
-  m.cuda_build = true;
-  m.gpus = 2;
-  m.gpu_memory_bytes = 80 * kGiB;
-  m.cpu_cores = 16;
-  m.host_memory_bytes = 64 * kGiB;
+  const Machine m = TwoGpus(80 * kGiB, 64 * kGiB);
   const auto selected = [&](const std::string& only) {
     PlanOptions options;
     options.only = only;
