@@ -62,8 +62,9 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
 // What --help prints: usage and vit_ddp's flags with their defaults.
 std::string HelpText();
 
-// ddplab's version ("0.9.0"); the changes of each are in docs/changes.md.
-inline constexpr char kVersion[] = "0.9.0";
+// ddplab's version: the newest in docs/changes.md, whose changes it lists (the test of
+// --version checks that they agree).
+inline constexpr char kVersion[] = "0.12.0";
 
 // `text` safe to print to a terminal: control characters other than newline and tab
 // (ANSI escapes, NUL) from input echoed in a message are written as \xNN.

@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "experiments/cli.h"
 #include "experiments/run_paths.h"
 #include "core/build_flags.h"
 #include "gtest/gtest.h"
@@ -135,6 +136,17 @@ TEST_F(CommandTest, HelpAndVersionAreAnswers) {
   EXPECT_EQ(version.code, 0);
   EXPECT_TRUE(std::regex_search(version.out, std::regex(R"(^vit_ddp \(ddplab\) [0-9]+\.[0-9]+\.[0-9]+; LibTorch )")))
       << version.out;
+  // The version is the change log's newest: its first entry, "- 0.12 (in progress): ...".
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+  ASSERT_NE(runfiles, nullptr) << error;
+  std::ifstream changes(runfiles->Rlocation("ddplab/docs/changes.md"));
+  std::string line;
+  while (std::getline(changes, line) && !absl::StartsWith(line, "- ")) {
+  }
+  const std::string newest = line.substr(2, line.find_first_of(" :", 2) - 2);
+  EXPECT_TRUE(absl::StartsWith(absl::StrCat(kVersion, "."), absl::StrCat(newest, ".")))
+      << kVersion << " against docs/changes.md's " << line;
 }
 
 TEST_F(CommandTest, PrintExperimentsListsTheResolvedRunsAndWritesNothing) {
