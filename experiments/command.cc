@@ -204,10 +204,15 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   plan = *std::move(planned);
   if (const std::vector<std::string> missing = OnlyNamesNotFound(plan, options.only);
       (plan.selected == 0 || !missing.empty()) && !plan.tune) {
-    std::vector<std::string> names;
-    for (const PlannedRun& p : plan.runs) names.push_back(p.run.experiment.name());
+    std::vector<std::string> names, experiments;
+    for (const PlannedRun& p : plan.runs) {
+      names.push_back(p.run.experiment.name());
+      const std::string& origin = p.run.origin.empty() ? p.run.experiment.name() : p.run.origin;
+      if (std::find(experiments.begin(), experiments.end(), origin) == experiments.end()) experiments.push_back(origin);
+    }
     std::cerr << "vit_ddp: --only=" << Printable(options.only) << ": " << path << " has no experiment or run named "
-              << Printable(absl::StrJoin(missing, ", ")) << "; its runs: " << absl::StrJoin(names, ", ") << "\n";
+              << Printable(absl::StrJoin(missing, ", ")) << "; its experiments: " << absl::StrJoin(experiments, ", ")
+              << "; its runs: " << absl::StrJoin(names, ", ") << "\n";
     return 2;
   }
   if (speaks) {

@@ -367,8 +367,10 @@ TEST_F(CommandTest, BadFilesAndRunNamesAreRefusedSayingWhere) {
   const Answer none = Vit({"--experiment=" + smoke_, "--only=no_such_run"});
   EXPECT_EQ(none.code, 2);
   EXPECT_TRUE(absl::StrContains(none.err, "--only=no_such_run: ")) << none.err;
-  EXPECT_TRUE(absl::StrContains(none.err, "has no experiment or run named no_such_run; its runs: single_process, naive_ddp"))
+  EXPECT_TRUE(absl::StrContains(none.err, "has no experiment or run named no_such_run; its experiments: single_process, "
+                                          "naive_ddp"))
       << none.err;
+  EXPECT_TRUE(absl::StrContains(none.err, "; its runs: single_process, naive_ddp")) << none.err;
   // --only with a list: the runs named, and an error naming any that is not a run.
   const Answer two = Plan({"--only=bf16,naive_ddp"});
   EXPECT_EQ(two.code, 0) << two.err;
@@ -377,7 +379,7 @@ TEST_F(CommandTest, BadFilesAndRunNamesAreRefusedSayingWhere) {
   EXPECT_TRUE(std::regex_search(two.out, std::regex(R"((^|\n)== \[[0-9]+/[0-9]+\] bf16 )")));
   const Answer nope = Vit({"--experiment=" + smoke_, "--only=bf16,nope"});
   EXPECT_EQ(nope.code, 2);
-  EXPECT_TRUE(absl::StrContains(nope.err, "has no experiment or run named nope; its runs: ")) << nope.err;
+  EXPECT_TRUE(absl::StrContains(nope.err, "has no experiment or run named nope; its experiments: ")) << nope.err;
   // A sweep that names a run as another experiment is named: one result file for two (#64).
   const std::string clash = tmp_ + "/clash.textproto";
   std::ofstream(clash) << "# proto-message: ddplab.v1.Suite\nname: \"clash\"\n"
