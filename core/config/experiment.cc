@@ -142,6 +142,20 @@ absl::Status ResolveSuite(v1::Suite& suite, const TextPositions& positions, cons
   return ValidateTune(suite, suite_at);
 }
 
+// The name of the field whose value stands at `line`:`column` ("batch_size" in
+// "data { batch_size: -4 }"), or "" where none stands before it on that line.
+std::string FieldBefore(absl::string_view text, int line, int column) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  if (line < 0 || static_cast<size_t>(line) >= lines.size()) return "";
+  absl::string_view before = lines[line].substr(0, std::min(static_cast<size_t>(std::max(column, 0)), lines[line].size()));
+  before = absl::StripTrailingAsciiWhitespace(before);
+  if (!absl::ConsumeSuffix(&before, ":")) return "";
+  before = absl::StripTrailingAsciiWhitespace(before);
+  size_t start = before.size();
+  while (start > 0 && (absl::ascii_isalnum(before[start - 1]) || before[start - 1] == '_')) --start;
+  return std::string(before.substr(start));
+}
+
 // The parser's first error at its file:line:column, in words for people: a renamed field
 // says its new name, an unknown plugin where plugins were looked for.
 absl::Status ParseError(absl::string_view text, const std::string& file, const FirstErrorCollector& errors,
@@ -152,6 +166,13 @@ absl::Status ParseError(absl::string_view text, const std::string& file, const F
   }
   const int column = BlameColumn(text, errors.line(), errors.column(), errors.message());
   std::string message = ExplainUnknownField(errors.message(), schema.pool());
+  // A negative number where the schema counts or sizes something (an unsigned field): the
+  // parser's "Expected integer, got: -" reads as if no number were written.
+  if (message == "Expected integer, got: -") {
+    const std::string field = FieldBefore(text, errors.line(), column);
+    message = absl::StrCat(field.empty() ? "" : field + ": ",
+                           "must be 0 or more (it counts or sizes something), got a negative number");
+  }
   const std::string kUnknown = absl::StrCat("Message type \"", v1::Plugin::descriptor()->full_name(),
                                             "\" has no field named \"");
   if (absl::StartsWith(message, kUnknown)) {

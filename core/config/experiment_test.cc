@@ -61,7 +61,8 @@ INSTANTIATE_TEST_SUITE_P(
                 ":3:1: Message type \"ddplab.v1.Experiment\" has no field named \"defaults\": \"defaults\" is a "
                 "suite's field, and a file is read as one experiment unless it begins with the line \"# "
                 "proto-message: ddplab.v1.Suite\""},
-        BadCase{"negative_unsigned", ":2:20: Expected integer, got: -"},
+        BadCase{"negative_unsigned",
+                ":2:20: batch_size: must be 0 or more (it counts or sizes something), got a negative number"},
         BadCase{"unknown_preset",
                 ":2:17: Unknown enumeration value of \"VIT_H_14\" for field \"preset\". Did you mean VIT_B_16? Accepted: "
                 "PRESET_UNSPECIFIED, VIT_L_32, VIT_B_16, VIT_B_32, VIT_L_16, VIT_TINY_TEST."},
