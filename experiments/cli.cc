@@ -25,7 +25,7 @@ ABSL_FLAG(std::vector<std::string>, plugin_dir, {},
 ABSL_FLAG(std::string, output_dir, "", "Directory for results; overrides each experiment's output.directory.");
 ABSL_FLAG(bool, print_experiments, false,
           "Print each run as resolved (defaults applied, sweeps expanded) and exit: runs nothing, "
-          "writes nothing.");
+          "writes nothing. A run this machine cannot run (a GPU run on a CPU build) is listed with why.");
 ABSL_FLAG(int, nproc_per_node, 0,
           "Processes (GPUs) per node for each experiment of several processes; 0: as each "
           "experiment says. Experiments of one process stay one process.");

@@ -192,6 +192,7 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   options.output_dir = absl::GetFlag(FLAGS_output_dir);
   options.profiling_with_nsys = !in.nsys.empty();
   options.tune = absl::GetFlag(FLAGS_tune);
+  options.listing = absl::GetFlag(FLAGS_print_experiments);
   options.schema = &host.schema();
   std::optional<JobPlace> place;
   if (in.worker) {

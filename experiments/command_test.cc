@@ -149,6 +149,27 @@ TEST_F(CommandTest, HelpAndVersionAreAnswers) {
       << kVersion << " against docs/changes.md's " << line;
 }
 
+// A suite this machine cannot run (the GPU suites on a CPU build) is still listed, each
+// run with why it cannot run here.
+TEST_F(CommandTest, PrintExperimentsListsWhatThisMachineCannotRunSayingWhy) {
+  std::string error;
+  std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
+  ASSERT_NE(runfiles, nullptr) << error;
+  const std::string seed = runfiles->Rlocation("ddplab/experiments/seed_study.textproto");
+  const Answer a = Vit({"--experiment=" + seed, "--print_experiments", "--only=single_gpu,bucket_caps"});
+  EXPECT_EQ(a.code, 0) << a.err;
+  EXPECT_TRUE(std::regex_search(a.out, std::regex(R"((^|\n)Suite "seed_study": 9 run\(s\) would run)"))) << a.out;
+  EXPECT_TRUE(absl::StrContains(a.out, "] bucket_caps_200mb_host_memory (")) << a.out;
+  if (!DDPLAB_CUDA_BUILD) {
+    EXPECT_TRUE(absl::StrContains(a.out, "on a machine that can (9 cannot here)")) << a.out;
+    EXPECT_TRUE(absl::StrContains(a.out, "# cannot run on this machine: experiment \"single_gpu\": asks for "
+                                         "distributed.device CUDA, but this is a CPU build"))
+        << a.out;
+  }
+  // Asked to run, the same file is refused, as before.
+  if (!DDPLAB_CUDA_BUILD) EXPECT_EQ(Vit({"--experiment=" + seed, "--only=single_gpu"}).code, 2);
+}
+
 TEST_F(CommandTest, PrintExperimentsListsTheResolvedRunsAndWritesNothing) {
   const Answer a = Plan({"--output_dir=" + tmp_ + "/dry"});
   EXPECT_EQ(a.code, 0) << a.err;

@@ -135,15 +135,20 @@ absl::Status PlanRun(PlannedRun& p, const Machine& machine, const std::optional<
     p.launch = p.processes > 1 || options.profiling_with_nsys;
   }
   if (absl::Status s = CheckNodes(e, worker, options); !s.ok()) return s;
-  if (absl::Status s = CheckProcesses(e, machine, p.per_node); !s.ok()) {
-    // Where the count came from the flag, the flag is what to change.
-    if (options.nproc_per_node > 0 && !worker && !OneProcess(e)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(s.message(), " (--nproc_per_node=", options.nproc_per_node, " asked for them)"));
-    }
-    return s;
+  absl::Status s = CheckProcesses(e, machine, p.per_node);
+  // Where the count came from the flag, the flag is what to change.
+  if (!s.ok() && options.nproc_per_node > 0 && !worker && !OneProcess(e)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(s.message(), " (--nproc_per_node=", options.nproc_per_node, " asked for them)"));
   }
-  return CheckMemory(e, machine, p.per_node);
+  if (s.ok()) s = CheckMemory(e, machine, p.per_node);
+  // What this machine lacks (a CUDA build, GPUs, memory): --print_experiments lists the run
+  // with why, as a file written for another machine is read here; a run is refused.
+  if (!s.ok() && options.listing) {
+    p.refusal = std::string(s.message());
+    return absl::OkStatus();
+  }
+  return s;
 }
 
 // --tune: the run to tune (--only's, the tune field's, or the first of several
@@ -249,13 +254,19 @@ std::string FormatPlan(const Plan& plan, const ExperimentSchema& schema) {
                         " processes) over ", plan.tune->caps_mib.size(), " bucket caps, verifying ", plan.tune->verify,
                         " with ", plan.tune->repetitions, " run(s) each (nothing runs: --print_experiments)\n\n", text);
   }
-  std::string out = absl::StrCat("Suite \"", plan.suite, "\": ", plan.selected, " run(s) would run (nothing runs: "
-                                 "--print_experiments)\n");
+  const int refused = static_cast<int>(std::count_if(plan.runs.begin(), plan.runs.end(), [](const PlannedRun& p) {
+    return p.selected && !p.refusal.empty();
+  }));
+  std::string out = absl::StrCat("Suite \"", plan.suite, "\": ", plan.selected, " run(s) would run",
+                                 refused > 0 ? absl::StrCat(" on a machine that can (", refused, " cannot here)") : "",
+                                 " (nothing runs: --print_experiments)\n");
   for (const PlannedRun& p : plan.runs) {
     if (!p.selected) continue;
     const std::string text = schema.Print(p.run.experiment);
     absl::StrAppend(&out, "\n== [", p.index, "/", plan.runs.size(), "] ", p.run.experiment.name(), " (", p.processes,
-                    " process", p.processes == 1 ? "" : "es", ")\n", text);
+                    " process", p.processes == 1 ? "" : "es", ")\n");
+    if (!p.refusal.empty()) absl::StrAppend(&out, "# cannot run on this machine: ", p.refusal, "\n");
+    absl::StrAppend(&out, text);
   }
   return out;
 }

@@ -57,6 +57,7 @@ struct PlanOptions {
   std::string output_dir;     // overrides each experiment's output.directory
   bool profiling_with_nsys = false;
   bool tune = false;          // --tune: the suite's runs give way to the tuner's
+  bool listing = false;       // --print_experiments: a run this machine cannot run is listed, with why
   const ExperimentSchema* schema = nullptr;  // the plugins found; nullptr: none
 };
 
@@ -66,6 +67,7 @@ struct PlannedRun {
   int processes = 1;       // in the whole job
   int per_node = 1;        // processes this node starts (the launcher), or runs (a job)
   bool selected = true;    // false: left out by --only (its earlier result is reported)
+  std::string refusal;     // --print_experiments: why this machine cannot run it ("": it can)
   bool here = true;        // this process takes part (false: another node's or rank's)
   bool launch = false;     // this process starts workers for it
   std::string run_dir;     // <output.directory>/<suite>
