@@ -135,7 +135,7 @@ bool SuiteRunner::RunTransport(const std::vector<const PlannedRun*>& runs, int& 
   const int spared_before = spared_;
   bool go_on = true;
   for (std::vector<size_t> round = rounds.Next({}, {}); !round.empty();
-       round = rounds.Next(StepsPerSecond(runs), KeptOf(runs))) {
+       round = rounds.Next(StepsPerSecond(runs), KeptOf(runs), ExactOf(runs))) {
     repetition_ = rounds.repetition();
     spared_ = spared_before + rounds.spared();
     for (size_t i = 0; i < round.size() && go_on; ++i) go_on = Run(*runs[round[i]], exit);
@@ -172,7 +172,7 @@ bool SuiteRunner::UpTo() const {
 // What RepetitionRounds compares: the pool's runs' repetitions so far, then those of the
 // other runs of their transport and process count, whichever pool ran them (Note
 // [Repetitions that decide], repetitions.h).
-std::vector<std::vector<double>> SuiteRunner::StepsPerSecond(const std::vector<const PlannedRun*>& runs) const {
+std::vector<const PlannedRun*> SuiteRunner::FieldOf(const std::vector<const PlannedRun*>& runs) const {
   std::vector<const PlannedRun*> field = runs;
   for (const PlannedRun& p : plan_.runs) {
     if (p.selected && results_.count(p.index) > 0 && !runs.empty() && RaceOf(p) == RaceOf(*runs.front()) &&
@@ -180,8 +180,12 @@ std::vector<std::vector<double>> SuiteRunner::StepsPerSecond(const std::vector<c
       field.push_back(&p);
     }
   }
+  return field;
+}
+
+std::vector<std::vector<double>> SuiteRunner::StepsPerSecond(const std::vector<const PlannedRun*>& runs) const {
   std::vector<std::vector<double>> rates;
-  for (const PlannedRun* p : field) {
+  for (const PlannedRun* p : FieldOf(runs)) {
     std::vector<double>& r = rates.emplace_back();
     // A diagnostic run (no communication, say) leads nothing: it gets no more either.
     if (auto it = results_.find(p->index); it != results_.end() && !it->second.diagnostic()) {
@@ -189,6 +193,18 @@ std::vector<std::vector<double>> SuiteRunner::StepsPerSecond(const std::vector<c
     }
   }
   return rates;
+}
+
+// Per entry of StepsPerSecond's, whether its run measured with no lossy plugin: the
+// recommendation's race until the convergence check has judged (Note [Repetitions that
+// decide]).
+std::vector<bool> SuiteRunner::ExactOf(const std::vector<const PlannedRun*>& runs) const {
+  std::vector<bool> exact;
+  for (const PlannedRun* p : FieldOf(runs)) {
+    const auto it = results_.find(p->index);
+    exact.push_back(it != results_.end() && !it->second.lossy());
+  }
+  return exact;
 }
 
 std::vector<int> SuiteRunner::KeptOf(const std::vector<const PlannedRun*>& runs) const {

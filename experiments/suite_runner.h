@@ -67,7 +67,9 @@ class SuiteRunner {
   int Kept(const PlannedRun& p) const;  // repetitions of `p` kept from before
   // The runs of one transport with their repetitions; false when the suite must stop.
   bool RunTransport(const std::vector<const PlannedRun*>& runs, int& exit);
+  std::vector<const PlannedRun*> FieldOf(const std::vector<const PlannedRun*>& runs) const;
   std::vector<std::vector<double>> StepsPerSecond(const std::vector<const PlannedRun*>& runs) const;
+  std::vector<bool> ExactOf(const std::vector<const PlannedRun*>& runs) const;
   std::vector<int> KeptOf(const std::vector<const PlannedRun*>& runs) const;
   std::map<std::string, std::vector<std::string>> Contenders() const;
   // Whether repetitions go only where they decide: not with --all_repetitions, in a job

@@ -13,14 +13,15 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-}  // namespace
-
-std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s, double drift) {
+// Undecided over the runs `in` takes (all where it is empty): the rest are never marked.
+std::vector<bool> Overlapping(const std::vector<std::vector<double>>& steps_per_s, const std::vector<bool>& in,
+                              double drift) {
   std::vector<bool> more(steps_per_s.size(), false);
+  const auto taken = [&](size_t i) { return !steps_per_s[i].empty() && (in.empty() || (i < in.size() && in[i])); };
   int leader = -1;
   double best = 0;
   for (size_t i = 0; i < steps_per_s.size(); ++i) {
-    if (steps_per_s[i].empty()) continue;
+    if (!taken(i)) continue;
     if (const double m = Median(steps_per_s[i]); leader < 0 || m > best) {
       leader = static_cast<int>(i);
       best = m;
@@ -31,12 +32,27 @@ std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s,
   const double lead_low = *std::min_element(lead.begin(), lead.end()) * (1 - drift);
   const double lead_high = *std::max_element(lead.begin(), lead.end()) * (1 + drift);
   for (size_t i = 0; i < steps_per_s.size(); ++i) {
+    if (!taken(i)) continue;
     const std::vector<double>& r = steps_per_s[i];
-    if (r.empty()) continue;
     const double low = *std::min_element(r.begin(), r.end()) * (1 - drift);
     const double high = *std::max_element(r.begin(), r.end()) * (1 + drift);
     more[i] = low <= lead_high && high >= lead_low;
   }
+  return more;
+}
+
+}  // namespace
+
+std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s, double drift) {
+  return Overlapping(steps_per_s, {}, drift);
+}
+
+std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s, const std::vector<bool>& exact,
+                            double drift) {
+  std::vector<bool> more = Overlapping(steps_per_s, {}, drift);
+  if (std::find(exact.begin(), exact.end(), true) == exact.end()) return more;
+  const std::vector<bool> among_exact = Overlapping(steps_per_s, exact, drift);
+  for (size_t i = 0; i < more.size(); ++i) more[i] = more[i] || among_exact[i];
   return more;
 }
 
@@ -46,9 +62,10 @@ RepetitionRounds::RepetitionRounds(std::vector<int> wanted, bool spare)
 }
 
 std::vector<size_t> RepetitionRounds::Next(const std::vector<std::vector<double>>& steps_per_s,
-                                           const std::vector<int>& kept) {
+                                           const std::vector<int>& kept, const std::vector<bool>& exact) {
   while (++repetition_ <= most_) {
-    std::vector<bool> more = repetition_ > 1 && spare_ ? Undecided(steps_per_s) : std::vector<bool>(wanted_.size(), true);
+    std::vector<bool> more =
+        repetition_ > 1 && spare_ ? Undecided(steps_per_s, exact) : std::vector<bool>(wanted_.size(), true);
     more.resize(wanted_.size(), false);  // the runs' own; one never measured decides nothing
     std::vector<size_t> round;
     for (size_t i = 0; i < wanted_.size(); ++i) {

@@ -10,7 +10,10 @@
 // overlaps the leader's among the runs of their transport and process count (whichever
 // pool of workers ran them: an NCCL setting starts workers of its own, not a race of its
 // own): the leader itself (the highest median steps/s) and those that could still be it
-// or tie with it. A spread is
+// or tie with it; and the same among the exact runs alone (no lossy plugin), where a lossy
+// run leads: the recommendation is raced among the exact runs until the convergence
+// check has judged a lossy one (core/report/recommend.cc), and a race whose runs ran once
+// each names no winner. A spread is
 // [min, max] of a run's repetitions, widened by kDrift each way: the drift from run to
 // run over a suite on one machine, which a run's own one or two repetitions cannot
 // show. A run clear of the leader keeps the repetitions it has: its place and its ratio
@@ -32,8 +35,12 @@ namespace ddplab {
 // Two runs within about 2% of each other are still told apart by further repetitions.
 inline constexpr double kDrift = 0.01;
 
-// Per run (in the order of `steps_per_s`), whether its spread overlaps the leader's.
+// Per run (in the order of `steps_per_s`), whether its spread overlaps the leader's; with
+// `exact` (per run, no lossy plugin), also whether an exact run's overlaps the fastest
+// exact run's.
 std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s, double drift = kDrift);
+std::vector<bool> Undecided(const std::vector<std::vector<double>>& steps_per_s, const std::vector<bool>& exact,
+                            double drift = kDrift);
 
 // The rounds of one transport's runs (Note [Repetitions that decide]): every run once,
 // then further repetitions, interleaved, for those a repetition still decides. The
@@ -56,8 +63,10 @@ class RepetitionRounds {
   // diagnostic run, which leads nothing); entries after the runs' own are the rest of
   // their field (runs of the same race that other pools ran), compared with them but
   // never handed out. `kept[i]`: run i's repetitions kept from before (--skip_completed),
-  // known once its first repetition ran.
-  std::vector<size_t> Next(const std::vector<std::vector<double>>& steps_per_s, const std::vector<int>& kept);
+  // known once its first repetition ran. `exact[i]`: entry i of `steps_per_s` has no lossy
+  // plugin (empty: not known, the leader's race alone decides).
+  std::vector<size_t> Next(const std::vector<std::vector<double>>& steps_per_s, const std::vector<int>& kept,
+                           const std::vector<bool>& exact = {});
   // The repetition the runs of the last round run (from 1).
   int repetition() const { return repetition_; }
   // Repetitions wanted that no round will run: their run was found clear of the leader.

@@ -32,6 +32,24 @@ TEST(UndecidedTest, TheLeaderIsTheHighestMedianNotTheHighestRepetition) {
   EXPECT_EQ(Undecided({{11.0, 11.0, 11.0}, {10.0, 10.5, 10.6}}, 0), (std::vector<bool>{true, false}));
 }
 
+// A lossy run leads (PowerSGD, say, 12.31); the two exact runs 1% apart are the
+// recommendation's race until the convergence check has judged: they stay undecided, and
+// the exact run far behind them does not.
+TEST(UndecidedTest, TheExactRunsRaceAmongThemselvesWhereALossyRunLeads) {
+  const std::vector<std::vector<double>> rates = {{12.31}, {11.10}, {10.99}, {8.01}};
+  EXPECT_EQ(Undecided(rates), (std::vector<bool>{true, false, false, false}));
+  EXPECT_EQ(Undecided(rates, {false, true, true, true}), (std::vector<bool>{true, true, true, false}));
+  // An exact leader: the exact runs' race is the whole one.
+  EXPECT_EQ(Undecided(rates, {true, true, true, true}), Undecided(rates));
+  // No exact run: the leader's race alone.
+  EXPECT_EQ(Undecided(rates, {false, false, false, false}), Undecided(rates));
+  // The rounds hand the exact pair their repetitions.
+  RepetitionRounds rounds({3, 3, 3, 3}, /*spare=*/true);
+  EXPECT_EQ(rounds.Next({}, {}), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(rounds.Next(rates, {}, {false, true, true, true}), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(rounds.spared(), 2);
+}
+
 TEST(UndecidedTest, FailedRunsGetNoMore) {
   EXPECT_EQ(Undecided({{}, {5.0}}), (std::vector<bool>{false, true}));
   EXPECT_EQ(Undecided({{}, {}}), (std::vector<bool>{false, false}));
