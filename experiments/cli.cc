@@ -43,8 +43,8 @@ ABSL_FLAG(bool, skip_completed, false,
           "the same experiment, and run only the missing ones (a rerun after a crash or Ctrl-C "
           "picks up where the suite stopped).");
 ABSL_FLAG(bool, all_repetitions, false,
-          "Run every run steps.repetitions times; by default a run clear of its transport's fastest "
-          "after its first repetition is not repeated.");
+          "Run every run steps.repetitions times; by default a run clear of its transport's fastest, "
+          "and of its fastest exact run, after its first repetition is not repeated.");
 ABSL_FLAG(std::string, profile, "none",
           "nsys: run every worker under Nsight Systems, capturing the measured steps "
           "(cudaProfilerApi range) with CUDA, NVTX, OS runtime and NCCL traces, one report per rank. "

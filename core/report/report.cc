@@ -308,7 +308,7 @@ std::string FormatMarkdown(const v1::SuiteReport& report) {
                   report.repetitions() > 1
                       ? absl::StrCat("up to ", report.repetitions(),
                                      " (steps/s as median [min-max] ×repetitions; a run clear of its transport's "
-                                     "fastest after its first is not repeated)")
+                                     "fastest, and of its fastest exact run, after its first is not repeated)")
                       : "1",
                   "\n\n");
   absl::StrAppend(&out, "| ", absl::StrJoin(Headers(report.machine()), " | "), " |\n|");
