@@ -131,7 +131,15 @@ std::optional<int> CheckFlags(Invocation& in) {
   in.launch.node_rank = node_rank;
   in.launch.master_addr = absl::GetFlag(FLAGS_master_addr);
   in.launch.master_port = absl::GetFlag(FLAGS_master_port);
-  for (const std::string& dir : absl::GetFlag(FLAGS_plugin_dir)) in.plugin_dirs.push_back(UserPath(dir));
+  for (const std::string& dir : absl::GetFlag(FLAGS_plugin_dir)) {
+    // A directory that is not there finds nothing: said now, not as a plugin missing later.
+    std::error_code error;
+    if (!std::filesystem::is_directory(UserPath(dir), error)) {
+      std::cerr << "vit_ddp: --plugin_dir=" << Printable(dir) << ": no such directory\n";
+      return 2;
+    }
+    in.plugin_dirs.push_back(UserPath(dir));
+  }
   if (std::string built = RunfilesPath(in.argv0, "plugins"); !built.empty()) in.plugin_dirs.push_back(built);
   return std::nullopt;
 }

@@ -398,6 +398,9 @@ TEST_F(CommandTest, BadFilesAndRunNamesAreRefusedSayingWhere) {
   EXPECT_TRUE(std::regex_search(two.out, std::regex(R"((^|\n)Suite "cpu_smoke": 2 run\(s\) would run)"))) << two.out;
   EXPECT_TRUE(std::regex_search(two.out, std::regex(R"((^|\n)== \[[0-9]+/[0-9]+\] naive_ddp )")));
   EXPECT_TRUE(std::regex_search(two.out, std::regex(R"((^|\n)== \[[0-9]+/[0-9]+\] bf16 )")));
+  const Answer no_dir = Vit({"--experiment=" + smoke_, "--plugin_dir=" + tmp_ + "/no_such_dir", "--print_experiments"});
+  EXPECT_EQ(no_dir.code, 2);
+  EXPECT_TRUE(absl::StrContains(no_dir.err, "/no_such_dir: no such directory")) << no_dir.err;
   const Answer nope = Vit({"--experiment=" + smoke_, "--only=bf16,nope"});
   EXPECT_EQ(nope.code, 2);
   EXPECT_TRUE(absl::StrContains(nope.err, "has no experiment or run named nope; its experiments: ")) << nope.err;
