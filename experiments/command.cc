@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -178,13 +179,24 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   // Where distributed.device is left out it is this machine's: on CPUs, a setting only a
   // GPU run uses is reported where the file has it (#64), not silently ignored.
   const std::string why_cpu = !DDPLAB_CUDA_BUILD ? "a CPU build" : in.device.gpus.empty() ? "a machine without GPUs" : "";
+  std::map<std::string, std::vector<std::string>> lossy;  // experiment: its lossy plugins
   absl::StatusOr<v1::Suite> suite = ParseExperimentText(*text, path, host.schema(), [&](const v1::Experiment& e) {
     if (!why_cpu.empty()) {
       if (absl::Status s = CheckLeftToCpus(e, why_cpu); !s.ok()) return s;
     }
     if (absl::Status s = CheckScriptedModel(e, path, in.device); !s.ok()) return s;
-    return host.Configure(e).status();
+    absl::StatusOr<PluginSet> configured = host.Configure(e);
+    if (configured.ok() && configured->lossy()) lossy[e.name()] = configured->lossy_plugins();
+    return configured.status();
   });
+  // The convergence check measures lossy runs against an exact one: a lossy reference
+  // would be found out only after its runs trained, as "not compared".
+  if (suite.ok() && suite->has_convergence() && lossy.count(suite->convergence().exact()) > 0) {
+    suite = ErrorAtField(*text, path, host.schema(), "convergence.exact",
+                         absl::StrCat("\"", suite->convergence().exact(), "\" is lossy (",
+                                      absl::StrJoin(lossy[suite->convergence().exact()], ", "),
+                                      "): the check's reference must be exact, an experiment without a lossy plugin"));
+  }
   if (!suite.ok()) {
     std::cerr << "vit_ddp: " << Printable(suite.status().message()) << "\n";
     return 2;

@@ -398,6 +398,14 @@ TEST_F(CommandTest, BadFilesAndRunNamesAreRefusedSayingWhere) {
   EXPECT_TRUE(std::regex_search(two.out, std::regex(R"((^|\n)Suite "cpu_smoke": 2 run\(s\) would run)"))) << two.out;
   EXPECT_TRUE(std::regex_search(two.out, std::regex(R"((^|\n)== \[[0-9]+/[0-9]+\] naive_ddp )")));
   EXPECT_TRUE(std::regex_search(two.out, std::regex(R"((^|\n)== \[[0-9]+/[0-9]+\] bf16 )")));
+  // A lossy experiment as the convergence check's reference: refused at its place.
+  const Answer lossy_exact =
+      Vit({"--experiment=" + Edited("lossy_exact.textproto", "exact: \"naive_ddp\"", "exact: \"bf16\""),
+           "--print_experiments"});
+  EXPECT_EQ(lossy_exact.code, 2);
+  EXPECT_TRUE(std::regex_search(lossy_exact.err, std::regex(R"(lossy_exact\.textproto:30:3: convergence\.exact: "bf16" )"
+                                                            R"(is lossy \(bf16\): the check's reference must be exact)")))
+      << lossy_exact.err;
   const Answer no_dir = Vit({"--experiment=" + smoke_, "--plugin_dir=" + tmp_ + "/no_such_dir", "--print_experiments"});
   EXPECT_EQ(no_dir.code, 2);
   EXPECT_TRUE(absl::StrContains(no_dir.err, "/no_such_dir: no such directory")) << no_dir.err;

@@ -201,6 +201,23 @@ absl::Status ParseError(absl::string_view text, const std::string& file, const F
 
 }  // namespace
 
+absl::Status ErrorAtField(absl::string_view text, absl::string_view filename, const ExperimentSchema& schema,
+                          absl::string_view path, absl::string_view what) {
+  const std::string file(filename);
+  absl::StatusOr<std::string> type = MessageType(text, file);
+  TextFormat::Parser parser;
+  FirstErrorCollector errors;
+  TextFormat::ParseInfoTree tree;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+  std::unique_ptr<google::protobuf::Message> readable = schema.NewReadable(type.ok() ? *type : kSuiteType);
+  if (!type.ok() || !parser.ParseFromString(std::string(text), readable.get())) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", path, ": ", what));
+  }
+  const TextPositions positions(*readable, tree);
+  return Locator(file, &positions, {""}, {}, "").Error(path, what);
+}
+
 absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename,
                                               const ExperimentSchema& schema, const ConfigCheck& check) {
   std::string file(filename);

@@ -47,6 +47,12 @@ absl::StatusOr<std::string> ReadExperimentFile(const std::string& path);
 absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::string_view filename,
                                               const ExperimentSchema& schema, const ConfigCheck& check = {});
 
+// An error about the field at `path` of the file's text (a suite's "convergence.exact"),
+// at its file:line:column: for a check that can only be made once the file is read
+// whole (what its experiments' plugins say of themselves).
+absl::Status ErrorAtField(absl::string_view text, absl::string_view filename, const ExperimentSchema& schema,
+                          absl::string_view path, absl::string_view what);
+
 // The defaults the schema documents, in force where a field is left out (or zero).
 inline constexpr uint32_t kDefaultImageSize = 224;
 inline constexpr uint32_t kDefaultPrefetch = 2;
