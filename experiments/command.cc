@@ -157,22 +157,13 @@ Machine MachineOf(const DeviceReport& device) {
   return m;
 }
 
-// Loads, plans and checks the suite; an exit code when it cannot run (or was only to be
-// printed).
-std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
-  const std::string file = absl::GetFlag(FLAGS_experiment);
-  std::string path = file.empty() ? DefaultExperiment(in.device) : UserPath(file);
-  if (file.empty()) {
-    if (std::string shipped = RunfilesPath(in.argv0, path); !shipped.empty()) path = shipped;
-  }
-  // Only the plugins the file names are loaded (Note [Only the plugins named]), and those
-  // the tuner sets. Each experiment's plugins are configured as the file is read, so that
-  // a value a plugin refuses is reported at its place in the file.
+// Reads, resolves and checks the suite at `path`, its experiments' plugins configured as
+// the file is read. Only the plugins the file names are loaded (Note [Only the plugins
+// named]), and those the tuner sets; a value a plugin refuses is reported at its place
+// in the file.
+absl::StatusOr<v1::Suite> ReadSuite(const Invocation& in, PluginHost& host, const std::string& path) {
   absl::StatusOr<std::string> text = ReadExperimentFile(path);
-  if (!text.ok()) {
-    std::cerr << "vit_ddp: " << Printable(text.status().message()) << "\n";
-    return 2;
-  }
+  if (!text.ok()) return text.status();
   std::set<std::string> named = PluginNamesIn(*text);
   if (absl::GetFlag(FLAGS_tune)) named.merge(tune::TunerPlugins());
   host.Want(named);
@@ -189,21 +180,21 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
     if (configured.ok() && configured->lossy()) lossy[e.name()] = configured->lossy_plugins();
     return configured.status();
   });
+  if (!suite.ok()) return suite.status();
   // The convergence check measures lossy runs against an exact one: a lossy reference
   // would be found out only after its runs trained, as "not compared".
-  if (suite.ok() && suite->has_convergence() && lossy.count(suite->convergence().exact()) > 0) {
-    suite = ErrorAtField(*text, path, host.schema(), "convergence.exact",
-                         absl::StrCat("\"", suite->convergence().exact(), "\" is lossy (",
-                                      absl::StrJoin(lossy[suite->convergence().exact()], ", "),
-                                      "): the check's reference must be exact, an experiment without a lossy plugin"));
-  }
-  if (!suite.ok()) {
-    std::cerr << "vit_ddp: " << Printable(suite.status().message()) << "\n";
-    return 2;
+  if (suite->has_convergence() && lossy.count(suite->convergence().exact()) > 0) {
+    return ErrorAtField(*text, path, host.schema(), "convergence.exact",
+                        absl::StrCat("\"", suite->convergence().exact(), "\" is lossy (",
+                                     absl::StrJoin(lossy[suite->convergence().exact()], ", "),
+                                     "): the check's reference must be exact, an experiment without a lossy plugin"));
   }
   ResolveModuleFiles(path, *suite);
-  const bool speaks = !in.worker || in.worker->rank == 0;
-  if (speaks) std::cout << FormatDeviceReport(in.device) << "\n";
+  return suite;
+}
+
+// The plan's options, from the flags.
+PlanOptions PlanOptionsOf(const Invocation& in, PluginHost& host) {
   PlanOptions options;
   options.only = absl::GetFlag(FLAGS_only);
   options.nproc_per_node = absl::GetFlag(FLAGS_nproc_per_node);
@@ -214,6 +205,25 @@ std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
   options.tune = absl::GetFlag(FLAGS_tune);
   options.listing = absl::GetFlag(FLAGS_print_experiments);
   options.schema = &host.schema();
+  return options;
+}
+
+// Loads, plans and checks the suite; an exit code when it cannot run (or was only to be
+// printed).
+std::optional<int> Prepare(const Invocation& in, PluginHost& host, Plan& plan) {
+  const std::string file = absl::GetFlag(FLAGS_experiment);
+  std::string path = file.empty() ? DefaultExperiment(in.device) : UserPath(file);
+  if (file.empty()) {
+    if (std::string shipped = RunfilesPath(in.argv0, path); !shipped.empty()) path = shipped;
+  }
+  absl::StatusOr<v1::Suite> suite = ReadSuite(in, host, path);
+  if (!suite.ok()) {
+    std::cerr << "vit_ddp: " << Printable(suite.status().message()) << "\n";
+    return 2;
+  }
+  const bool speaks = !in.worker || in.worker->rank == 0;
+  if (speaks) std::cout << FormatDeviceReport(in.device) << "\n";
+  const PlanOptions options = PlanOptionsOf(in, host);
   std::optional<JobPlace> place;
   if (in.worker) {
     place = JobPlace{in.worker->launcher, in.worker->rank, in.worker->world_size, in.worker->local_world_size};
