@@ -48,6 +48,10 @@ pass "--nproc-per-node=2 is accepted; a one-process experiment records world_siz
 # and the suite ends with 130 and its count of runs.
 sed -e 's/gpus_per_node: 2 device: CPU timeout_seconds: 5/gpus_per_node: 1 device: CPU/' -e '/plugin {/d' "$long" \
   >"$TEST_TMPDIR/long_one.textproto"
+# $err still holds the last command's progress ("step ..."): emptied first, so that the wait
+# below reads this run's and never signals it before it has set its handlers (a background
+# job of a script starts with SIGINT ignored).
+: >"$err"
 "$bin" --experiment="$TEST_TMPDIR/long_one.textproto" --output_dir="$TEST_TMPDIR/one_stop" >"$out" 2>"$err" &
 one=$!
 for _ in $(seq 1 300); do grep -q "step [0-9]" "$err" && break; sleep 0.1; done
@@ -70,6 +74,7 @@ pass "Ctrl-C in a run of one process stops it at its next step, saying so (exit 
 
 # torchrun's variables left from another job: the wait for the other ranks is said at once.
 # (Stopped once it has said so: it would wait 300 s.)
+: >"$err"  # as above: the wait reads this run's words only
 RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 \
   "$bin" --experiment="$smoke" --only=naive_ddp --output_dir="$TEST_TMPDIR/stale" >"$out" 2>"$err" &
 waiting=$!
@@ -196,6 +201,7 @@ if [ "$gloo" -gt 0 ]; then
   suite="$TEST_TMPDIR/editme.textproto"
   sed 's/measured: 1000000/measured: 20/; s/measured: 3 /measured: 300 /' "$crash" >"$suite"
   r="$TEST_TMPDIR/editme"
+  : >"$err"  # as above: the wait reads this run's words only
   "$bin" --experiment="$suite" --output_dir="$r" >"$out" 2>"$err" &
   job=$!
   for _ in $(seq 1 300); do grep -q "\[2/3\] second: step [0-9]" "$err" && break; sleep 0.1; done
