@@ -142,18 +142,14 @@ absl::Status ResolveSuite(v1::Suite& suite, const TextPositions& positions, cons
   return ValidateTune(suite, suite_at);
 }
 
-// The name of the field whose value stands at `line`:`column` ("batch_size" in
-// "data { batch_size: -4 }"), or "" where none stands before it on that line.
-std::string FieldBefore(absl::string_view text, int line, int column) {
-  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
-  if (line < 0 || static_cast<size_t>(line) >= lines.size()) return "";
-  absl::string_view before = lines[line].substr(0, std::min(static_cast<size_t>(std::max(column, 0)), lines[line].size()));
-  before = absl::StripTrailingAsciiWhitespace(before);
-  if (!absl::ConsumeSuffix(&before, ":")) return "";
-  before = absl::StripTrailingAsciiWhitespace(before);
-  size_t start = before.size();
-  while (start > 0 && (absl::ascii_isalnum(before[start - 1]) || before[start - 1] == '_')) --start;
-  return std::string(before.substr(start));
+// Parses `text` into `readable`, recording where each field stands in `tree` and the
+// first error in `errors`; false on an error.
+bool ParseReadable(absl::string_view text, google::protobuf::Message& readable, TextFormat::ParseInfoTree& tree,
+                   FirstErrorCollector& errors) {
+  TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+  return parser.ParseFromString(std::string(text), &readable);
 }
 
 // The parser's first error at its file:line:column, in words for people: a renamed field
@@ -205,13 +201,10 @@ absl::Status ErrorAtField(absl::string_view text, absl::string_view filename, co
                           absl::string_view path, absl::string_view what) {
   const std::string file(filename);
   absl::StatusOr<std::string> type = MessageType(text, file);
-  TextFormat::Parser parser;
   FirstErrorCollector errors;
   TextFormat::ParseInfoTree tree;
-  parser.RecordErrorsTo(&errors);
-  parser.WriteLocationsTo(&tree);
   std::unique_ptr<google::protobuf::Message> readable = schema.NewReadable(type.ok() ? *type : kSuiteType);
-  if (!type.ok() || !parser.ParseFromString(std::string(text), readable.get())) {
+  if (!type.ok() || !ParseReadable(text, *readable, tree, errors)) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": ", path, ": ", what));
   }
   const TextPositions positions(*readable, tree);
@@ -225,15 +218,10 @@ absl::StatusOr<v1::Suite> ParseExperimentText(absl::string_view text, absl::stri
   if (!type.ok()) return type.status();
   const bool is_suite = *type == kSuiteType;
 
-  TextFormat::Parser parser;
   FirstErrorCollector errors;
   TextFormat::ParseInfoTree tree;
-  parser.RecordErrorsTo(&errors);
-  parser.WriteLocationsTo(&tree);
   std::unique_ptr<google::protobuf::Message> readable = schema.NewReadable(*type);
-  if (!parser.ParseFromString(std::string(text), readable.get())) {
-    return ParseError(text, file, errors, schema, *type);
-  }
+  if (!ParseReadable(text, *readable, tree, errors)) return ParseError(text, file, errors, schema, *type);
   const TextPositions positions(*readable, tree);
   v1::Suite suite;
   v1::Experiment single;

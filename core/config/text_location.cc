@@ -5,11 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace ddplab {
 namespace {
@@ -28,13 +30,17 @@ absl::string_view Parent(absl::string_view path) {
   return dot == absl::string_view::npos ? absl::string_view() : path.substr(0, dot);
 }
 
+// The text of `line` before `column` (both from 0); empty where the line is not there.
+absl::string_view TextBefore(absl::string_view text, int line, int column) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  if (line < 0 || static_cast<size_t>(line) >= lines.size()) return {};
+  return lines[line].substr(0, std::min(static_cast<size_t>(std::max(column, 0)), lines[line].size()));
+}
+
 }  // namespace
 
 int BlameColumn(absl::string_view text, int line, int column, absl::string_view message) {
-  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
-  if (line < 0 || static_cast<size_t>(line) >= lines.size()) return column;
-  absl::string_view before =
-      lines[line].substr(0, std::min(static_cast<size_t>(std::max(column, 0)), lines[line].size()));
+  const absl::string_view before = TextBefore(text, line, column);
   // Quoted words alternate with the text between them: "a \"x\" b \"y\"" splits into
   // a, x, b, y, so the odd pieces are the quoted names.
   std::vector<absl::string_view> pieces = absl::StrSplit(message, '"');
@@ -44,6 +50,15 @@ int BlameColumn(absl::string_view text, int line, int column, absl::string_view 
     if (found != absl::string_view::npos) return static_cast<int>(found);
   }
   return column;
+}
+
+std::string FieldBefore(absl::string_view text, int line, int column) {
+  absl::string_view before = absl::StripTrailingAsciiWhitespace(TextBefore(text, line, column));
+  if (!absl::ConsumeSuffix(&before, ":")) return "";
+  before = absl::StripTrailingAsciiWhitespace(before);
+  size_t start = before.size();
+  while (start > 0 && (absl::ascii_isalnum(before[start - 1]) || before[start - 1] == '_')) --start;
+  return std::string(before.substr(start));
 }
 
 std::string FormatLocation(absl::string_view file, int line, int column) {

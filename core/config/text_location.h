@@ -91,6 +91,10 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
 // the same line, the column of that name instead.
 int BlameColumn(absl::string_view text, int line, int column, absl::string_view message);
 
+// The name of the field whose value stands at `line`:`column` ("batch_size" in
+// "data { batch_size: -4 }"), or "" where none stands before it on that line.
+std::string FieldBefore(absl::string_view text, int line, int column);
+
 // Where each field of a parsed text-format message was written, by its path from the
 // message: "experiment[1].plugin[0].bucket_sizing.bucket_cap_mb". Paths, not descriptors,
 // so that a message parsed with one schema (ExperimentSchema's readable form) is located
